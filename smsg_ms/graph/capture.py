@@ -1,0 +1,179 @@
+"""MindSpore network → :class:`OpGraph`.
+
+Two ways in:
+
+* :func:`capture` compiles a live ``nn.Cell`` in this process (stand-alone, graph mode, backend
+  skipped with ``MS_DEV_PRECOMPILE_ONLY``). Parameters of a network built normally are already
+  allocated; use it for networks that fit in host memory.
+* :func:`capture_network` takes a network *spec* (a built-in name or ``package.module:function``),
+  and builds and compiles it in a child process under the CPU dry-run, inside
+  ``mindspore.nn.utils.no_init_parameters`` and semi-auto parallel with one device, so no weight
+  is allocated (a LLaMA-2-70B shape captures in seconds; ``shared/docs/mindspore-notes.md``).
+
+Both tag every Cell-owned primitive with its attribute path (prim attr ``smsg_path``) before the
+compile, then read the MindIR (:mod:`smsg_ms.graph.mindir`).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any
+
+from .model import OpGraph
+
+PATH_ATTR = "smsg_path"
+
+
+class CaptureError(RuntimeError):
+    """The network could not be captured; the message says why, in one paragraph."""
+
+
+def tag_primitives(net) -> dict[str, Any]:
+    """Tag each primitive held as a Cell attribute with ``smsg_path`` = ``cell_path.attr``.
+
+    Returns:
+        ``{path: Primitive}`` for every tagged primitive, in ``cells_and_names`` order.
+    """
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for cell_name, cell in net.cells_and_names():
+        for attr, prim in getattr(cell, "_primitives", {}).items():
+            if prim is None or id(prim) in seen:
+                continue
+            seen.add(id(prim))
+            path = f"{cell_name}.{attr}" if cell_name else attr
+            prim.add_prim_attr(PATH_ATTR, path)
+            found[path] = prim
+    return found
+
+
+def path_hints(tags: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """``{cell path: {primitive type: [paths in attribute order]}}`` from :func:`tag_primitives`."""
+    hints: dict[str, dict[str, list[str]]] = {}
+    for path, prim in tags.items():
+        cell = path.rpartition(".")[0]
+        hints.setdefault(cell, {}).setdefault(prim.name, []).append(path)
+    return hints
+
+
+@functools.lru_cache(maxsize=None)
+def primitive_arg_names(op_type: str) -> tuple[str, ...] | None:
+    """Names of a primitive's graph inputs: ``__call__`` arguments, then ``__init__`` arguments.
+
+    Generated primitives (``gen_ops_prim``) pass their init arguments as trailing inputs in the
+    graph; this names them (``MatMul`` → ``input, mat2, transpose_a, transpose_b``).
+    """
+    from mindspore.ops import operations as P  # noqa: N812
+
+    cls = getattr(P, op_type, None)
+    if cls is None or "auto_generate" not in getattr(cls, "__module__", ""):
+        return None
+    try:
+        call = [p for p in inspect.signature(cls.__call__).parameters if p != "self"]
+        init = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    except (TypeError, ValueError):
+        return None
+    return tuple(call + init)
+
+
+def read_mindir(net, phase: str, name: str) -> OpGraph:
+    """Parse the compiled graph of ``net`` for ``phase`` into an :class:`OpGraph`."""
+    from mindspore.train import mind_ir_pb2
+
+    from .mindir import parse_model
+    try:
+        from mindspore.graph.api import _cell_graph_executor
+    except ImportError:  # MindSpore < 2.9
+        from mindspore.common.api import _cell_graph_executor
+    model = mind_ir_pb2.ModelProto()
+    model.ParseFromString(_cell_graph_executor._get_func_graph_proto(net, phase, "mind_ir"))
+    trainable = {p.name: bool(p.requires_grad) for p in net.get_parameters()}
+    return parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
+                       path_hints=path_hints(tag_primitives(net)))
+
+
+def compile_cell(net, inputs, phase: str):
+    """Compile ``net(*inputs)`` for ``phase``; MindSpore errors become :class:`CaptureError`."""
+    try:
+        from mindspore.graph.api import _cell_graph_executor
+    except ImportError:
+        from mindspore.common.api import _cell_graph_executor
+    try:
+        phase, _ = _cell_graph_executor.compile(net, *inputs, phase=phase)
+    except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+        raise CaptureError(_first_paragraph(exc, type(net).__name__)) from exc
+    return phase
+
+
+def _first_paragraph(exc: BaseException, net_name: str) -> str:
+    text = str(exc).strip()
+    head = text.split("\n\n")[0].split("----")[0].strip()
+    return f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+
+
+def capture(net, *inputs, name: str | None = None) -> OpGraph:
+    """Capture the forward graph of a live ``nn.Cell`` called on ``inputs`` (this process).
+
+    Args:
+        net: the network (``mindspore.nn.Cell``).
+        inputs: example inputs (``mindspore.Tensor``), global shapes.
+        name: name recorded in the graph (default: the class name).
+
+    Raises:
+        CaptureError: the construct does not compile (wrong input rank, unsupported syntax...).
+    """
+    import mindspore as ms
+
+    if ms.get_context("mode") != ms.GRAPH_MODE:
+        ms.set_context(mode=ms.GRAPH_MODE)
+    tag_primitives(net)
+    old = os.environ.get("MS_DEV_PRECOMPILE_ONLY")
+    os.environ["MS_DEV_PRECOMPILE_ONLY"] = "1"
+    try:
+        net.set_train(False)
+        phase = compile_cell(net, inputs, phase="smsg_capture")
+    finally:
+        if old is None:
+            os.environ.pop("MS_DEV_PRECOMPILE_ONLY", None)
+        else:
+            os.environ["MS_DEV_PRECOMPILE_ONLY"] = old
+    graph = read_mindir(net, phase, name or type(net).__name__)
+    check_inputs_consistent(graph, inputs)
+    return graph
+
+
+def check_inputs_consistent(graph: OpGraph, inputs) -> None:
+    """Raise :class:`CaptureError` when the compiled graph's inputs disagree with ``inputs``."""
+    if len(graph.inputs) != len(inputs):
+        return  # constants folded away; nothing to compare
+    for name, tensor in zip(graph.inputs, inputs):
+        shape = tuple(getattr(tensor, "shape", ()))
+        got = graph.tensors[name].shape
+        if len(shape) != len(got):
+            raise CaptureError(f"input '{name}' was compiled with rank {len(got)} but the example "
+                               f"has rank {len(shape)}")
+
+
+def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
+    """Capture a network from a spec in a dry-run child process, without allocating weights.
+
+    Args:
+        spec: a built-in name (see :mod:`smsg_ms.networks`) or ``package.module:function``; the
+            function takes keyword options (``batch``, ``seq``, ``layers`` ... as it accepts) and
+            returns ``(net, inputs)`` or ``{"net": ..., "inputs": ...}``.
+        devices: virtual device count of the compile (1 = global shapes).
+        options: keyword arguments for the network function (JSON values).
+
+    Raises:
+        CaptureError: the spec does not resolve, the function raises, or MindSpore rejects it.
+        smsg_ms.integration.dryrun.DryRunSetupError: the dry-run cannot be set up.
+    """
+    from ..integration.dryrun import DryRunError, run_child
+
+    try:
+        result = run_child({"job": "capture", "spec": spec, "options": options}, devices=devices)
+    except DryRunError as exc:
+        raise CaptureError(str(exc)) from exc
+    graph = OpGraph.from_dict(result["graph"])
+    return graph

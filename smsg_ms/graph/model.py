@@ -1,0 +1,206 @@
+"""Framework-free operator graph: what the cost model and the search see of a network.
+
+Nothing here imports MindSpore. A graph is built by :mod:`smsg_ms.graph.capture` from MindSpore's
+MindIR and round-trips through JSON (:meth:`OpGraph.to_json` / :meth:`OpGraph.from_json`), which
+is how the dry-run child process hands it to the parent (never pickle).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+#: Bytes per element of the MindSpore dtypes that appear in graphs.
+DTYPE_BYTES = {
+    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
+    "int16": 2, "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16,
+}
+
+#: A dimension is an int, or a str naming a symbolic (dynamic) axis such as ``"batch"``.
+Dim = int | str
+
+
+@dataclass
+class TensorInfo:
+    """One tensor of the graph (an edge that may fan out).
+
+    Attributes:
+        name: unique name in the graph.
+        shape: global shape, elements per dimension (``str`` for a symbolic dimension).
+        dtype: MindSpore dtype name, e.g. ``"float32"``.
+        kind: ``"input"`` (data input of the network), ``"parameter"`` (weight), ``"constant"``,
+            or ``"activation"`` (produced by an operator).
+        producer: id of the producing operator, ``None`` for inputs/parameters/constants.
+        consumers: ids of the operators that read it, in graph order.
+        requires_grad: for parameters, whether it is trained.
+    """
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+    kind: str = "activation"
+    producer: int | None = None
+    consumers: list[int] = field(default_factory=list)
+    requires_grad: bool = True
+
+    @property
+    def numel(self) -> int | None:
+        """Number of elements, ``None`` if a dimension is symbolic."""
+        n = 1
+        for d in self.shape:
+            if not isinstance(d, int):
+                return None
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int | None:
+        """Size in bytes, ``None`` if a dimension is symbolic."""
+        n = self.numel
+        return None if n is None else n * DTYPE_BYTES.get(self.dtype, 4)
+
+
+@dataclass
+class OpNode:
+    """One operator call.
+
+    Attributes:
+        id: position in topological order (0-based, dense).
+        type: MindSpore primitive name, e.g. ``"MatMul"``.
+        inputs: tensor names of the data inputs, in argument order (constants included).
+        outputs: tensor names of the outputs.
+        attrs: primitive attributes that matter to cost and validity (``transpose_a``, ``axis``,
+            ``keep_dims``, ...), JSON values only. Constant inputs are also recorded here as
+            ``"input{i}"``.
+        prim_path: attribute path of the Python ``Primitive`` (``layers.3.attention.wq.matmul``);
+            ``None`` for functional calls, which cannot be sharded individually.
+        call_index: index of this call among the calls of the same primitive instance.
+        scope: MindSpore's full scoped name of the node (for messages).
+    """
+
+    id: int
+    type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    prim_path: str | None = None
+    call_index: int = 0
+    scope: str = ""
+
+    @property
+    def shardable(self) -> bool:
+        """True when a strategy can be written back with ``Primitive.shard``."""
+        return self.prim_path is not None
+
+    @property
+    def label(self) -> str:
+        """Human name: the primitive path (with call index if > 0) or type and scope."""
+        if self.prim_path:
+            return self.prim_path + (f"#{self.call_index}" if self.call_index else "")
+        return f"{self.type}@{self.scope or self.id}"
+
+
+@dataclass
+class OpGraph:
+    """Operators in topological order and the tensors between them.
+
+    Attributes:
+        ops: operators, ``ops[i].id == i``.
+        tensors: tensor name → :class:`TensorInfo`.
+        inputs: names of the network's data inputs, in call order.
+        outputs: names of the network's outputs.
+        name: network name (class name or built-in name).
+        warnings: messages about parts the capture could not represent (control flow, ...).
+    """
+
+    ops: list[OpNode]
+    tensors: dict[str, TensorInfo]
+    inputs: list[str]
+    outputs: list[str]
+    name: str = "network"
+    warnings: list[str] = field(default_factory=list)
+
+    # ---- queries -------------------------------------------------------------------------
+    def op(self, op_id: int) -> OpNode:
+        return self.ops[op_id]
+
+    def parameters(self) -> list[TensorInfo]:
+        """Weights, in order of first use."""
+        return [t for t in self.tensors.values() if t.kind == "parameter"]
+
+    def producer_of(self, tensor: str) -> OpNode | None:
+        p = self.tensors[tensor].producer
+        return None if p is None else self.ops[p]
+
+    def consumers_of(self, tensor: str) -> list[OpNode]:
+        return [self.ops[i] for i in self.tensors[tensor].consumers]
+
+    def by_path(self) -> dict[str, list[OpNode]]:
+        """Primitive path → its calls (call order), for shardable operators only."""
+        out: dict[str, list[OpNode]] = {}
+        for op in self.ops:
+            if op.prim_path:
+                out.setdefault(op.prim_path, []).append(op)
+        return out
+
+    def iter_edges(self) -> Iterator[tuple[int, int, str, int]]:
+        """``(producer id, consumer id, tensor name, consumer input index)`` for activations."""
+        for op in self.ops:
+            for idx, name in enumerate(op.inputs):
+                t = self.tensors[name]
+                if t.producer is not None:
+                    yield t.producer, op.id, name, idx
+
+    def to_networkx(self):
+        """``networkx.MultiDiGraph`` of operators, edges keyed by tensor name."""
+        import networkx as nx
+
+        g = nx.MultiDiGraph()
+        for op in self.ops:
+            g.add_node(op.id, op=op)
+        for src, dst, name, idx in self.iter_edges():
+            g.add_edge(src, dst, key=f"{name}:{idx}", tensor=name, index=idx)
+        return g
+
+    # ---- JSON ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "warnings": self.warnings,
+            "tensors": [dict(asdict(t), shape=list(t.shape)) for t in self.tensors.values()],
+            "ops": [asdict(o) for o in self.ops],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "OpGraph":
+        tensors = {}
+        for t in data["tensors"]:
+            t = dict(t, shape=tuple(t["shape"]))
+            tensors[t["name"]] = TensorInfo(**t)
+        ops = [OpNode(**o) for o in data["ops"]]
+        return cls(ops=ops, tensors=tensors, inputs=list(data["inputs"]),
+                   outputs=list(data["outputs"]), name=data.get("name", "network"),
+                   warnings=list(data.get("warnings", [])))
+
+    @classmethod
+    def from_json(cls, text: str) -> "OpGraph":
+        return cls.from_dict(json.loads(text))
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the structure (types, attrs, paths, shapes, dtypes), names excluded.
+
+        Two captures of the same network with the same input shapes give the same fingerprint.
+        """
+        h = hashlib.sha256()
+        for op in self.ops:
+            shapes = [(list(self.tensors[n].shape), self.tensors[n].dtype, self.tensors[n].kind)
+                      for n in op.inputs + op.outputs]
+            h.update(json.dumps([op.type, op.attrs, op.prim_path, op.call_index, shapes],
+                                sort_keys=True, default=str).encode())
+        return h.hexdigest()
