@@ -1,0 +1,93 @@
+"""The search problem, free of MindSpore and of the cost model's details.
+
+A problem is a set of *variables* (one per primitive instance, all its calls planned jointly, or
+one per operator that cannot be sharded), each with a finite list of *options* (strategies) with a
+numeric cost (seconds, or any additive unit) and a memory footprint (bytes per device), and
+pairwise *edges* whose matrix ``cost[i][j]`` is the cost of the pair (redistribution between the
+producer's option ``i`` and the consumer's option ``j``; ``inf`` forbids the pair, e.g. a shared
+parameter whose users disagree on its layout). Total cost = Σ option costs + Σ edge costs.
+
+Variables are numbered in topological order of the operators they stand for, which the chain
+decomposition relies on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Variable:
+    """One decision: which option (strategy) a primitive (all its calls) or an operator takes.
+
+    Attributes:
+        name: the primitive path, or the operator label.
+        op_ids: operators of the graph this variable decides (several for a shared primitive).
+        keys: a hashable description of each option (the strategy), sorted: ties are broken by
+            the lowest index, so the order of ``keys`` fixes the plan deterministically.
+        cost: cost of each option (1-D float array).
+        memory: bytes per device of each option (1-D float array).
+    """
+
+    name: str
+    op_ids: list[int]
+    keys: list
+    cost: np.ndarray
+    memory: np.ndarray
+
+    def __post_init__(self):
+        self.cost = np.asarray(self.cost, dtype=float)
+        self.memory = np.asarray(self.memory if self.memory is not None else
+                                 np.zeros(len(self.keys)), dtype=float)
+        if not (len(self.keys) == len(self.cost) == len(self.memory)) or not self.keys:
+            raise ValueError(f"variable {self.name}: keys, cost and memory must have the same "
+                             "non-zero length")
+
+
+@dataclass
+class Edge:
+    """Pair cost between two variables, ``cost[i, j]`` for option i of ``u`` and j of ``v``."""
+
+    u: int
+    v: int
+    cost: np.ndarray
+
+    def __post_init__(self):
+        self.cost = np.asarray(self.cost, dtype=float)
+
+
+@dataclass
+class SearchProblem:
+    """Variables (topological order) and edges (any order; ``u != v``)."""
+
+    variables: list[Variable]
+    edges: list[Edge] = field(default_factory=list)
+
+    def check(self) -> None:
+        """Raise ``ValueError`` on an edge whose matrix does not match its variables' options."""
+        for e in self.edges:
+            if e.u == e.v:
+                raise ValueError(f"self edge on variable {e.u}")
+            want = (len(self.variables[e.u].keys), len(self.variables[e.v].keys))
+            if e.cost.shape != want:
+                raise ValueError(f"edge {e.u}->{e.v}: matrix {e.cost.shape}, expected {want}")
+
+    def total(self, choice: list[int]) -> float:
+        """Cost of a full assignment (option index per variable)."""
+        total = sum(float(v.cost[c]) for v, c in zip(self.variables, choice))
+        total += sum(float(e.cost[choice[e.u], choice[e.v]]) for e in self.edges)
+        return total
+
+    def memory(self, choice: list[int]) -> float:
+        """Bytes per device of a full assignment (sum of the options' memory)."""
+        return float(sum(v.memory[c] for v, c in zip(self.variables, choice)))
+
+
+@dataclass
+class Solution:
+    """An assignment and its cost; ``choice[i]`` indexes ``problem.variables[i].keys``."""
+
+    choice: list[int]
+    cost: float
+    memory: float
