@@ -1,0 +1,112 @@
+"""A plan: the strategy of every planned primitive, with provenance and predicted costs.
+
+A plan is plain data (JSON). Its ``content_hash`` covers everything but itself, so two ranks that
+computed the same plan log the same hash, and an edited file is detected on load.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import __version__
+
+PLAN_FORMAT = 1
+
+
+@dataclass
+class OpDecision:
+    """What the planner chose for one primitive (all its calls) or one unshardable operator.
+
+    Attributes:
+        name: primitive path (``layers.0.attention.wq.matmul``) or operator label.
+        op_type: MindSpore primitive name.
+        strategy: in_strategy (one cut tuple per tensor input); ``None`` where MindSpore sets the
+            layout itself (Reshape, functional calls).
+        shardable: ``False`` for functional calls / Reshape (reported, not written back).
+        seconds: predicted micro-step time of its calls under the chosen strategy (s).
+        breakdown: seconds by kind (compute, AllReduce, ..., redistribution) and memory bytes.
+        runner_up: second-best strategy and its extra cost in seconds, when one exists.
+        block: repeated block this primitive belongs to (``layers.*``), if any.
+        notes: the cost model's remarks (fallback strategy, unknown operator ...).
+    """
+
+    name: str
+    op_type: str
+    strategy: list[list[int]] | None
+    shardable: bool = True
+    seconds: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)
+    runner_up: dict[str, Any] | None = None
+    block: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """A complete plan for one network, device count and input shapes.
+
+    Attributes:
+        network: network name or spec.
+        fingerprint: :meth:`OpGraph.fingerprint` of the captured graph.
+        devices: device count the plan is for.
+        options: network options (batch, seq, layers ...) the graph was captured with.
+        input_shapes: global shape of each data input.
+        hardware: hardware preset name.
+        decisions: one per primitive / unshardable operator, in graph order.
+        totals: predicted step totals: ``step_seconds``, ``compute_seconds``, seconds per
+            collective kind, ``memory_bytes`` per device by kind, ``data_parallel_step_seconds``
+            (the pure data-parallel plan under the same model) ...
+        dataset_strategy: layout of the data inputs (one cut tuple per input), or ``None`` for
+            ``full_batch``.
+        pipeline: pipeline settings (stages, micro-batches, stage of each block), ``None`` for one
+            stage.
+        planner_version: smsg-ms version that made the plan.
+        content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
+    """
+
+    network: str
+    fingerprint: str
+    devices: int
+    options: dict[str, Any]
+    input_shapes: list[list[Any]]
+    hardware: str
+    decisions: list[OpDecision]
+    totals: dict[str, Any] = field(default_factory=dict)
+    dataset_strategy: list[list[int]] | None = None
+    pipeline: dict[str, Any] | None = None
+    planner_version: str = __version__
+    format: int = PLAN_FORMAT
+    content_hash: str = ""
+
+    @property
+    def strategies(self) -> dict[str, list[list[int]]]:
+        """``{primitive path: in_strategy}`` of every shardable decision."""
+        return {d.name: d.strategy for d in self.decisions if d.shardable and d.strategy}
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        return data
+
+    def compute_hash(self) -> str:
+        data = self.to_dict()
+        data.pop("content_hash", None)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def seal(self) -> "Plan":
+        """Set :attr:`content_hash`; returns self."""
+        self.content_hash = self.compute_hash()
+        return self
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted keys, 1-space indent, trailing newline): byte-identical
+        for equal plans."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=1, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Plan":
+        data = dict(data)
+        data["decisions"] = [OpDecision(**d) for d in data.get("decisions", [])]
+        return cls(**data)
