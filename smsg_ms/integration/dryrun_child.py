@@ -76,7 +76,22 @@ def job_compile(job: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-JOBS = {"capture": job_capture, "compile": job_compile}
+def job_init(job: dict) -> dict:
+    """Does MindSpore accept this device count? ``init()`` succeeds for any count; the parallel
+    initialisation fails at the first compile, so compile a one-MatMul network."""
+    ms = _setup(extra_context={"full_batch": True})
+    import numpy as np
+    from mindspore import nn
+
+    from smsg_ms.graph.capture import compile_cell
+    from mindspore.communication import get_group_size
+    n = 48 * get_group_size()
+    net = nn.Dense(n, n)
+    compile_cell(net, (ms.Tensor(np.zeros((n, n), np.float32)),), phase="init_probe")
+    return {"group_size": get_group_size()}
+
+
+JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init}
 
 
 def main(argv: list[str]) -> int:
