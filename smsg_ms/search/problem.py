@@ -91,3 +91,39 @@ class Solution:
     choice: list[int]
     cost: float
     memory: float
+
+
+class NoFeasiblePlan(ValueError):
+    """No assignment fits the memory limit (or every assignment uses a forbidden pair)."""
+
+
+def validate(problem: SearchProblem) -> None:
+    """Raise ``ValueError`` naming the culprit on a malformed problem.
+
+    Checked: edge endpoints in range, matrix shapes, no NaN anywhere, no ``-inf``.
+    """
+    n = len(problem.variables)
+    for v in problem.variables:
+        if np.isnan(v.cost).any() or np.isnan(v.memory).any() or (v.cost == -np.inf).any():
+            raise ValueError(f"variable {v.name}: cost or memory is NaN or -inf")
+    for e in problem.edges:
+        if not (0 <= e.u < n and 0 <= e.v < n):
+            raise ValueError(f"edge {e.u}->{e.v}: endpoint outside 0..{n - 1}")
+        if e.cost.ndim != 2:
+            raise ValueError(f"edge {e.u}->{e.v}: matrix must be 2-D, got shape {e.cost.shape}")
+        if np.isnan(e.cost).any() or (e.cost == -np.inf).any():
+            raise ValueError(f"edge {e.u}->{e.v}: matrix holds NaN or -inf")
+    problem.check()
+
+
+def merged_edges(problem: SearchProblem) -> dict[tuple[int, int], np.ndarray]:
+    """Edges keyed ``(u, v)`` with ``u < v``, parallel edges summed, reversed ones transposed.
+
+    The result depends only on the problem's content, not on the order or orientation in which
+    edges were listed (keys are iterated sorted by the callers).
+    """
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for e in problem.edges:
+        u, v, m = (e.u, e.v, e.cost) if e.u < e.v else (e.v, e.u, e.cost.T)
+        out[(u, v)] = out[(u, v)] + m if (u, v) in out else np.array(m, dtype=float)
+    return dict(sorted(out.items()))
