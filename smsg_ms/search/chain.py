@@ -88,6 +88,11 @@ class Segment:
         return v + self.lo - template.lo if v >= template.lo - span else v
 
 
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape and the same bytes (NaN-free arrays; -0.0 vs 0.0 only costs a missed reuse)."""
+    return a is b or (a.shape == b.shape and a.tobytes() == b.tobytes())
+
+
 def same_content(p: Problem, s: Segment, t: Segment) -> bool:
     """True when segments ``s`` and ``t`` have identical transfer matrices (relative indexing)."""
     if s.hi - s.lo != t.hi - t.lo or len(s.enter) != len(t.enter) or len(s.leave) != len(t.leave):
@@ -99,13 +104,13 @@ def same_content(p: Problem, s: Segment, t: Segment) -> bool:
         return False
     for i in range(s.hi - s.lo + 1):
         vs, vt = s.lo + i, t.lo + i
-        if not np.array_equal(p.unary[vs], p.unary[vt]):
+        if not _equal(p.unary[vs], p.unary[vt]):
             return False
         ins, int_ = p.incoming[vs], p.incoming[vt]
         if [s.rel(u) for u in ins] != [t.rel(u) for u in int_]:
             return False
         for us, ut in zip(ins, int_):
-            if not np.array_equal(p.edges[(us, vs)], p.edges[(ut, vt)]):
+            if not _equal(p.edges[(us, vs)], p.edges[(ut, vt)]):
                 return False
     return True
 

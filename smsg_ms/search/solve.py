@@ -67,7 +67,8 @@ def choose_cuts(p: Problem, repeated=None, fronts=None) -> list[int]:
     return sorted(k for k in cuts if states[k + 1] <= STATE_LIMIT)
 
 
-def solve_chain(p: Problem, cuts: list[int], progress: LazyProgress | None = None) -> list[int]:
+def solve_chain(p: Problem, cuts: list[int], progress: LazyProgress | None = None,
+                fronts=None) -> list[int]:
     """Optimal choice (option per variable) of ``p`` for the given cuts; exact for any cuts.
 
     Raises:
@@ -75,7 +76,7 @@ def solve_chain(p: Problem, cuts: list[int], progress: LazyProgress | None = Non
         NoFeasiblePlan: every assignment has infinite cost.
     """
     n = len(p.sizes)
-    fronts = frontiers(n, p.edges)
+    fronts = fronts or frontiers(n, p.edges)
     bounds = [-1] + sorted(set(cuts)) + [n - 1]
     segs = [Segment(a + 1, b, fronts[a + 1], fronts[b + 1]) for a, b in zip(bounds, bounds[1:])]
     runs: list[list[Segment]] = []
@@ -135,7 +136,8 @@ def solve_exact(problem: SearchProblem, repeated=None, progress: bool | None = N
         return []
     with LazyProgress(progress, "planning") as bar:
         try:
-            return solve_chain(p, choose_cuts(p, repeated), bar)
+            fronts = frontiers(len(p.sizes), p.edges)
+            return solve_chain(p, choose_cuts(p, repeated, fronts), bar, fronts)
         except TooWide:
             from .ilp import solve_ilp_problem
             return solve_ilp_problem(p)

@@ -73,11 +73,12 @@ def transformer_problem(layers: int, options, seed: int = 0, *, head: bool = Tru
     for layer in range(layers):
         base = len(variables)
         for v in layer_vars:
-            variables.append(Variable(f"layers.{layer}.{v.name}", [], list(v.keys), v.cost, v.memory))
+            variables.append(Variable(f"layers.{layer}.{v.name}", [], list(v.keys), v.cost.copy(),
+                                      v.memory.copy()))
         for j, i, mat in layer_edges:
             if j == -1 and prev is None:
                 continue
-            edges.append(Edge(prev if j == -1 else base + j, base + i, mat))
+            edges.append(Edge(prev if j == -1 else base + j, base + i, mat.copy()))
         blocks.append(list(range(base, base + len(LAYER))))
         prev = base + len(LAYER) - 1
     if head:
