@@ -134,3 +134,53 @@ def test_wrong_block_hint_costs_nothing():
     problem.variables[30].cost[0] -= 5.0  # layer 1 no longer identical to the others
     bogus = [[list(range(1, 26)), list(range(26, 51)), list(range(51, 76)), [200, 3]]]
     assert _close(solve(problem, repeated=bogus).cost, solve_ilp(problem).cost)
+
+
+def _hoist(problem, repeated, name="cast1"):
+    """Move every layer's ``name`` variable to the front (blocks become non-contiguous)."""
+    n = len(problem.variables)
+    hoisted = [v for v in range(n) if problem.variables[v].name.endswith("." + name)]
+    order = hoisted + [v for v in range(n) if v not in hoisted]
+    new = {v: i for i, v in enumerate(order)}
+    moved = SearchProblem([problem.variables[v] for v in order],
+                          [Edge(new[e.u], new[e.v], e.cost) for e in problem.edges])
+    return moved, [[[new[v] for v in block] for block in group] for group in repeated]
+
+
+def test_non_contiguous_blocks_are_reordered_and_reused(monkeypatch):
+    import importlib
+
+    solve_mod = importlib.import_module("smsg_ms.search.solve")  # the package exports solve()
+
+    problem, repeated = _hoist(*transformer_problem(6, [2, 3, 2, 4], seed=5))
+    calls = []
+    real = solve_mod.transfer
+    monkeypatch.setattr(solve_mod, "transfer", lambda *a: calls.append(1) or real(*a))
+    got = solve(problem, repeated=repeated)
+    assert len(calls) < 6  # the six layers were not solved one by one
+    assert _close(got.cost, solve_ilp(problem).cost)
+    assert _close(problem.total(got.choice), got.cost)
+
+
+def test_variable_shared_by_all_layers(monkeypatch):
+    """A 2-option mask feeding every layer's scores stays in every frontier; layers still repeat."""
+    import importlib
+
+    solve_mod = importlib.import_module("smsg_ms.search.solve")
+    base, repeated = transformer_problem(10, [2, 3, 2], seed=9)
+    mask = Variable("mask", [], [0, 1], [0.3, 0.0], [0.0, 0.0])
+    variables = [mask] + base.variables
+    edges = [Edge(e.u + 1, e.v + 1, e.cost) for e in base.edges]
+    rng = np.random.default_rng(0)
+    scores = [i for i, v in enumerate(variables) if v.name.endswith(".scores")]
+    mat = rng.uniform(0, 1, (2, len(variables[scores[0]].keys)))
+    edges += [Edge(0, s, mat.copy()) for s in scores]
+    problem = SearchProblem(variables, edges)
+    hint = [[[v + 1 for v in block] for block in repeated[0]]]
+    calls = []
+    real = solve_mod.transfer
+    monkeypatch.setattr(solve_mod, "transfer", lambda *a: calls.append(1) or real(*a))
+    got = solve(problem, repeated=hint)
+    # first layer (mask is near), middle run, last layer (mask leaves the frontier), ends
+    assert len(calls) <= 5
+    assert _close(got.cost, solve_ilp(problem).cost)

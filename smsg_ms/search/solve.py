@@ -128,12 +128,55 @@ def _decode(p: Problem, template: Segment, s: Segment, t, x: int, y: int, choice
             choice[w] = o
 
 
+def block_order(n: int, repeated) -> list[int] | None:
+    """Variable order that makes every hinted block contiguous, or ``None`` if they already are.
+
+    A block moves to the position of its first variable, its variables in the hint's order; the
+    others keep their relative order. The chain decomposition is exact for any order (a worse
+    order only widens frontiers), so this is safe even when it breaks the topological order.
+    """
+    owner: dict[int, tuple[int, int]] = {}
+    for group in repeated or []:
+        for block in group:
+            if not block or any(v in owner or not 0 <= v < n for v in block) or \
+                    len(set(block)) != len(block):
+                continue
+            first = min(block)
+            owner.update((v, (first, r)) for r, v in enumerate(block))
+    order = sorted(range(n), key=lambda v: owner.get(v, (v, -1)))
+    return None if order == list(range(n)) else order
+
+
+def _permuted(p: Problem, order: list[int]) -> Problem:
+    """``p`` with variable ``order[i]`` renumbered ``i``."""
+    new = {v: i for i, v in enumerate(order)}
+    edges = {}
+    for (u, v), m in p.edges.items():
+        a, b = new[u], new[v]
+        edges[(a, b) if a < b else (b, a)] = m if a < b else m.T
+    return Problem([p.sizes[v] for v in order], [p.unary[v] for v in order], dict(sorted(edges.items())))
+
+
 def solve_exact(problem: SearchProblem, repeated=None, progress: bool | None = None,
                 lam: float = 0.0, memory_only: bool = False) -> list[int]:
     """Unconstrained exact optimum of cost + lam * memory (or of memory alone); see :func:`solve`."""
     p = to_problem(problem, lam, memory_only)
     if not p.sizes:
         return []
+    order = block_order(len(p.sizes), repeated)
+    if order is not None:
+        new = {v: i for i, v in enumerate(order)}
+        hint = [[[new[v] for v in b if v in new] for b in g] for g in repeated]
+        inner = _solve_problem(_permuted(p, order), hint, progress)
+        choice = [0] * len(order)
+        for i, v in enumerate(order):
+            choice[v] = inner[i]
+        return choice
+    return _solve_problem(p, repeated, progress)
+
+
+def _solve_problem(p: Problem, repeated, progress) -> list[int]:
+    """Chain of segments; the integer program when a segment is too wide to eliminate."""
     with LazyProgress(progress, "planning") as bar:
         try:
             fronts = frontiers(len(p.sizes), p.edges)
