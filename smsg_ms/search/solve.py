@@ -196,7 +196,10 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
     Theorem (Gibbons 1996; SMSG, Wang et al., IJPP 2023), so runs of identical blocks are raised
     to their length by repeated squaring. Problems whose elimination would need a table over
     :data:`TABLE_LIMIT` entries are solved by the integer program (:mod:`.ilp`). Memory limit:
-    :mod:`.memory` (Lagrangian bound with certificate, integer program on a duality gap).
+    :mod:`.memory` (Lagrangian bound with certificate, integer program on a duality gap). The
+    usual case, a limit the unconstrained optimum already meets, costs nothing extra; a binding
+    limit with a duality gap costs an integer program over all edge entries (seconds for a few
+    layers, about a minute for 80 synthetic layers at 8 devices: see scripts/bench_search.py).
 
     Args:
         problem: variables (option costs in seconds, memory in bytes per device) and edges.
