@@ -148,6 +148,7 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         if x not in src_owner and x in dst_owner:
             d = dst_owner[x]
             local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
+    deferred: list[tuple[int, int]] = []
     # 2. permute: axis moves from one dimension to another
     for run in groups(lambda x: x in src_owner and x in dst_owner
                       and src_owner[x] != dst_owner[x]):
@@ -162,9 +163,10 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             local[ds] = local[ds] * g
             for x in run:
                 cur[ds].remove(x)
-        else:
+            local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
+        else:  # gather now, slice once the axis is free (after every gather)
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
-        local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
+            deferred.append((dd, g))
     # 3. concat: axis used by the source only
     for run in groups(lambda x: x in src_owner and x not in dst_owner):
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
