@@ -96,26 +96,40 @@ def _kind_key(layer: LayerCost) -> LayerCost:
     return replace(layer, name="", output_bytes=0.0)
 
 
-def _recompute_options(kinds: list[LayerCost], counts) -> list[tuple[float, float, float, tuple]]:
+def _recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
+                       ) -> list[tuple[float, float, float, tuple]]:
     """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``."""
+    key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c))
+                for k, c in zip(kinds, counts))
+    if memo is not None and key in memo:
+        return memo[key]
     front = [(0.0, 0.0, 0.0, ())]
-    for kind, c in zip(kinds, counts):
-        saved = kind.activation_bytes - kind.input_bytes
+    for fwd, saved, c in key:
         if c == 0 or saved <= 0:
             front = [(r, s, w, cs + (0,)) for r, s, w, cs in front]
             continue
-        grown = [(r + k * kind.forward_seconds, s + k * saved, max(w, saved) if k else w,
-                  cs + (k,)) for r, s, w, cs in front for k in range(c + 1)]
+        grown = [(r + k * fwd, s + k * saved, max(w, saved) if k else w, cs + (k,))
+                 for r, s, w, cs in front for k in range(c + 1)]
         front = _pareto(grown)
+    if memo is not None:
+        memo[key] = front
     return front
 
 
 def _pareto(options):
-    """Keep options not dominated in (less recompute, more saved, less working set); sorted."""
+    """Keep options not dominated in (less recompute, more saved, less working set); sorted.
+
+    Scanned by increasing recompute; an option is dominated when an earlier one with a working
+    set no larger saved at least as much (few distinct working sets: one per layer kind).
+    """
     out = []
+    best: dict[float, float] = {}       # working set -> most saved so far
     for opt in sorted(options, key=lambda o: (o[0], o[2], -o[1], o[3])):
-        if not any(o[0] <= opt[0] and o[1] >= opt[1] and o[2] <= opt[2] for o in out):
-            out.append(opt)
+        r, saved, work = opt[0], opt[1], opt[2]
+        if any(w <= work and s >= saved for w, s in best.items()):
+            continue
+        out.append(opt)
+        best[work] = max(best.get(work, -INF), saved)
     return out
 
 
@@ -134,7 +148,8 @@ class _Chain:
     kind_of: list[int]
 
 
-def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per) -> _Chain:
+def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per,
+            memo: dict | None = None) -> _Chain:
     L = len(layers)
     kinds: list[LayerCost] = []
     index: dict = {}
@@ -163,7 +178,7 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     k_static = np.array([sum(parameter_memory(k.params, sharding, bytes_per).values())
                          for k in kinds])
     k_act = np.array([k.activation_bytes for k in kinds])
-    options = [_recompute_options(kinds, row) for row in uniq]
+    options = [_recompute_options(kinds, row, memo) for row in uniq]
 
     out_send = np.array([links.send_seconds(x.output_bytes) for x in layers])
     in_send = np.array([links.send_seconds(x.input_bytes) for x in layers])
@@ -195,7 +210,8 @@ def _min_recompute(chain: _Chain, stages: int, limit: float):
 
 
 def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, memory_limit: float,
-              sharding: bool, links: Links, recompute: bool = True, bytes_per=None):
+              sharding: bool, links: Links, recompute: bool = True, bytes_per=None,
+              memo: dict | None = None):
     """Exact best cut of ``layers`` into ``stages`` contiguous stages.
 
     Minimises ``max_s ((m + p − 1) · t_s + g_s)`` with every stage's memory ≤ ``memory_limit``
@@ -209,7 +225,7 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     L, p = len(layers), stages
     if p > L:
         return None
-    chain = _tables(layers, sharding, links, bytes_per)
+    chain = _tables(layers, sharding, links, bytes_per, memo)
     if recompute:
         rec, pick = _min_recompute(chain, p, memory_limit)
     else:
@@ -289,6 +305,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     m_all = sorted(set(micro_batches)) if micro_batches is not None else divisors(global_batch)
     best, best_key, tried = None, None, 0
     cache: dict = {}
+    memo: dict = {}      # recompute Pareto sets, shared by all candidates
     for p in p_list:
         if p < 1 or devices % p:
             raise ValueError(f"stage count {p} does not divide {devices} devices")
@@ -306,7 +323,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
             for sh in sorted(set(bool(x) for x in optimizer_sharding)):
                 tried += 1
                 found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links, recompute=recompute, bytes_per=bytes_per)
+                                  links=links, recompute=recompute, bytes_per=bytes_per,
+                                  memo=memo)
                 if found is None:
                     continue
                 if best is None or found[0] < best[0]:
