@@ -8,6 +8,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 * ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
+* ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
+  stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
 
 Errors become ``{"ok": false, "error": one paragraph, "kind": ...}``; the full traceback is only
 written to stderr.
@@ -91,7 +93,61 @@ def job_init(job: dict) -> dict:
     return {"group_size": get_group_size()}
 
 
-JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init}
+
+def job_pipeline_compile(job: dict) -> dict:
+    """Compile one rank of a pipelined training graph (``shared/docs/mindspore-dryrun.md``).
+
+    Job keys: ``spec``, ``options`` (network options; ``batch`` is the *micro-batch* size the network
+    is built for), ``pipeline`` (the ``Plan.pipeline`` record), ``strategies``. The data inputs are
+    the built ones tiled ``micro_batches`` times along the batch axis (the global batch).
+    """
+    import numpy as np
+
+    from smsg_ms.graph.capture import compile_cell, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.integration.pipeline import (check_pipeline, mark_cells, pipeline_context,
+                                              pipeline_train_cell)
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    pipeline = job["pipeline"]
+    ctx = {"full_batch": True}
+    ctx.update(pipeline_context(pipeline))
+    ms = _setup(extra_context=ctx)
+    from mindspore import nn, ops
+    from mindspore.communication import get_group_size
+    check_pipeline(pipeline, get_group_size())
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    prims = tag_primitives(built.net)
+    unknown = sorted(set(job.get("strategies", {})) - set(prims))
+    if unknown:
+        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    for path, strategy in sorted(job.get("strategies", {}).items()):
+        prims[path].shard(tuple(tuple(s) for s in strategy))
+    marked = mark_cells(built.net, pipeline)
+    net = built.net
+
+    class _WithLoss(nn.Cell):
+        def __init__(self):
+            super().__init__(auto_prefix=False)
+            self.network = net
+            self.mean = ops.ReduceMean()
+
+        def construct(self, *args):
+            return self.mean(self.network(*args))
+
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
+    train = pipeline_train_cell(_WithLoss(), opt, pipeline)
+    micro = int(pipeline["micro_batches"]) if int(pipeline["stages"]) > 1 else 1
+    inputs = tuple(ms.Tensor(np.tile(x.asnumpy(), (micro,) + (1,) * (x.ndim - 1)))
+                   for x in built.inputs)
+    phase = compile_cell(train, inputs, phase="train")
+    return {"collectives": read_collectives(train, phase), "marked": marked,
+            "seconds": time.perf_counter() - t0}
+
+
+JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
+        "pipeline_compile": job_pipeline_compile}
 
 
 def main(argv: list[str]) -> int:
