@@ -151,11 +151,12 @@ def _node_table(model):
         if inp.tensor:
             shapes[inp.name] = [int(d) for d in inp.tensor[0].dims]
     calls = []
-    for node in model.graph.node:
+    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
+    for node in nodes:
         types = _output_types(node)
         if node.output and types:
             shapes[node.output[0]] = [int(d) if isinstance(d, int) else -1 for d in types[0][0]]
-        if node.op_type.startswith("REF::"):
+        if node.op_type.startswith("REF::") and node.op_type[5:] in prims:
             prim = prims[node.op_type[5:]]
             attrs = {a.name: decode_attribute(a) for a in prim.attribute}
             calls.append((node, prim, attrs))
