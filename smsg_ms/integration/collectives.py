@@ -42,8 +42,8 @@ def collectives_from_model(model, world: int) -> list[dict]:
     for node in model.graph.node:
         if not node.op_type.startswith("REF::"):
             continue
-        prim = prims[node.op_type[5:]]
-        if prim.op_type not in COLLECTIVE_TYPES:
+        prim = prims.get(node.op_type[5:])  # absent: a call into a sub-graph
+        if prim is None or prim.op_type not in COLLECTIVE_TYPES:
             continue
         attrs = {a.name: decode_attribute(a) for a in prim.attribute}
         ranks, name = attrs.get("group_ranks"), str(attrs.get("group", ""))

@@ -10,6 +10,10 @@ Reads a JSON job, does it under the CPU dry-run environment set by
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
 * ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
   stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
+* ``planner_compile``: compile the training graph under one planner (``planner``: one of
+  :data:`PLANNERS`) and return what the comparison measures (:func:`job_planner_compile`).
+* ``read_shard``: build the spec and return the ``in_strategy`` its primitives already carry
+  (set by ``shard()`` in the network's code, e.g. mindformers' parallel config).
 
 Errors become ``{"ok": false, "error": one paragraph, "kind": ...}``; the full traceback is only
 written to stderr.
@@ -146,8 +150,205 @@ def job_pipeline_compile(job: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+#: planner → (parallel_mode, search_mode or None); see :func:`job_planner_compile`.
+PLANNERS = {
+    "semi_auto": ("semi_auto_parallel", None),
+    "data_parallel": ("semi_auto_parallel", None),
+    "expert": ("semi_auto_parallel", None),
+    "recursive_programming": ("auto_parallel", "recursive_programming"),
+    "dynamic_programming": ("auto_parallel", "dynamic_programming"),
+    "sharding_propagation": ("auto_parallel", "sharding_propagation"),
+}
+#: Operators whose per-device FLOPs the comparison counts (matrix products and convolutions).
+COMPUTE_TYPES = ("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Dense", "Conv2D",
+                 "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv2DExt", "ConvolutionExt",
+                 "Conv3D")
+
+
+def clear_shard(prims: dict) -> list[str]:
+    """Delete ``in_strategy``/``out_strategy`` set by the network's own ``shard()`` calls.
+
+    Returns the paths that carried one (sorted), so the caller can report what was dropped.
+    """
+    cleared = []
+    for path, prim in sorted(prims.items()):
+        had = False
+        for attr in ("in_strategy", "out_strategy"):
+            if attr in prim.attrs:
+                prim.del_prim_attr(attr)
+                had = True
+        if had:
+            cleared.append(path)
+    return cleared
+
+
+def _shard_of(prim):
+    value = prim.attrs.get("in_strategy")
+    if value is None:
+        return None
+    return [[int(x) for x in s] if isinstance(s, (tuple, list)) else [] for s in value]
+
+
+def job_read_shard(job: dict) -> dict:
+    from smsg_ms.graph.capture import tag_primitives
+    from smsg_ms.networks import build_network
+
+    _setup(extra_context=job.get("context", {"full_batch": True}))
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    prims = tag_primitives(built.net)
+    out = {path: _shard_of(p) for path, p in sorted(prims.items())}
+    return {"strategies": {k: v for k, v in out.items() if v is not None}}
+
+
+def _compiled_model(train, phase):
+    from mindspore.graph.api import _cell_graph_executor
+    from mindspore.train import mind_ir_pb2
+
+    model = mind_ir_pb2.ModelProto()
+    model.ParseFromString(_cell_graph_executor._get_func_graph_proto(train, phase, "mind_ir"))
+    return model
+
+
+def _node_table(model):
+    """(shape of every value by name, [(node, primitive proto, attrs)] of the primitive calls)."""
+    from smsg_ms.graph.mindir import _output_types, decode_attribute
+
+    prims = {p.name: p for p in model.primitives}
+    shapes = {}
+    for p in model.graph.parameter:
+        shapes[p.name] = [int(d) for d in p.dims]
+    for inp in model.graph.input:
+        if inp.tensor:
+            shapes[inp.name] = [int(d) for d in inp.tensor[0].dims]
+    calls = []
+    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
+    for node in nodes:
+        types = _output_types(node)
+        if node.output and types:
+            shapes[node.output[0]] = [int(d) if isinstance(d, int) else -1 for d in types[0][0]]
+        if node.op_type.startswith("REF::") and node.op_type[5:] in prims:
+            prim = prims[node.op_type[5:]]
+            attrs = {a.name: decode_attribute(a) for a in prim.attribute}
+            calls.append((node, prim, attrs))
+    return shapes, calls
+
+
+def strategies_by_path(raw: dict, calls, hints: dict, wrappers: int) -> tuple[dict, list[str]]:
+    """``get_strategy`` output (keyed by scoped node name) → ``{primitive path: in_strategy}``.
+
+    The path comes from the node's ``smsg_path`` tag in the compiled MindIR; where MindSpore lost
+    the tag, from the scope's cell path (:func:`smsg_ms.graph.mindir.cell_path_of_scope`) and the
+    one primitive of that type the cell holds. A primitive called several times keeps its first
+    call's strategy; disagreeing calls are listed in the notes.
+    """
+    from smsg_ms.graph.mindir import cell_path_of_scope
+
+    tag_of = {node.domain: attrs.get("smsg_path") for node, _, attrs in calls}
+    out: dict[str, list] = {}
+    notes: list[str] = []
+    for scope in sorted(raw):
+        path = tag_of.get(scope)
+        if not path:
+            cell = cell_path_of_scope(scope, wrappers)
+            op_type = scope.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+            candidates = hints.get(cell, {}).get(op_type, [])
+            path = candidates[0] if len(candidates) == 1 else None
+        if not path:
+            continue
+        strategy = [[int(x) for x in s] for s in raw[scope]]
+        if path in out and out[path] != strategy:
+            notes.append(f"{path}: calls disagree ({out[path]} kept, {strategy} at {scope})")
+            continue
+        out.setdefault(path, strategy)
+    return out, notes
+
+
+def _role(name: str, weights: set) -> str:
+    """``parameter`` (a trainable weight of the network), ``optimizer`` (state the optimizer keeps
+    per weight, named ``<state>.<weight>`` as Momentum's ``moments.*`` and Adam's ``adam_m.*``),
+    or ``other`` (learning rate, step counter)."""
+    if name in weights:
+        return "parameter"
+    head, _, rest = name.partition(".")
+    return "optimizer" if rest in weights else "other"
+
+
+def job_planner_compile(job: dict) -> dict:
+    """Compile the spec's training graph under ``job["planner"]`` and measure the result.
+
+    Planners: ``recursive_programming`` / ``dynamic_programming`` / ``sharding_propagation``
+    (``auto_parallel`` with that ``search_mode``; ``strategies`` are the seeds), ``semi_auto``
+    (``strategies`` written with ``shard()``), ``data_parallel`` (``semi_auto_parallel`` with no
+    strategy: MindSpore gives every operator its batch-parallel strategy), ``expert`` (the
+    network's own ``shard()`` calls kept). For every planner but ``expert`` the network's own
+    ``shard()`` strategies are deleted first.
+
+    Returns ``strategies_raw`` (``get_strategy``: scoped name → strategy), ``strategies``
+    (primitive path → strategy), ``collectives``, ``parameters`` (per-device slice shapes from
+    ``parameter_layout_dict``), ``compute_ops`` (per-device shapes of MatMul/conv nodes, both
+    passes), ``compile_seconds`` (wall time of the compile, i.e. MindSpore's planning plus the
+    parallel passes).
+    """
+    from smsg_ms.graph.capture import compile_cell, path_hints, tag_primitives
+    from smsg_ms.integration.collectives import collectives_from_model
+    from smsg_ms.networks import build_network
+
+    planner = job["planner"]
+    if planner not in PLANNERS:
+        raise ValueError(f"unknown planner {planner!r} (known: {', '.join(sorted(PLANNERS))})")
+    mode, search = PLANNERS[planner]
+    context = dict(job.get("context", {"full_batch": True}))
+    if search:
+        context["search_mode"] = search
+    ms = _setup(parallel_mode=mode, extra_context=context)
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    prims = tag_primitives(built.net)
+    cleared = [] if planner == "expert" else clear_shard(prims)
+    unknown = sorted(set(job.get("strategies", {})) - set(prims))
+    if unknown:
+        raise KeyError(f"strategies name primitives the network does not have: "
+                       f"{', '.join(unknown)}")
+    if planner != "data_parallel":
+        for path, strategy in sorted(job.get("strategies", {}).items()):
+            prims[path].shard(tuple(tuple(s) for s in strategy))
+    train = built.train_cell(ms)
+    full_shapes = {p.name: [int(d) for d in p.shape] for p in train.get_parameters()}
+    weights = {p.name for p in built.net.trainable_params()}
+    t0 = time.perf_counter()
+    phase = compile_cell(train, built.train_inputs, phase="train")
+    seconds = time.perf_counter() - t0
+    from mindspore.communication import get_group_size
+    from mindspore.graph.api import _cell_graph_executor
+
+    raw = {k: [[int(x) for x in s] for s in v]
+           for k, v in _cell_graph_executor._graph_executor.get_strategy(phase).items()}
+    model = _compiled_model(train, phase)
+    shapes, calls = _node_table(model)
+    by_path, notes = strategies_by_path(raw, calls, path_hints(prims), wrappers=2)
+    compute = []
+    for node, prim, _ in calls:
+        if prim.op_type not in COMPUTE_TYPES:
+            continue
+        compute.append({"type": prim.op_type, "scope": node.domain,
+                        "pass": "backward" if node.domain.startswith("Gradients/") else "forward",
+                        "in_shapes": [shapes.get(i) for i in node.input[:2]],
+                        "out_shape": shapes.get(node.output[0]) if node.output else None})
+    layouts = train.parameter_layout_dict or {}
+    params = []
+    for p in train.get_parameters():
+        layout = layouts.get(p.name)
+        shape = [int(d) for d in (layout[2] if layout else p.shape)]
+        params.append({"name": p.name, "shape": shape, "full_shape": full_shapes.get(p.name, shape),
+                       "dtype": str(p.dtype).lower(), "role": _role(p.name, weights)})
+    return {"planner": planner, "strategies_raw": raw, "strategies": by_path, "notes": notes,
+            "cleared_shard": cleared,
+            "collectives": collectives_from_model(model, get_group_size()),
+            "parameters": params, "compute_ops": compute, "compile_seconds": seconds}
+
+
 JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
-        "pipeline_compile": job_pipeline_compile}
+        "pipeline_compile": job_pipeline_compile, "planner_compile": job_planner_compile,
+        "read_shard": job_read_shard}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,93 @@
+"""smsg's cost model applied to any planner's strategies (``smsg_ms.score``)."""
+from __future__ import annotations
+
+import math
+
+
+def _key(strategy) -> tuple:
+    return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
+
+
+def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend910b",
+          graph=None, **network_options) -> dict:
+    """Predicted step cost, under smsg's model, of the plan given by ``strategies``.
+
+    Builds the same search problem the planner solves (:func:`smsg_ms.planner.build_problem` over
+    :class:`smsg_ms.cost.model.CostModel`) and evaluates one assignment: each primitive named in
+    ``strategies`` takes that strategy; the variables it does not name (Reshape, functional calls,
+    primitives the other planner left to MindSpore) take, in graph order, the option cheapest
+    given the variables already fixed (their own cost plus the edges to those).
+
+    Args:
+        network_spec: built-in name or ``package.module:function``.
+        devices: device count.
+        strategies: ``{primitive path: in_strategy}`` (as :attr:`smsg_ms.plan.Plan.strategies`).
+        hardware: preset name of :mod:`smsg_ms.cost.hardware`.
+        graph: the captured :class:`~smsg_ms.graph.model.OpGraph` (captured when ``None``).
+        network_options: options of the network function.
+
+    Returns:
+        ``{"step_seconds": s, "memory_bytes": bytes per device, "pinned": variables given,
+        "filled": variables chosen by the model, "unknown": [paths the graph lacks],
+        "unavailable": [paths whose strategy the model has no option for]}``; a primitive in
+        ``unavailable`` is treated as unnamed.
+
+    Raises:
+        ImportError: the cost model is not installed on this branch.
+        smsg_ms.planner.PlanningError: a device count MindSpore refuses.
+    """
+    from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
+    from ..planner import build_problem, check_device_count
+
+    check_device_count(devices)
+    if graph is None:
+        from ..graph.capture import capture_network
+        graph = capture_network(network_spec, **network_options)
+    model = CostModel(graph, devices, get_hardware(hardware))
+    problem, variables = build_problem(graph, model)
+    names = {v.name for v in variables if v.written_back}
+    unknown = sorted(set(strategies) - names)
+    choice: list[int | None] = [None] * len(variables)
+    unavailable = []
+    for vi, var in enumerate(variables):
+        if not var.written_back or var.name not in strategies:
+            continue
+        want = _key(strategies[var.name])
+        hit = next((i for i, k in enumerate(var.keys) if _key(k) == want), None)
+        if hit is None:
+            unavailable.append(var.name)
+        choice[vi] = hit
+    pinned = sum(c is not None for c in choice)
+    neighbours: dict[int, list] = {}
+    for e in problem.edges:
+        neighbours.setdefault(e.u, []).append((e.v, e.cost))
+        neighbours.setdefault(e.v, []).append((e.u, e.cost.T))
+    for vi, var in enumerate(problem.variables):
+        if choice[vi] is not None:
+            continue
+        local = var.cost.copy()
+        for other, mat in neighbours.get(vi, []):
+            if choice[other] is not None:
+                local = local + mat[:, choice[other]]
+        finite = [i for i in range(len(local)) if math.isfinite(local[i])]
+        choice[vi] = min(finite, key=lambda i: (local[i], i)) if finite else 0
+    return {"step_seconds": float(problem.total(choice)),
+            "memory_bytes": float(problem.memory(choice)), "pinned": pinned,
+            "filled": len(variables) - pinned, "unknown": unknown,
+            "unavailable": sorted(unavailable)}
+
+
+def read_network_strategies(network_spec: str, devices: int = 8, **network_options) -> dict:
+    """``{primitive path: in_strategy}`` the built network's primitives already carry (set by
+    ``shard()`` in its code, as mindformers does from its parallel config); built in the dry-run
+    child without allocating weights.
+
+    Raises:
+        smsg_ms.integration.dryrun.DryRunError: the network does not build.
+    """
+    from ..integration.dryrun import run_child
+
+    result = run_child({"job": "read_shard", "spec": network_spec, "options": network_options},
+                       devices=devices)
+    return result["strategies"]
