@@ -5,6 +5,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 
 * ``capture``: build the network spec under ``no_init_parameters``, compile forward in
   semi-auto parallel, return ``{"graph": OpGraph dict}``.
+* ``capture_train``: the same, but compile the training graph (``TrainOneStepCell``: forward,
+  backward, optimizer) and return ``{"graph": OpGraph dict, "collectives": [...]}``.
 * ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
@@ -48,6 +50,28 @@ def job_capture(job: dict) -> dict:
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}
 
 
+def job_capture_train(job: dict) -> dict:
+    """Compile ``TrainOneStepCell`` of the spec (no weights) and return its whole graph."""
+    from smsg_ms.graph.capture import compile_cell, read_mindir, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    ms = _setup(extra_context={"full_batch": True})
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    tag_primitives(built.net)
+    train = built.train_cell(ms)
+    phase = compile_cell(train, built.train_inputs, phase="train")
+    graph = read_mindir(train, phase, built.name, tag_net=built.net)
+    try:
+        collectives = read_collectives(train, phase)
+    except KeyError:  # the top graph calls sub-graphs (mindformers): read them off the OpGraph
+        from smsg_ms.graph.model import collectives_in_graph
+        collectives = collectives_in_graph(graph)
+    return {"graph": graph.to_dict(), "collectives": collectives,
+            "seconds": time.perf_counter() - t0}
+
+
 def job_compile(job: dict) -> dict:
     from smsg_ms.graph.capture import compile_cell, tag_primitives
     from smsg_ms.integration.collectives import read_collectives
@@ -76,7 +100,7 @@ def job_compile(job: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-JOBS = {"capture": job_capture, "compile": job_compile}
+JOBS = {"capture": job_capture, "capture_train": job_capture_train, "compile": job_compile}
 
 
 def main(argv: list[str]) -> int:

@@ -2,7 +2,8 @@
 
 A network function takes keyword options (those it declares; unknown ones are refused) and returns
 ``(net, inputs)`` or a dict with ``net``, ``inputs`` and optionally ``loss`` (a Cell taking the
-network's outputs and ``labels``) and ``labels``. :func:`build_network` calls it, under
+network's outputs and ``labels``), ``labels`` and ``train_inputs`` (inputs of the training step when
+the network computes its own loss from them). :func:`build_network` calls it, under
 ``mindspore.nn.utils.no_init_parameters`` when asked, so no weight is allocated.
 """
 from __future__ import annotations
@@ -35,6 +36,9 @@ class BuiltNetwork:
     loss: Any = None
     labels: tuple = ()
     options: dict = field(default_factory=dict)
+    #: inputs of the training step when they differ from ``inputs`` (mindformers LLMs take
+    #: ``seq + 1`` tokens in training and compute their own loss)
+    train_example: tuple = ()
 
     def train_cell(self, ms):
         """``TrainOneStepCell(WithLoss(net), Momentum)`` for a training-graph compile."""
@@ -65,6 +69,8 @@ class BuiltNetwork:
 
     @property
     def train_inputs(self) -> tuple:
+        if self.train_example:
+            return tuple(self.train_example)
         return tuple(self.inputs) + (tuple(self.labels) if self.loss is not None else ())
 
 
@@ -126,7 +132,8 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
                                f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     if isinstance(out, dict):
         built = BuiltNetwork(name, out["net"], tuple(out["inputs"]), out.get("loss"),
-                             tuple(out.get("labels", ())), given)
+                             tuple(out.get("labels", ())), given,
+                             tuple(out.get("train_inputs", ())))
     elif isinstance(out, (tuple, list)) and len(out) == 2:
         built = BuiltNetwork(name, out[0], tuple(out[1]), options=given)
     else:
