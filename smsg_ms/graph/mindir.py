@@ -277,6 +277,12 @@ class _Walker:
                     and node.input[0] in self.funcs:
                 self.alias[out_name] = _Partial(self.funcs[node.input[0]], args[1:])
                 continue
+            callee = self.resolve(key(target))
+            if isinstance(callee, str) and callee in self.tensors and \
+                    self.tensors[callee].producer is not None and \
+                    self.ops[self.tensors[callee].producer].type in CONTROL_FLOW:
+                self.opaque(node, out_name)  # the branch taken; already warned at the Switch
+                continue
             if target not in self.prims:
                 self.warnings.append(f"{node.domain or out_name}: call of '{node.op_type}' that is "
                                      "neither a primitive nor a sub-graph; its operators are not "
@@ -327,9 +333,11 @@ class _Walker:
                     alias[out_name] = src
             return
         if op_type in CONTROL_FLOW:
-            self.warnings.append(f"{node.domain}: control flow ({op_type}) depends on a tensor "
-                                 "value; only the branch structure is kept, not the operators of "
-                                 "its branches")
+            cell = cell_path_of_scope(node.domain, self.wrappers) or "<top>"
+            self.warnings.append(f"control flow: {op_type} in cell '{cell}' ({node.domain}) "
+                                 "branches on a tensor value; the operators of its branches are "
+                                 "not captured (rewrite with ops.select or a Python-level "
+                                 "condition)")
         pattrs = {a.name: decode_attribute(a) for a in prim.attribute}
         names = (self.arg_names(op_type) if self.arg_names else None) or []
         attrs: dict[str, Any] = {}
@@ -366,8 +374,8 @@ class _Walker:
         for k, (shape, dtype) in enumerate(types):
             tname = out_name if len(types) == 1 else f"{out_name}:{k}"
             if any(isinstance(d, str) for d in shape):
-                self.warnings.append(f"{node.domain}: {op_type} output has a dynamic shape, "
-                                     f"recorded with symbolic dims {list(shape)}")
+                self.warnings.append(f"{op_type} '{path or node.domain}': output has a dynamic "
+                                     f"shape, recorded with symbolic dims {list(shape)}")
             tensors[tname] = TensorInfo(tname, shape, dtype, kind="activation", producer=op_id)
             outs.append(tname)
         if len(types) > 1:

@@ -18,6 +18,13 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "mlp": ("smsg_ms.networks.mlp:build", "3-layer MLP (Dense + ReLU), the smallest example"),
     "llama": ("smsg_ms.networks.llama:build",
               "LLaMA-style decoder: RmsNorm, GQA attention, SwiGLU MLP, tied-free LM head"),
+    "bert": ("smsg_ms.networks.bert:build",
+             "BERT-style encoder: Gather embeddings, LayerNorm, BatchMatMul attention, GeLU FFN"),
+    "mf-llama": ("smsg_ms.networks.external:mindformers_llama",
+                 "mindformers 1.9.0 LlamaForCausalLM (needs mindformers; LLaMA-2-7B width)"),
+    "vit-b16": ("smsg_ms.networks.external:vit_b16", "mindcv ViT-B/16 224 (needs mindcv)"),
+    "swin-t": ("smsg_ms.networks.external:swin_t", "mindcv Swin-T (needs mindcv)"),
+    "resnet50": ("smsg_ms.networks.external:resnet50", "mindcv ResNet-50 (needs mindcv)"),
 }
 DEFAULT_NETWORK = "llama"
 
