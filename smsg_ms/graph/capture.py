@@ -166,6 +166,16 @@ def check_inputs_consistent(graph: OpGraph, inputs) -> None:
                                f"has rank {len(shape)}")
 
 
+def _check_spec(spec: str, options: dict) -> None:
+    """Refuse an unknown spec or option here, before a child process is started."""
+    from ..networks import NetworkSpecError, check_options
+
+    try:
+        check_options(spec, options)
+    except NetworkSpecError as exc:
+        raise CaptureError(str(exc)) from exc
+
+
 def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
     """Capture a network from a spec in a dry-run child process, without allocating weights.
 
@@ -182,6 +192,7 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
     """
     from ..integration.dryrun import DryRunError, run_child
 
+    _check_spec(spec, options)
     try:
         result = run_child({"job": "capture", "spec": spec, "options": options}, devices=devices)
     except DryRunError as exc:
@@ -207,6 +218,7 @@ def capture_training_graph(spec: str, devices: int = 1, **options):
     """
     from ..integration.dryrun import DryRunError, run_child
 
+    _check_spec(spec, options)
     try:
         result = run_child({"job": "capture_train", "spec": spec, "options": options},
                            devices=devices)

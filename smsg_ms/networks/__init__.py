@@ -109,12 +109,14 @@ def resolve_spec(spec: str) -> tuple[str, Callable]:
     return name, func
 
 
-def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
-    """Build the network of ``spec`` with ``options`` (only those its function accepts).
+def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
+    """Resolve ``spec`` and check ``options`` against its function's signature (nothing is built).
+
+    Returns:
+        ``(name, function, options without None values)``.
 
     Raises:
-        NetworkSpecError: the spec does not resolve, an option is not accepted, the function
-            raises or returns something else than ``(net, inputs)`` / a dict.
+        NetworkSpecError: the spec does not resolve or an option is not accepted.
     """
     name, func = resolve_spec(spec)
     params = inspect.signature(func).parameters
@@ -125,6 +127,17 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
         if bad:
             raise NetworkSpecError(f"network '{name}' takes no option {', '.join(bad)} (it takes: "
                                    f"{', '.join(params) or 'none'})")
+    return name, func, given
+
+
+def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
+    """Build the network of ``spec`` with ``options`` (only those its function accepts).
+
+    Raises:
+        NetworkSpecError: the spec does not resolve, an option is not accepted, the function
+            raises or returns something else than ``(net, inputs)`` / a dict.
+    """
+    name, func, given = check_options(spec, options)
     try:
         if no_init:
             from mindspore.nn.utils import no_init_parameters
