@@ -61,8 +61,13 @@ def job_capture_train(job: dict) -> dict:
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     tag_primitives(built.net)
     train = built.train_cell(ms)
+    t1 = time.perf_counter()
     phase = compile_cell(train, built.train_inputs, phase="train")
+    t2 = time.perf_counter()
     graph = read_mindir(train, phase, built.name, tag_net=built.net)
+    t3 = time.perf_counter()
+    print(f"smsg timing: build {t1 - t0:.1f} s, compile {t2 - t1:.1f} s, read {t3 - t2:.1f} s",
+          file=sys.stderr)
     try:
         collectives = read_collectives(train, phase)
     except KeyError:  # the top graph calls sub-graphs (mindformers): read them off the OpGraph
