@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 
 from .networks import BUILTINS, DEFAULT_NETWORK
 
@@ -27,30 +26,10 @@ def _add_network_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_graph(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     from .graph.capture import capture_network
+    from .graph.summary import print_summary
 
-    graph = capture_network(args.network, **_network_options(args))
-    console = Console()
-    counts = Counter(op.type for op in graph.ops)
-    table = Table(title=f"{graph.name}: {len(graph.ops)} operators")
-    table.add_column("operator")
-    table.add_column("count", justify="right")
-    for op_type, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        table.add_row(op_type, str(n))
-    console.print(table)
-    params = graph.parameters()
-    total = sum(p.nbytes or 0 for p in params)
-    console.print(f"parameters: {len(params)} tensors, {sum(p.numel or 0 for p in params):,} "
-                  f"elements, {total / 2**20:,.1f} MiB")
-    functional = [op for op in graph.ops if not op.shardable]
-    if functional:
-        console.print(f"functional calls (cannot be sharded): {len(functional)}: "
-                      + ", ".join(sorted({op.type for op in functional})))
-    for w in graph.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    print_summary(capture_network(args.network, **_network_options(args)))
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from .model import OpGraph
@@ -77,8 +78,15 @@ def primitive_arg_names(op_type: str) -> tuple[str, ...] | None:
     return tuple(call + init)
 
 
-def read_mindir(net, phase: str, name: str) -> OpGraph:
-    """Parse the compiled graph of ``net`` for ``phase`` into an :class:`OpGraph`."""
+def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None = None) -> OpGraph:
+    """Parse the compiled graph of ``net`` for ``phase`` into an :class:`OpGraph`.
+
+    Args:
+        net: the compiled cell (the user's network, or a training wrapper around it).
+        tag_net: the user's network when ``net`` wraps it; primitive paths are relative to it.
+        wrappers: cells between ``net`` and ``tag_net`` in node scopes (default: 0 when
+            ``tag_net`` is ``net``, else 2, as in ``TrainOneStepCell(WithLoss(tag_net))``).
+    """
     from mindspore.train import mind_ir_pb2
 
     from .mindir import parse_model
@@ -89,8 +97,11 @@ def read_mindir(net, phase: str, name: str) -> OpGraph:
     model = mind_ir_pb2.ModelProto()
     model.ParseFromString(_cell_graph_executor._get_func_graph_proto(net, phase, "mind_ir"))
     trainable = {p.name: bool(p.requires_grad) for p in net.get_parameters()}
+    tag_net = net if tag_net is None else tag_net
+    if wrappers is None:
+        wrappers = 0 if tag_net is net else 2
     return parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
-                       path_hints=path_hints(tag_primitives(net)))
+                       path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
 
 
 def compile_cell(net, inputs, phase: str):
@@ -101,7 +112,7 @@ def compile_cell(net, inputs, phase: str):
         from mindspore.common.api import _cell_graph_executor
     try:
         phase, _ = _cell_graph_executor.compile(net, *inputs, phase=phase)
-    except (RuntimeError, TypeError, ValueError, IndexError) as exc:
+    except Exception as exc:  # MindSpore raises many kinds (NameError for unsupported syntax...)
         raise CaptureError(_first_paragraph(exc, type(net).__name__)) from exc
     return phase
 
@@ -155,6 +166,16 @@ def check_inputs_consistent(graph: OpGraph, inputs) -> None:
                                f"has rank {len(shape)}")
 
 
+def _check_spec(spec: str, options: dict) -> None:
+    """Refuse an unknown spec or option here, before a child process is started."""
+    from ..networks import NetworkSpecError, check_options
+
+    try:
+        check_options(spec, options)
+    except NetworkSpecError as exc:
+        raise CaptureError(str(exc)) from exc
+
+
 def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
     """Capture a network from a spec in a dry-run child process, without allocating weights.
 
@@ -171,9 +192,46 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
     """
     from ..integration.dryrun import DryRunError, run_child
 
+    _check_spec(spec, options)
     try:
         result = run_child({"job": "capture", "spec": spec, "options": options}, devices=devices)
     except DryRunError as exc:
         raise CaptureError(str(exc)) from exc
     graph = OpGraph.from_dict(result["graph"])
     return graph
+
+
+def capture_training_graph(spec: str, devices: int = 1, **options):
+    """Capture the training graph (forward, backward, optimizer) of a spec, without weights.
+
+    Compiles ``TrainOneStepCell(WithLoss(net), Momentum)`` (see
+    :meth:`smsg_ms.networks.BuiltNetwork.train_cell`) in the dry-run child on ``devices`` virtual
+    devices; primitive paths stay relative to the user's network. For validation of the cost model,
+    not for the search (which uses the forward graph of :func:`capture_network`).
+
+    Returns:
+        :class:`TrainingCapture` with the graph, the collectives MindSpore inserted
+        (:mod:`smsg_ms.integration.collectives` records) and the child's build+compile seconds.
+
+    Raises:
+        CaptureError: as :func:`capture_network`.
+    """
+    from ..integration.dryrun import DryRunError, run_child
+
+    _check_spec(spec, options)
+    try:
+        result = run_child({"job": "capture_train", "spec": spec, "options": options},
+                           devices=devices)
+    except DryRunError as exc:
+        raise CaptureError(str(exc)) from exc
+    return TrainingCapture(OpGraph.from_dict(result["graph"]), list(result["collectives"]),
+                           float(result["seconds"]))
+
+
+@dataclass
+class TrainingCapture:
+    """A captured training graph: ``graph`` (OpGraph), ``collectives`` (list of dicts), ``seconds``."""
+
+    graph: OpGraph
+    collectives: list
+    seconds: float

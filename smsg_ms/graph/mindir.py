@@ -97,12 +97,25 @@ def cell_path_of_scope(scope: str, wrappers: int = 0) -> str:
     The cell part of a scope is a chain of ``attr-Class``; ``wrappers`` leading cells (training
     wrappers around the user's network) are dropped.
     """
+    if scope.startswith("Gradients/"):
+        scope = scope[len("Gradients/"):]
     parts = scope.split("/")[1:-1]
     names = [p.rsplit("-", 1)[0] for p in parts if "-" in p]
     return ".".join(names[wrappers:])
 
 
-def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str]):
+def pass_of_scope(scope: str) -> str:
+    """``"backward"`` for ``Gradients/...`` scopes, ``"optimizer"`` inside an optimizer cell
+    (``optimizer-Momentum``), else ``"forward"``."""
+    if scope.startswith("Gradients/"):
+        return "backward"
+    if "/optimizer-" in scope:
+        return "optimizer"
+    return "forward"
+
+
+def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str],
+                    wrappers: int = 0):
     """The primitive path of a node: its tag, corrected from the scope where MindSpore lost it.
 
     In a semi-auto compile MindSpore rebuilds un-annotated ``MatMul`` primitives (the tag is
@@ -111,7 +124,7 @@ def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str]):
     """
     if hints is None:
         return tag
-    cell = cell_path_of_scope(scope)
+    cell = cell_path_of_scope(scope, wrappers)
     candidates = hints.get(cell, {}).get(op_type, [])
     if tag in candidates or (tag and not candidates and cell == tag.rpartition(".")[0]):
         return tag
@@ -127,9 +140,24 @@ def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str]):
     return tag if tag and cell == tag.rpartition(".")[0] else None
 
 
+#: Primitives that mean tensor-dependent control flow survived the compile.
+CONTROL_FLOW = {"Switch", "SwitchLayer", "While", "If", "make_range"}
+
+
+class _Partial:
+    """A sub-graph with its first arguments bound (``Partial(fg, a, b)``), called later."""
+
+    def __init__(self, func, args: list):
+        self.func, self.args = func, args
+
+
 def parse_model(model, name: str = "network", arg_names=None,
-                trainable: dict[str, bool] | None = None, path_hints=None) -> OpGraph:
-    """Build an :class:`OpGraph` from a parsed ``ModelProto`` of a forward (predict) compile.
+                trainable: dict[str, bool] | None = None, path_hints=None,
+                wrappers: int = 0) -> OpGraph:
+    """Build an :class:`OpGraph` from a parsed ``ModelProto`` (forward or training compile).
+
+    Calls into sub-graphs (``model.functions``: lazy-inlined or reused cells) are inlined, each call
+    in its own name space, so the result is one flat operator list.
 
     Args:
         model: ``mind_ir_pb2.ModelProto``.
@@ -139,65 +167,157 @@ def parse_model(model, name: str = "network", arg_names=None,
         trainable: parameter name → ``requires_grad``.
         path_hints: cell path → primitive type → tagged primitive paths (see
             :func:`smsg_ms.graph.capture.path_hints`), to recover tags MindSpore dropped.
+        wrappers: number of wrapper cells (training cell, loss cell) above the user's network
+            in node scopes; they are dropped from cell paths.
 
     Returns:
-        The graph, operators in MindIR order (which is topological).
+        The graph, operators in MindIR order (which is topological). Symbolic (dynamic) dimensions
+        are named ``dyn<axis>`` and listed in ``warnings``; so are control-flow primitives.
     """
-    prims = {p.name: p for p in model.primitives}
-    g = model.graph
-    graph_prefix = g.name + ":"
+    return _Walker(model, arg_names, trainable, path_hints, wrappers).run(name)
 
-    def short(n: str) -> str:
-        return n[len(graph_prefix):] if n.startswith(graph_prefix) else n
 
-    tensors: dict[str, TensorInfo] = {}
-    for p in g.parameter:
-        pname = p.ref_key or short(p.name)
-        tensors[pname] = TensorInfo(pname, _dims(p), _DTYPE_NAMES.get(p.data_type, "float32"),
-                                    kind="parameter",
-                                    requires_grad=(trainable or {}).get(pname, True))
-    alias: dict[str, Any] = {short(p.name): (p.ref_key or short(p.name)) for p in g.parameter}
-    inputs = []
-    for inp in g.input:
-        n = short(inp.name)
-        t = inp.tensor[0] if inp.tensor else None
-        tensors[n] = TensorInfo(n, _dims(t) if t else (), _DTYPE_NAMES.get(t.data_type, "float32")
-                                if t else "float32", kind="input")
-        alias[n] = n
-        inputs.append(n)
+class _Walker:
+    """Walks the MindIR graph and, recursively, the sub-graphs it calls."""
 
-    constants: dict[str, Any] = {}
-    ops: list[OpNode] = []
-    warnings: list[str] = []
-    calls: dict[str, int] = {}
-    multi_out: dict[str, list[str]] = {}
+    def __init__(self, model, arg_names, trainable, path_hints, wrappers=0):
+        self.wrappers = wrappers
+        self.model = model
+        self.prims = {p.name: p for p in model.primitives}
+        self.funcs = {f.name: f for f in model.functions}
+        self.arg_names, self.trainable, self.hints = arg_names, trainable or {}, path_hints
+        self.tensors: dict[str, TensorInfo] = {}
+        self.constants: dict[str, Any] = {}
+        self.alias: dict[str, Any] = {}
+        self.multi_out: dict[str, list[str]] = {}
+        self.ops: list[OpNode] = []
+        self.warnings: list[str] = []
+        self.calls: dict[str, int] = {}
+        self.n_calls = 0
+        self.depth = 0
 
-    def resolve(n: str):
-        n = short(n)
-        while n in alias and alias[n] != n:
-            nxt = alias[n]
+    # names: a graph-local name "<graph>:x" becomes "<ns>x"; constants are global
+    @staticmethod
+    def _local(n: str, graph_name: str) -> str:
+        prefix = graph_name + ":"
+        return n[len(prefix):] if n.startswith(prefix) else n
+
+    def resolve(self, n: str):
+        seen = 0
+        while n in self.alias and self.alias[n] != n and seen < 10000:
+            nxt = self.alias[n]
             if not isinstance(nxt, str):
                 return nxt
-            n = nxt
+            n, seen = nxt, seen + 1
         return n
 
-    for node in g.node:
-        out_name = short(node.output[0]) if node.output else short(node.name)
-        if node.op_type == "Constant":
-            value = next((decode_attribute(a) for a in node.attribute if a.name == "value"), None)
-            constants[out_name] = value
-            alias[out_name] = out_name
-            continue
-        if not node.op_type.startswith("REF::"):
-            warnings.append(f"call into sub-graph '{node.op_type}' at {node.domain or out_name}: "
-                            "control flow or an un-inlined cell; its operators are not captured")
-            alias[out_name] = out_name
-            shape, dtype = _output_types(node)[0]
-            tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
-            continue
-        prim = prims[node.op_type[5:]]
+    def resolve_key(self, n: str) -> str:
+        """Like :meth:`resolve` but stops at the last name (to look up a closure)."""
+        seen = 0
+        while n in self.alias and isinstance(self.alias[n], str) and self.alias[n] != n \
+                and seen < 10000:
+            n, seen = self.alias[n], seen + 1
+        return n
+
+    def run(self, name: str) -> OpGraph:
+        g = self.model.graph
+        for p in g.parameter:
+            pname = p.ref_key or self._local(p.name, g.name)
+            self.tensors[pname] = TensorInfo(pname, self._dims(p, pname),
+                                             _DTYPE_NAMES.get(p.data_type, "float32"),
+                                             kind="parameter",
+                                             requires_grad=self.trainable.get(pname, True))
+            self.alias[self._local(p.name, g.name)] = pname
+        inputs = []
+        for inp in g.input:
+            n = self._local(inp.name, g.name)
+            t = inp.tensor[0] if inp.tensor else None
+            self.tensors[n] = TensorInfo(n, self._dims(t, n) if t else (),
+                                         _DTYPE_NAMES.get(t.data_type, "float32") if t else
+                                         "float32", kind="input")
+            self.alias[n] = n
+            inputs.append(n)
+        outs = self.walk(g, "")
+        outputs: list[str] = []
+        for r in outs:
+            outputs.extend([x for x in r if isinstance(x, str)] if isinstance(r, tuple) else [r])
+        return OpGraph(self.ops, self.tensors, inputs, [o for o in outputs if o in self.tensors],
+                       name, self.warnings)
+
+    def _dims(self, tensor_proto, where: str) -> tuple:
+        dims = _dims(tensor_proto)
+        if any(isinstance(d, str) for d in dims):
+            self.warnings.append(f"{where}: dynamic shape {list(tensor_proto.dims)} recorded with "
+                                 f"symbolic dims {list(dims)}")
+        return dims
+
+    def walk(self, g, ns: str) -> list:
+        """Add the operators of graph ``g`` (names prefixed ``ns``); return its resolved outputs."""
+        def key(n: str) -> str:
+            return ns + self._local(n, g.name) if n.startswith(g.name + ":") else n
+
+        for node in g.node:
+            out_name = key(node.output[0] if node.output else node.name)
+            if node.op_type == "Constant":
+                value = next((decode_attribute(a) for a in node.attribute if a.name == "value"),
+                             None)
+                self.constants[out_name] = value
+                self.alias[out_name] = out_name
+                continue
+            args = [self.resolve(key(i)) for i in node.input]
+            target = node.op_type[5:] if node.op_type.startswith("REF::") else node.op_type
+            if target in self.funcs:
+                self.call(self.funcs[target], args, out_name, node.domain)
+                continue
+            closure = self.alias.get(self.resolve_key(key(target)))
+            if isinstance(closure, _Partial):  # e.g. the backward graph returned by the forward
+                self.call(closure.func, closure.args + args, out_name, node.domain)
+                continue
+            if target in self.prims and self.prims[target].op_type == "Partial" and node.input \
+                    and node.input[0] in self.funcs:
+                self.alias[out_name] = _Partial(self.funcs[node.input[0]], args[1:])
+                continue
+            callee = self.resolve(key(target))
+            if isinstance(callee, str) and callee in self.tensors and \
+                    self.tensors[callee].producer is not None and \
+                    self.ops[self.tensors[callee].producer].type in CONTROL_FLOW:
+                self.opaque(node, out_name)  # the branch taken; already warned at the Switch
+                continue
+            if target not in self.prims:
+                self.warnings.append(f"{node.domain or out_name}: call of '{node.op_type}' that is "
+                                     "neither a primitive nor a sub-graph; its operators are not "
+                                     "captured")
+                self.opaque(node, out_name)
+                continue
+            self.primitive(node, self.prims[target], args, out_name)
+        return [self.resolve(key(o.name)) for o in g.output]
+
+    def call(self, func, args, out_name: str, scope: str) -> None:
+        if self.depth > 64:
+            raise RecursionError(f"{scope}: sub-graph calls nest deeper than 64 (recursion?)")
+        self.n_calls += 1
+        ns = f"c{self.n_calls}/"
+        for formal, actual in zip(func.input, args):
+            self.alias[ns + self._local(formal.name, func.name)] = actual
+        for p in func.parameter:  # parameters owned by the sub-graph itself
+            pname = p.ref_key or self._local(p.name, func.name)
+            self.tensors.setdefault(pname, TensorInfo(
+                pname, self._dims(p, pname), _DTYPE_NAMES.get(p.data_type, "float32"),
+                kind="parameter", requires_grad=self.trainable.get(pname, True)))
+            self.alias[ns + self._local(p.name, func.name)] = pname
+        self.depth += 1
+        outs = self.walk(func, ns)
+        self.depth -= 1
+        self.alias[out_name] = outs[0] if len(outs) == 1 else tuple(outs)
+
+    def opaque(self, node, out_name: str) -> None:
+        shape, dtype = _output_types(node)[0]
+        self.alias[out_name] = out_name
+        self.tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
+
+    def primitive(self, node, prim, args, out_name: str) -> None:
         op_type = prim.op_type
-        args = [resolve(i) for i in node.input]
+        tensors, constants, alias = self.tensors, self.constants, self.alias
         if op_type in PLUMBING:
             if op_type in ("Load", "Depend"):
                 alias[out_name] = args[0]
@@ -207,13 +327,19 @@ def parse_model(model, name: str = "network", arg_names=None,
                 src, idx = args[0], constants.get(args[1], 0)
                 if isinstance(src, tuple):
                     alias[out_name] = src[idx]
-                elif src in multi_out:
-                    alias[out_name] = multi_out[src][idx]
+                elif src in self.multi_out:
+                    alias[out_name] = self.multi_out[src][idx]
                 else:
                     alias[out_name] = src
-            continue
+            return
+        if op_type in CONTROL_FLOW:
+            cell = cell_path_of_scope(node.domain, self.wrappers) or "<top>"
+            self.warnings.append(f"control flow: {op_type} in cell '{cell}' ({node.domain}) "
+                                 "branches on a tensor value; the operators of its branches are "
+                                 "not captured (rewrite with ops.select or a Python-level "
+                                 "condition)")
         pattrs = {a.name: decode_attribute(a) for a in prim.attribute}
-        names = (arg_names(op_type) if arg_names else None) or []
+        names = (self.arg_names(op_type) if self.arg_names else None) or []
         attrs: dict[str, Any] = {}
         data_inputs: list[str] = []
         for i, a in enumerate(args):
@@ -233,38 +359,35 @@ def parse_model(model, name: str = "network", arg_names=None,
                     tensors[cname] = TensorInfo(cname, tuple(v.dims), v.dtype, kind="constant")
                     data_inputs.append(cname)
                     continue
-                key = names[i] if i < len(names) else f"input{i}"
-                attrs[key] = v
+                k = names[i] if i < len(names) else f"input{i}"
+                attrs[k] = v
         for k, v in pattrs.items():
             if k not in _NOISE_ATTRS and k not in attrs and not k.startswith("in_") \
                     and not k.startswith("out_") and _jsonable(v):
                 attrs[k] = v
-        path = _primitive_path(pattrs.get("smsg_path"), op_type, node.domain, path_hints,
-                               warnings)
-        op_id = len(ops)
+        phase = pass_of_scope(node.domain)
+        path = None if phase != "forward" else _primitive_path(
+            pattrs.get("smsg_path"), op_type, node.domain, self.hints, self.warnings, self.wrappers)
+        op_id = len(self.ops)
         outs = []
         types = _output_types(node)
         for k, (shape, dtype) in enumerate(types):
             tname = out_name if len(types) == 1 else f"{out_name}:{k}"
+            if any(isinstance(d, str) for d in shape):
+                self.warnings.append(f"{op_type} '{path or node.domain}': output has a dynamic "
+                                     f"shape, recorded with symbolic dims {list(shape)}")
             tensors[tname] = TensorInfo(tname, shape, dtype, kind="activation", producer=op_id)
             outs.append(tname)
         if len(types) > 1:
-            multi_out[out_name] = outs
-            alias[out_name] = out_name
-        else:
-            alias[out_name] = out_name
+            self.multi_out[out_name] = outs
+        alias[out_name] = out_name
         for t in data_inputs:
             tensors[t].consumers.append(op_id)
-        call_index = calls.get(path, 0) if path else 0
+        call_index = self.calls.get(path, 0) if path else 0
         if path:
-            calls[path] = call_index + 1
-        ops.append(OpNode(op_id, op_type, data_inputs, outs, attrs, path, call_index, node.domain))
-
-    outputs = []
-    for o in g.output:
-        r = resolve(o.name)
-        outputs.extend([x for x in r if isinstance(x, str)] if isinstance(r, tuple) else [r])
-    return OpGraph(ops, tensors, inputs, [o for o in outputs if o in tensors], name, warnings)
+            self.calls[path] = call_index + 1
+        self.ops.append(OpNode(op_id, op_type, data_inputs, outs, attrs, path, call_index,
+                               node.domain, phase))
 
 
 def _jsonable(v) -> bool:

@@ -77,6 +77,9 @@ class OpNode:
             ``None`` for functional calls, which cannot be sharded individually.
         call_index: index of this call among the calls of the same primitive instance.
         scope: MindSpore's full scoped name of the node (for messages).
+        phase: ``"forward"``, ``"backward"`` (scope ``Gradients/...``) or ``"optimizer"``; only
+            training graphs (:func:`smsg_ms.graph.capture.capture_training_graph`) have the latter
+            two, and their operators carry no primitive path.
     """
 
     id: int
@@ -87,6 +90,7 @@ class OpNode:
     prim_path: str | None = None
     call_index: int = 0
     scope: str = ""
+    phase: str = "forward"
 
     @property
     def shardable(self) -> bool:
@@ -204,3 +208,34 @@ class OpGraph:
             h.update(json.dumps([op.type, op.attrs, op.prim_path, op.call_index, shapes],
                                 sort_keys=True, default=str).encode())
         return h.hexdigest()
+
+
+#: Primitive types of the collectives MindSpore inserts (as in ``integration/collectives.py``).
+COLLECTIVE_OPS = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "AllToAll",
+                  "NeighborExchangeV2", "NeighborExchange", "Send", "Receive", "Broadcast",
+                  "AlltoAllV", "MicroStepAllGather", "MiniStepAllGather")
+
+
+def collectives_in_graph(graph: OpGraph) -> list[dict]:
+    """Collective operators of a (training) graph, sub-graph calls already inlined.
+
+    Dicts with ``type``, ``pass``, ``grad_sync``, ``group`` (``[]``: not resolved here),
+    ``group_size`` (from a ``"<size>-<hash>"`` group name, else 0), ``in_shape``, ``out_shape``,
+    ``dtype``, ``scope``, ``attrs`` — the keys of ``integration.collectives.collectives_from_model``.
+    """
+    out = []
+    for op in graph.ops:
+        if op.type not in COLLECTIVE_OPS:
+            continue
+        name = str(op.attrs.get("group", ""))
+        head = name.split("-", 1)[0]
+        src = graph.tensors[op.inputs[0]] if op.inputs else graph.tensors[op.outputs[0]]
+        dst = graph.tensors[op.outputs[0]]
+        out.append({"type": "AlltoAll" if op.type == "AllToAll" else op.type,
+                    "pass": "backward" if op.phase == "backward" else "forward",
+                    "grad_sync": "Mirror" in op.scope, "group": [],
+                    "group_size": int(head) if head.isdigit() else 0,
+                    "in_shape": list(src.shape), "out_shape": list(dst.shape),
+                    "dtype": dst.dtype, "scope": op.scope,
+                    "attrs": {k: v for k, v in op.attrs.items() if k in ("op", "fusion")}})
+    return out

@@ -5,6 +5,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 
 * ``capture``: build the network spec under ``no_init_parameters``, compile forward in
   semi-auto parallel, return ``{"graph": OpGraph dict}``.
+* ``capture_train``: the same, but compile the training graph (``TrainOneStepCell``: forward,
+  backward, optimizer) and return ``{"graph": OpGraph dict, "collectives": [...]}``.
 * ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
@@ -52,6 +54,33 @@ def job_capture(job: dict) -> dict:
     phase = compile_cell(built.net, built.inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}
+
+
+def job_capture_train(job: dict) -> dict:
+    """Compile ``TrainOneStepCell`` of the spec (no weights) and return its whole graph."""
+    from smsg_ms.graph.capture import compile_cell, read_mindir, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    ms = _setup(extra_context={"full_batch": True})
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    tag_primitives(built.net)
+    train = built.train_cell(ms)
+    t1 = time.perf_counter()
+    phase = compile_cell(train, built.train_inputs, phase="train")
+    t2 = time.perf_counter()
+    graph = read_mindir(train, phase, built.name, tag_net=built.net)
+    t3 = time.perf_counter()
+    print(f"smsg timing: build {t1 - t0:.1f} s, compile {t2 - t1:.1f} s, read {t3 - t2:.1f} s",
+          file=sys.stderr)
+    try:
+        collectives = read_collectives(train, phase)
+    except KeyError:  # the top graph calls sub-graphs (mindformers): read them off the OpGraph
+        from smsg_ms.graph.model import collectives_in_graph
+        collectives = collectives_in_graph(graph)
+    return {"graph": graph.to_dict(), "collectives": collectives,
+            "seconds": time.perf_counter() - t0}
 
 
 def job_compile(job: dict) -> dict:
@@ -348,7 +377,7 @@ def job_planner_compile(job: dict) -> dict:
 
 JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
         "pipeline_compile": job_pipeline_compile, "planner_compile": job_planner_compile,
-        "read_shard": job_read_shard}
+        "read_shard": job_read_shard, "capture_train": job_capture_train}
 
 
 def main(argv: list[str]) -> int:

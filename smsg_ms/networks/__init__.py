@@ -2,7 +2,8 @@
 
 A network function takes keyword options (those it declares; unknown ones are refused) and returns
 ``(net, inputs)`` or a dict with ``net``, ``inputs`` and optionally ``loss`` (a Cell taking the
-network's outputs and ``labels``) and ``labels``. :func:`build_network` calls it, under
+network's outputs and ``labels``), ``labels`` and ``train_inputs`` (inputs of the training step when
+the network computes its own loss from them). :func:`build_network` calls it, under
 ``mindspore.nn.utils.no_init_parameters`` when asked, so no weight is allocated.
 """
 from __future__ import annotations
@@ -17,6 +18,13 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "mlp": ("smsg_ms.networks.mlp:build", "3-layer MLP (Dense + ReLU), the smallest example"),
     "llama": ("smsg_ms.networks.llama:build",
               "LLaMA-style decoder: RmsNorm, GQA attention, SwiGLU MLP, tied-free LM head"),
+    "bert": ("smsg_ms.networks.bert:build",
+             "BERT-style encoder: Gather embeddings, LayerNorm, BatchMatMul attention, GeLU FFN"),
+    "mf-llama": ("smsg_ms.networks.external:mindformers_llama",
+                 "mindformers 1.9.0 LlamaForCausalLM (needs mindformers; LLaMA-2-7B width)"),
+    "vit-b16": ("smsg_ms.networks.external:vit_b16", "mindcv ViT-B/16 224 (needs mindcv)"),
+    "swin-t": ("smsg_ms.networks.external:swin_t", "mindcv Swin-T (needs mindcv)"),
+    "resnet50": ("smsg_ms.networks.external:resnet50", "mindcv ResNet-50 (needs mindcv)"),
 }
 DEFAULT_NETWORK = "llama"
 
@@ -35,6 +43,9 @@ class BuiltNetwork:
     loss: Any = None
     labels: tuple = ()
     options: dict = field(default_factory=dict)
+    #: inputs of the training step when they differ from ``inputs`` (mindformers LLMs take
+    #: ``seq + 1`` tokens in training and compute their own loss)
+    train_example: tuple = ()
 
     def train_cell(self, ms):
         """``TrainOneStepCell(WithLoss(net), Momentum)`` for a training-graph compile."""
@@ -65,6 +76,8 @@ class BuiltNetwork:
 
     @property
     def train_inputs(self) -> tuple:
+        if self.train_example:
+            return tuple(self.train_example)
         return tuple(self.inputs) + (tuple(self.labels) if self.loss is not None else ())
 
 
@@ -96,12 +109,14 @@ def resolve_spec(spec: str) -> tuple[str, Callable]:
     return name, func
 
 
-def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
-    """Build the network of ``spec`` with ``options`` (only those its function accepts).
+def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
+    """Resolve ``spec`` and check ``options`` against its function's signature (nothing is built).
+
+    Returns:
+        ``(name, function, options without None values)``.
 
     Raises:
-        NetworkSpecError: the spec does not resolve, an option is not accepted, the function
-            raises or returns something else than ``(net, inputs)`` / a dict.
+        NetworkSpecError: the spec does not resolve or an option is not accepted.
     """
     name, func = resolve_spec(spec)
     params = inspect.signature(func).parameters
@@ -112,6 +127,17 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
         if bad:
             raise NetworkSpecError(f"network '{name}' takes no option {', '.join(bad)} (it takes: "
                                    f"{', '.join(params) or 'none'})")
+    return name, func, given
+
+
+def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
+    """Build the network of ``spec`` with ``options`` (only those its function accepts).
+
+    Raises:
+        NetworkSpecError: the spec does not resolve, an option is not accepted, the function
+            raises or returns something else than ``(net, inputs)`` / a dict.
+    """
+    name, func, given = check_options(spec, options)
     try:
         if no_init:
             from mindspore.nn.utils import no_init_parameters
@@ -126,7 +152,8 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
                                f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     if isinstance(out, dict):
         built = BuiltNetwork(name, out["net"], tuple(out["inputs"]), out.get("loss"),
-                             tuple(out.get("labels", ())), given)
+                             tuple(out.get("labels", ())), given,
+                             tuple(out.get("train_inputs", ())))
     elif isinstance(out, (tuple, list)) and len(out) == 2:
         built = BuiltNetwork(name, out[0], tuple(out[1]), options=given)
     else:

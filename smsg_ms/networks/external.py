@@ -1,0 +1,123 @@
+"""Network specs for models written by others: mindformers ``LlamaForCausalLM`` and mindcv models.
+
+Each function returns ``{"net", "inputs"}`` like the built-ins and raises :class:`MissingPackage`
+(a :class:`~smsg_ms.networks.NetworkSpecError`) with the install command when the package is absent.
+Facts used (``shared/docs/mindspore-notes.md``, "Capturing networks of real size"): mindformers
+networks must be constructed under ``device_target="CPU"`` (the dry-run sets GPU, which is restored
+before the compile), with ``config.disable_lazy_inline = True`` and ``use_rope_slice=True``.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import warnings
+
+import numpy as np
+
+from . import NetworkSpecError
+
+INSTALL_HINT = "install it with scripts/install_model_packages.sh"
+
+
+class MissingPackage(NetworkSpecError):
+    """A built-in network needs a model package that is not installed."""
+
+
+def _require(package: str, network: str):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module(package)
+    except ImportError as exc:
+        raise MissingPackage(f"network '{network}' needs the package '{package}', which is not "
+                             f"importable ({exc}); {INSTALL_HINT}") from exc
+
+
+@contextlib.contextmanager
+def _cpu_target():
+    """Construct on the CPU target, then restore the caller's target (GPU in the dry-run)."""
+    import mindspore as ms
+
+    old = ms.get_context("device_target")
+    if old != "CPU":
+        ms.set_context(device_target="CPU")
+    try:
+        yield
+    finally:
+        if old != "CPU":
+            ms.set_context(device_target=old)
+
+
+def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
+                      kv_heads: int | None = None, ffn: int | None = 11008, vocab: int = 32000,
+                      seq: int = 4096, batch: int = 1, dtype: str = "float16"):
+    """mindformers 1.9.0 ``LlamaForCausalLM``; defaults are the LLaMA-2-7B width, sequence 4096.
+
+    Shapes (elements): forward ``input_ids (batch, seq)`` int32; training ``(batch, seq + 1)`` (the
+    model computes its own loss on the shifted sequence, so the training cell adds none). Per layer: ``attention.wq (hidden, hidden)``,
+    ``wk, wv (kv_heads·hidden/heads, hidden)``, ``wo (hidden, hidden)``, ``feed_forward.w1, w3
+    (ffn, hidden)``, ``w2 (hidden, ffn)``; ``lm_head (vocab, hidden)``. LLaMA-2-70B is
+    ``layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672``.
+
+    Raises:
+        MissingPackage: mindformers is not installed.
+    """
+    _require("mindformers", "mindformers_llama")
+    logging.getLogger("mindformers").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from mindformers.models.llama import LlamaConfig, LlamaForCausalLM
+        import mindspore as ms
+    config = LlamaConfig(batch_size=batch, seq_length=seq, hidden_size=hidden, num_layers=layers,
+                         num_heads=heads, n_kv_heads=kv_heads, intermediate_size=ffn,
+                         vocab_size=vocab, compute_dtype=dtype, param_init_type=dtype,
+                         use_rope_slice=True, use_flash_attention=False, fused_rms_norm=False)
+    config.disable_lazy_inline = True
+    with _cpu_target():
+        net = LlamaForCausalLM(config)
+    ids = ms.Tensor(np.zeros((batch, seq), np.int32))
+    train_ids = ms.Tensor(np.zeros((batch, seq + 1), np.int32))
+    return {"net": net, "inputs": (ids,), "train_inputs": (train_ids,), "loss_inside": True}
+
+
+#: mindcv model names this spec accepts, with their default image size.
+MINDCV_MODELS = {"vit_b_16_224": 224, "swin_tiny": 224, "resnet50": 224}
+
+
+def mindcv_model(name: str = "resnet50", batch: int = 2, image: int | None = None,
+                 num_classes: int = 1000):
+    """A mindcv 0.3.0 model from ``mindcv.create_model(name, pretrained=False)``.
+
+    Inputs: ``x (batch, 3, image, image)`` float32; output logits ``(batch, num_classes)``.
+
+    Raises:
+        MissingPackage: mindcv is not installed.
+        ValueError: ``name`` is not one of :data:`MINDCV_MODELS`.
+    """
+    if name not in MINDCV_MODELS:
+        raise ValueError(f"mindcv model '{name}' is not supported (choose from "
+                         f"{', '.join(sorted(MINDCV_MODELS))})")
+    mindcv = _require("mindcv", f"mindcv_model({name})")
+    import mindspore as ms
+
+    image = image or MINDCV_MODELS[name]
+    with _cpu_target():
+        net = mindcv.create_model(name, pretrained=False, num_classes=num_classes)
+    x = ms.Tensor(np.zeros((batch, 3, image, image), np.float32))
+    return {"net": net, "inputs": (x,)}
+
+
+def vit_b16(batch: int = 2, image: int = 224, num_classes: int = 1000):
+    """mindcv ViT-B/16 (``vit_b_16_224``); see :func:`mindcv_model`."""
+    return mindcv_model("vit_b_16_224", batch, image, num_classes)
+
+
+def swin_t(batch: int = 2, image: int = 224, num_classes: int = 1000):
+    """mindcv Swin-T (``swin_tiny``); see :func:`mindcv_model`."""
+    return mindcv_model("swin_tiny", batch, image, num_classes)
+
+
+def resnet50(batch: int = 2, image: int = 224, num_classes: int = 1000):
+    """mindcv ResNet-50; see :func:`mindcv_model`."""
+    return mindcv_model("resnet50", batch, image, num_classes)

@@ -1,0 +1,87 @@
+"""Small networks that exercise corner cases of the capture (used by tests and ``smsg-ms graph``).
+
+* :func:`two_matmuls`: one cell holding two ``MatMul`` primitives (different transpose flags) and
+  calling one of them twice, the case where a semi-auto compile drops the primitives' tags.
+* :func:`uneven_layers`: a stack of MLP blocks whose FFN widths are given per layer, so one layer
+  can differ in shape from the others.
+* :func:`failing`: a spec whose function raises (``ValueError("no such width")``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def two_matmuls(batch: int = 8, hidden: int = 16):
+    """``y = (x @ W1) @ W2ᵀ @ W2ᵀ`` in one cell; ``W1, W2`` (hidden, hidden); ``x`` (batch, hidden).
+
+    Primitive paths: ``block.first`` (called once), ``block.second`` (``transpose_b=True``,
+    called twice: call indices 0 and 1).
+    """
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+
+    class TwoMatMuls(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w1 = Parameter(np.zeros((hidden, hidden), np.float32), name="w1")
+            self.w2 = Parameter(np.zeros((hidden, hidden), np.float32), name="w2")
+            self.first = ops.MatMul()
+            self.second = ops.MatMul(transpose_b=True)
+
+        def construct(self, x):
+            return self.second(self.second(self.first(x, self.w1), self.w2), self.w2)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.block = TwoMatMuls()
+
+        def construct(self, x):
+            return self.block(x)
+
+    return Net(), (ms.Tensor(np.zeros((batch, hidden), np.float32)),)
+
+
+def uneven_layers(batch: int = 8, hidden: int = 16, widths: tuple = (32, 32, 32, 32)):
+    """``len(widths)`` residual MLP blocks ``h + relu(h @ A_i) @ B_i``; ``A_i`` (hidden, widths[i]).
+
+    Paths: ``layers.<i>.up.matmul``, ``layers.<i>.down.matmul``, ``layers.<i>.relu``,
+    ``layers.<i>.add``.
+    """
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+
+    class Linear(nn.Cell):
+        def __init__(self, d_in, d_out):
+            super().__init__()
+            self.weight = Parameter(np.zeros((d_in, d_out), np.float32), name="weight")
+            self.matmul = ops.MatMul()
+
+        def construct(self, x):
+            return self.matmul(x, self.weight)
+
+    class Block(nn.Cell):
+        def __init__(self, width):
+            super().__init__()
+            self.up, self.down = Linear(hidden, width), Linear(width, hidden)
+            self.relu, self.add = ops.ReLU(), ops.Add()
+
+        def construct(self, h):
+            return self.add(h, self.down(self.relu(self.up(h))))
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.CellList([Block(int(w)) for w in widths])
+
+        def construct(self, h):
+            for layer in self.layers:
+                h = layer(h)
+            return h
+
+    return Net(), (ms.Tensor(np.zeros((batch, hidden), np.float32)),)
+
+
+def failing(width: int = 0):
+    """Always raises ``ValueError("no such width: <width>")``."""
+    raise ValueError(f"no such width: {width}")
