@@ -129,9 +129,10 @@ def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
         out_idx = graph.ops[src_id].outputs.index(tname)
         U, V = variables[u], variables[v]
-        m = np.array([[redist_seconds(tensor, ou[uc].out_layouts[out_idx], ov[vc].in_layouts[idx])
-                       for ov in V.options] for ou in U.options])
-        _add_pair(pair, problem_vars, u, v, m)
+        src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
+        dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
+        small = np.array([[redist_seconds(tensor, a, b) for b in dst] for a in src])
+        _add_pair(pair, problem_vars, u, v, small[np.ix_(src_of, dst_of)])
 
     # one layout per parameter across its users
     users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -145,14 +146,22 @@ def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
             if u == v:
                 continue
             U, V = variables[u], variables[v]
-            m = np.array([[0.0 if ou[uc].in_layouts[ui].cuts == ov[vc].in_layouts[vi_].cuts
-                           else INF for ov in V.options] for ou in U.options])
-            _add_pair(pair, problem_vars, u, v, m)
+            a, a_of = _distinct([ou[uc].in_layouts[ui].cuts for ou in U.options])
+            b, b_of = _distinct([ov[vc].in_layouts[vi_].cuts for ov in V.options])
+            small = np.array([[0.0 if x == y else INF for y in b] for x in a])
+            _add_pair(pair, problem_vars, u, v, small[np.ix_(a_of, b_of)])
 
     edges = [Edge(u, v, m) for (u, v), m in sorted(pair.items())]
     problem = SearchProblem(problem_vars, edges)
     problem.check()
     return problem, variables
+
+
+def _distinct(items: list) -> tuple[list, np.ndarray]:
+    """Distinct items in first-seen order, and the index of each item among them."""
+    index: dict = {}
+    of = np.array([index.setdefault(x, len(index)) for x in items], dtype=np.intp)
+    return list(index), of
 
 
 def _add_pair(pair, problem_vars, u: int, v: int, m: np.ndarray) -> None:
@@ -200,9 +209,16 @@ def _collectives(calls) -> list[dict]:
     return out
 
 
+#: Up to this many devices the planner proposes every strategy, replicated ones included; above
+#: it only strategies that use every device (MindSpore's ``fully_use_devices``), which keeps the
+#: option count, and the redistribution matrices, tractable.
+EXHAUSTIVE_UP_TO = 16
+
+
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
-               network: str | None = None, repeated=None, progress: bool | None = None) -> Plan:
+               network: str | None = None, repeated=None, progress: bool | None = None,
+               exhaustive: bool | None = None) -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -214,6 +230,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
         network: network name recorded in the plan (default ``graph.name``).
         repeated: groups of identical blocks (variable indices) for the search; found from the
             graph when ``None``.
+        exhaustive: propose replicated strategies too (default: up to
+            :data:`EXHAUSTIVE_UP_TO` devices).
 
     Raises:
         PlanningError: device count MindSpore refuses, operator without options.
@@ -225,7 +243,9 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
 
     check_device_count(devices)
     hw = get_hardware(hardware)
-    model = CostModel(graph, devices, hw)
+    if exhaustive is None:
+        exhaustive = devices <= EXHAUSTIVE_UP_TO
+    model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
     problem, variables = build_problem(graph, model)
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
@@ -251,6 +271,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                 "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
                 if var.written_back else None, "extra_seconds": runner[1]},
             block=_block_of(var.name), notes=notes))
+    for vi, coll in _redistributions(graph, model, variables, choice).items():
+        decisions[vi].collectives.extend(coll)
     edge_seconds = sum(float(e.cost[choice[e.u], choice[e.v]]) for e in problem.edges)
     totals["redistribution_seconds"] = edge_seconds
     totals["step_seconds"] = float(solution.cost)
@@ -270,6 +292,24 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                         for k, v in sorted(totals.items())},
                 dataset_strategy=dataset)
     return plan.seal()
+
+
+def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[int]):
+    """Collectives of the redistributions the chosen plan needs, by consumer variable index."""
+    where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
+    out: dict[int, list[dict]] = defaultdict(list)
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        (u, uc), (v, vc) = where[src_id], where[dst_id]
+        src = variables[u].options[choice[u]][uc].out_layouts[
+            graph.ops[src_id].outputs.index(tname)]
+        dst = variables[v].options[choice[v]][vc].in_layouts[idx]
+        if src == dst:
+            continue
+        for coll in model.redistribution(graph.tensors[tname], src, dst):
+            out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "redistribution": True})
+    return out
 
 
 def _runner_up(problem: SearchProblem, choice: list[int], vi: int):
@@ -323,26 +363,21 @@ def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
 
 
 def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
-    """Groups of identical repeated blocks as lists of variable indices (see graph/blocks.py)."""
-    try:
-        from .graph.blocks import find_repeated_blocks
-    except ImportError:
-        return None
-    var_of_op = {}
-    for vi, var in enumerate(problem.variables):
-        for op_id in var.op_ids:
-            var_of_op[op_id] = vi
+    """Groups of identical repeated blocks (:func:`smsg_ms.graph.blocks.group_blocks`) as lists
+    of variable indices, for the search's repeated squaring. The search checks the hint."""
+    from .graph.blocks import group_blocks
+
+    var_of_op = {op_id: vi for vi, var in enumerate(problem.variables) for op_id in var.op_ids}
     groups = []
-    for group in find_repeated_blocks(graph):
+    for group in group_blocks(graph):
         blocks = []
-        for op_ids in group:
-            seen, block = set(), []
-            for op_id in op_ids:
-                vi = var_of_op[op_id]
-                if vi not in seen:
-                    seen.add(vi)
-                    block.append(vi)
-            blocks.append(block)
+        for block in group.blocks:
+            block_vars: list[int] = []
+            for op_id in block.op_ids:
+                vi = var_of_op.get(op_id)
+                if vi is not None and vi not in block_vars:
+                    block_vars.append(vi)
+            blocks.append(block_vars)
         if len(blocks) > 1 and len({len(b) for b in blocks}) == 1:
             groups.append(blocks)
     return groups or None

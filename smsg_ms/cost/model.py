@@ -44,13 +44,19 @@ class CostModel:
             ``sgd``: 0).
         enable_alltoall: MindSpore's ``enable_alltoall`` context flag (redistribution moves a cut
             with AlltoAll instead of AllGather + slice).
+        fully_use_devices: propose only strategies whose device matrix uses every device (no
+            repeated calculation), as MindSpore's own auto-parallel search does by default
+            (``fully_use_devices``); an operator with no such strategy keeps all of its
+            strategies. ``False`` proposes every strategy (exhaustive, much slower on many
+            devices).
 
     Raises:
         ValueError: an unsupported device count, unknown hardware or optimizer.
     """
 
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
-                 optimizer: str = "adam", *, enable_alltoall: bool = False):
+                 optimizer: str = "adam", *, enable_alltoall: bool = False,
+                 fully_use_devices: bool = False):
         if not valid_device_count(devices):
             raise ValueError(f"device count {devices}: MindSpore accepts 1, 2, 4 or a multiple "
                              "of 8")
@@ -63,6 +69,7 @@ class CostModel:
         self.optimizer = optimizer
         self.states = OPTIMIZER_STATES[optimizer]
         self.enable_alltoall = enable_alltoall
+        self.fully_use_devices = fully_use_devices
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
 
@@ -113,7 +120,11 @@ class CostModel:
             if spec is None or not op.shardable:
                 result = [self._default(op, spec)]
             else:
-                result = [self._cost(op, spec, cuts) for cuts in enumerate_cuts(spec, self.devices)]
+                all_cuts = enumerate_cuts(spec, self.devices)
+                if self.fully_use_devices:
+                    full = [c for c in all_cuts if prod(c.values()) == self.devices]
+                    all_cuts = full or all_cuts
+                result = [self._cost(op, spec, cuts) for cuts in all_cuts]
         self._options[op.id] = result
         return result
 
