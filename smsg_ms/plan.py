@@ -30,6 +30,8 @@ class OpDecision:
         runner_up: second-best strategy and its extra cost in seconds, when one exists.
         block: repeated block this primitive belongs to (``layers.*``), if any.
         notes: the cost model's remarks (fallback strategy, unknown operator ...).
+        collectives: predicted collectives of its calls: dicts ``{"kind", "group", "bytes",
+            "phase"}`` (``phase``: forward, backward or grad_sync; ``group``: size or ranks).
     """
 
     name: str
@@ -41,6 +43,7 @@ class OpDecision:
     runner_up: dict[str, Any] | None = None
     block: str | None = None
     notes: list[str] = field(default_factory=list)
+    collectives: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -8,6 +8,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 * ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
+* ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
+  batch), used by ``smsg-ms check``.
 
 Errors become ``{"ok": false, "error": one paragraph, "kind": ...}``; the full traceback is only
 written to stderr.
@@ -76,7 +78,20 @@ def job_compile(job: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-JOBS = {"capture": job_capture, "compile": job_compile}
+def job_plan_compile(job: dict) -> dict:
+    """``compile`` with a plan's data-input layout: ``dataset_strategy`` (lists → tuples, as
+    MindSpore wants) or ``full_batch`` when it is ``None``."""
+    layout = job.get("dataset_strategy")
+    context = dict(job.get("context", {}))
+    if layout is None:
+        context["full_batch"] = True
+    else:
+        context.update(full_batch=False,
+                       dataset_strategy=tuple(tuple(int(c) for c in s) for s in layout))
+    return job_compile(dict(job, context=context))
+
+
+JOBS = {"capture": job_capture, "compile": job_compile, "plan_compile": job_plan_compile}
 
 
 def main(argv: list[str]) -> int:
