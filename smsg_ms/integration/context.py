@@ -162,8 +162,10 @@ def plan_live(net, inputs, devices: int, *, planner: Callable | None = None,
 
     from ..graph.capture import capture
 
-    saved = {k: ms.get_auto_parallel_context(k) for k in ("parallel_mode", "full_batch")}
-    ms.set_auto_parallel_context(parallel_mode="stand_alone")
+    keys = ("parallel_mode", "full_batch", "init_param_in_compile")
+    saved = {k: ms.get_auto_parallel_context(k) for k in keys}
+    # weights built under no_init_parameters have no data: do not initialise them to capture
+    ms.set_auto_parallel_context(parallel_mode="stand_alone", init_param_in_compile=False)
     try:
         graph = capture(forward_cell(net), *inputs)
     finally:
@@ -197,7 +199,8 @@ _hooked: dict[str, Any] = {}
 def install_compile_hook() -> None:
     """Plan a plain network on its first compile (``_cell_graph_executor.compile``).
 
-    The hook is an attribute of MindSpore's executor object (not its class); it calls
+    It also prepares an smsg :class:`AutoParallel` compiled through the executor directly
+    (``Cell.compile`` is covered by the class itself). The hook is an attribute of MindSpore's executor object (not its class); it calls
     :func:`plan_and_apply` once, on the first Cell compiled while search mode smsg is set, and is
     removed by :func:`uninstall_compile_hook` or another search mode.
     """
@@ -209,6 +212,12 @@ def install_compile_hook() -> None:
     busy = []
 
     def compile_with_plan(obj, *args, **kwargs):
+        if getattr(obj, "_smsg", False) and obj.smsg_plan is None and not busy:
+            busy.append(1)
+            try:
+                obj.prepare(*args)
+            finally:
+                busy.pop()
         settings = _settings
         if (settings is not None and settings.plan is None and not busy
                 and type(obj).__name__ != "AutoParallel" and hasattr(obj, "cells_and_names")):
@@ -224,6 +233,7 @@ def install_compile_hook() -> None:
 
 
 def uninstall_compile_hook() -> None:
+    """Remove the hook of :func:`install_compile_hook` (no-op when absent)."""
     executor = _hooked.pop("compile", None)
     if executor is not None:
         del executor.compile
@@ -254,6 +264,8 @@ def _make_wrapper_class():
             super().__init__(network, "semi_auto" if smsg else parallel_mode)
             self._smsg = smsg
             self._smsg_plan = None
+            if smsg:
+                install_compile_hook()
             self._smsg_options = {"plan_file": plan if not isinstance(plan, Plan) else None,
                                   "hardware": hardware, "memory_gib": memory_gib,
                                   "planner": planner}
