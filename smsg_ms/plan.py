@@ -27,11 +27,11 @@ class OpDecision:
         shardable: ``False`` for functional calls / Reshape (reported, not written back).
         seconds: predicted micro-step time of its calls under the chosen strategy (s).
         breakdown: seconds by kind (compute, AllReduce, ..., redistribution) and memory bytes.
+        collectives: predicted collectives of its calls: ``{kind, group, phase, bytes, tensor}``
+            (``bytes`` = the group's whole tensor, before ring volumes).
         runner_up: second-best strategy and its extra cost in seconds, when one exists.
         block: repeated block this primitive belongs to (``layers.*``), if any.
         notes: the cost model's remarks (fallback strategy, unknown operator ...).
-        collectives: predicted collectives of its calls: dicts ``{"kind", "group", "bytes",
-            "phase"}`` (``phase``: forward, backward or grad_sync; ``group``: size or ranks).
     """
 
     name: str
@@ -40,10 +40,10 @@ class OpDecision:
     shardable: bool = True
     seconds: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)
+    collectives: list[dict[str, Any]] = field(default_factory=list)
     runner_up: dict[str, Any] | None = None
     block: str | None = None
     notes: list[str] = field(default_factory=list)
-    collectives: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

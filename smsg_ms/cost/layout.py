@@ -81,9 +81,9 @@ class TensorLayout:
     def from_cuts(cls, cuts: tuple[int, ...], devices: int) -> "TensorLayout":
         """Layout with one device-matrix axis per cut dimension, replicas on a leading axis.
 
-        This is the layout MindSpore gives an operator's input when the strategy's product is
-        smaller than the device count (repeated calculation placed first in the device matrix,
-        ``operator_info.cc``: ``repeated_num_in_dev_matrix_right_ = false``).
+        Replicas on the left is what MindSpore's ``_VirtualDataset`` does
+        (``repeated_num_in_dev_matrix_right_ = false``); ordinary operators put them on the right,
+        see :func:`operator_layout`.
 
         Raises:
             ValueError: the product of the cuts does not divide ``devices``.
@@ -105,3 +105,56 @@ class TensorLayout:
             else:
                 tmap.append(-1)
         return cls(tuple(matrix), tuple(tmap))
+
+    def normalized(self) -> "TensorLayout":
+        """The same placement with size-1 device-matrix axes removed (a canonical form).
+
+        MindSpore keeps size-1 axes (MatMul ``((2, 1), (1, 4))`` has device matrix ``(2, 1, 4)``);
+        they change no rank's slice, so two layouts place data alike iff their normal forms
+        are equal.
+        """
+        keep = [i for i, s in enumerate(self.device_matrix) if s > 1]
+        if not keep:
+            return TensorLayout((self.devices,) if self.devices > 1 else (1,),
+                                (-1,) * len(self.tensor_map))
+        n = len(self.device_matrix)
+        new_index = {}
+        for pos, i in enumerate(keep):
+            new_index[n - 1 - i] = len(keep) - 1 - pos
+        tmap = tuple(new_index.get(m, -1) if m != -1 else -1 for m in self.tensor_map)
+        return TensorLayout(tuple(self.device_matrix[i] for i in keep), tmap)
+
+    def same_placement(self, other: "TensorLayout") -> bool:
+        """True when every rank holds the same slice under both layouts."""
+        return self.normalized() == other.normalized()
+
+
+def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int,
+                    repeat_right: bool = True) -> TensorLayout:
+    """Layout of one operator tensor as MindSpore derives it (``operator_info.cc``).
+
+    Args:
+        axes: the operator's device matrix before repeated calculation (one cut per axis).
+        tensor_axes: for each tensor dimension, the index (from the left) into ``axes`` of the
+            axis cutting it, or ``None``.
+        devices: devices of the stage; when ``prod(axes) < devices`` the repeated-calculation
+            axis ``devices / prod(axes)`` is appended on the right (MindSpore's default,
+            ``repeated_num_in_dev_matrix_right_ = true``) or prepended on the left.
+
+    Raises:
+        ValueError: ``prod(axes)`` does not divide ``devices``.
+    """
+    shards = prod(axes)
+    if shards == 0 or devices % shards:
+        raise ValueError(f"device matrix {tuple(axes)} (product {shards}) does not divide "
+                         f"{devices} devices")
+    rep = devices // shards
+    matrix = list(axes)
+    if rep > 1:
+        matrix = matrix + [rep] if repeat_right else [rep] + matrix
+    if not matrix:
+        matrix = [1]
+    n = len(matrix)
+    offset = 1 if rep > 1 and not repeat_right else 0
+    tmap = tuple(-1 if a is None else n - 1 - (a + offset) for a in tensor_axes)
+    return TensorLayout(tuple(matrix), tmap)

@@ -10,6 +10,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
 * ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
   batch), used by ``smsg-ms check``.
+* ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
+  stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
 
 Errors become ``{"ok": false, "error": one paragraph, "kind": ...}``; the full traceback is only
 written to stderr.
@@ -91,7 +93,76 @@ def job_plan_compile(job: dict) -> dict:
     return job_compile(dict(job, context=context))
 
 
-JOBS = {"capture": job_capture, "compile": job_compile, "plan_compile": job_plan_compile}
+def job_init(job: dict) -> dict:
+    """Does MindSpore accept this device count? ``init()`` succeeds for any count; the parallel
+    initialisation fails at the first compile, so compile a one-MatMul network."""
+    ms = _setup(extra_context={"full_batch": True})
+    import numpy as np
+    from mindspore import nn
+
+    from smsg_ms.graph.capture import compile_cell
+    from mindspore.communication import get_group_size
+    n = 48 * get_group_size()
+    net = nn.Dense(n, n)
+    compile_cell(net, (ms.Tensor(np.zeros((n, n), np.float32)),), phase="init_probe")
+    return {"group_size": get_group_size()}
+
+
+
+def job_pipeline_compile(job: dict) -> dict:
+    """Compile one rank of a pipelined training graph (``shared/docs/mindspore-dryrun.md``).
+
+    Job keys: ``spec``, ``options`` (network options; ``batch`` is the *micro-batch* size the network
+    is built for), ``pipeline`` (the ``Plan.pipeline`` record), ``strategies``. The data inputs are
+    the built ones tiled ``micro_batches`` times along the batch axis (the global batch).
+    """
+    import numpy as np
+
+    from smsg_ms.graph.capture import compile_cell, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.integration.pipeline import (check_pipeline, mark_cells, pipeline_context,
+                                              pipeline_train_cell)
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    pipeline = job["pipeline"]
+    ctx = {"full_batch": True}
+    ctx.update(pipeline_context(pipeline))
+    ms = _setup(extra_context=ctx)
+    from mindspore import nn, ops
+    from mindspore.communication import get_group_size
+    check_pipeline(pipeline, get_group_size())
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    prims = tag_primitives(built.net)
+    unknown = sorted(set(job.get("strategies", {})) - set(prims))
+    if unknown:
+        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    for path, strategy in sorted(job.get("strategies", {}).items()):
+        prims[path].shard(tuple(tuple(s) for s in strategy))
+    marked = mark_cells(built.net, pipeline)
+    net = built.net
+
+    class _WithLoss(nn.Cell):
+        def __init__(self):
+            super().__init__(auto_prefix=False)
+            self.network = net
+            self.mean = ops.ReduceMean()
+
+        def construct(self, *args):
+            return self.mean(self.network(*args))
+
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
+    train = pipeline_train_cell(_WithLoss(), opt, pipeline)
+    micro = int(pipeline["micro_batches"]) if int(pipeline["stages"]) > 1 else 1
+    inputs = tuple(ms.Tensor(np.tile(x.asnumpy(), (micro,) + (1,) * (x.ndim - 1)))
+                   for x in built.inputs)
+    phase = compile_cell(train, inputs, phase="train")
+    return {"collectives": read_collectives(train, phase), "marked": marked,
+            "seconds": time.perf_counter() - t0}
+
+
+JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
+        "pipeline_compile": job_pipeline_compile, "plan_compile": job_plan_compile}
 
 
 def main(argv: list[str]) -> int:

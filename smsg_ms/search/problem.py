@@ -91,3 +91,44 @@ class Solution:
     choice: list[int]
     cost: float
     memory: float
+
+
+class NoFeasiblePlan(ValueError):
+    """No assignment fits the memory limit (or every assignment uses a forbidden pair)."""
+
+
+def validate(problem: SearchProblem) -> None:
+    """Raise ``ValueError`` naming the culprit on a malformed problem.
+
+    Checked: edge endpoints in range, matrix shapes, no NaN anywhere, no ``-inf``.
+    """
+    n = len(problem.variables)
+    for v in problem.variables:
+        if not _no_nan_or_minus_inf(v.cost) or np.isnan(v.memory).any():
+            raise ValueError(f"variable {v.name}: cost or memory is NaN or -inf")
+    for e in problem.edges:
+        if not (0 <= e.u < n and 0 <= e.v < n):
+            raise ValueError(f"edge {e.u}->{e.v}: endpoint outside 0..{n - 1}")
+        if e.cost.ndim != 2:
+            raise ValueError(f"edge {e.u}->{e.v}: matrix must be 2-D, got shape {e.cost.shape}")
+        if not _no_nan_or_minus_inf(e.cost):
+            raise ValueError(f"edge {e.u}->{e.v}: matrix holds NaN or -inf")
+    problem.check()
+
+
+def _no_nan_or_minus_inf(x: np.ndarray) -> bool:
+    """One reduction: the minimum is NaN if any entry is, ``-inf`` if any entry is."""
+    return x.size == 0 or bool(x.min() > -np.inf)
+
+
+def merged_edges(problem: SearchProblem) -> dict[tuple[int, int], np.ndarray]:
+    """Edges keyed ``(u, v)`` with ``u < v``, parallel edges summed, reversed ones transposed.
+
+    The result depends only on the problem's content, not on the order or orientation in which
+    edges were listed (keys are iterated sorted by the callers).
+    """
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for e in problem.edges:
+        u, v, m = (e.u, e.v, e.cost) if e.u < e.v else (e.v, e.u, e.cost.T)
+        out[(u, v)] = out[(u, v)] + m if (u, v) in out else m  # summing makes a new array
+    return dict(sorted(out.items()))

@@ -1,0 +1,312 @@
+"""The cost model: every strategy of every operator, costed per device, and redistribution.
+
+Double-level BSP (``design.md``): an operator is a micro-step ``w + g·h + l·L`` FLOPs (``w``
+FLOPs forward + backward, ``h`` bytes sent per device by its collectives, ``L`` collectives);
+:meth:`CostModel.seconds` divides by the device's FLOP/s. A training step (super-step) is the sum
+of the micro-steps plus redistributions (the planner adds those up).
+
+Numbers for the search come from plain arithmetic on ints (no sympy); :meth:`CostModel.symbolic`
+runs the same family code on sympy symbols.
+"""
+from __future__ import annotations
+
+from math import prod
+
+import sympy
+
+from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
+from . import operators
+from .api import Collective, OpCost, Strategy, StrategyError
+from .hardware import Hardware, get_hardware
+from .layout import TensorLayout, operator_layout
+from .operators.base import (Einsum, TensorSide, build_layouts, einsum_cost, enumerate_cuts,
+                             letter_cuts)
+from .redistribution import redistribute
+
+#: fp32 optimizer states per parameter element.
+OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
+MEMORY_KINDS = ("parameter", "gradient", "optimizer", "activation")
+
+
+def valid_device_count(devices: int) -> bool:
+    """MindSpore 2.10 accepts 1, 2, 4 or a multiple of 8 devices (``mindspore-notes.md``)."""
+    return devices in (1, 2, 4) or (devices > 0 and devices % 8 == 0)
+
+
+class CostModel:
+    """Costs of the operators of ``graph`` on ``devices`` devices of one stage.
+
+    Args:
+        graph: the captured operator graph.
+        devices: devices of the stage (1, 2, 4 or a multiple of 8).
+        hardware: a :class:`Hardware` or a preset name (``ascend910b``, ``a100``, ``h100``).
+        optimizer: decides optimizer-state bytes (``adam``: 2 fp32 states, ``momentum``: 1,
+            ``sgd``: 0).
+        enable_alltoall: MindSpore's ``enable_alltoall`` context flag (redistribution moves a cut
+            with AlltoAll instead of AllGather + slice).
+
+    Raises:
+        ValueError: an unsupported device count, unknown hardware or optimizer.
+    """
+
+    def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
+                 optimizer: str = "adam", *, enable_alltoall: bool = False):
+        if not valid_device_count(devices):
+            raise ValueError(f"device count {devices}: MindSpore accepts 1, 2, 4 or a multiple "
+                             "of 8")
+        if optimizer not in OPTIMIZER_STATES:
+            raise ValueError(f"unknown optimizer {optimizer!r}; known: "
+                             f"{', '.join(sorted(OPTIMIZER_STATES))}")
+        self.graph = graph
+        self.devices = devices
+        self.hardware = get_hardware(hardware)
+        self.optimizer = optimizer
+        self.states = OPTIMIZER_STATES[optimizer]
+        self.enable_alltoall = enable_alltoall
+        self._options: dict[int, list[OpCost]] = {}
+        self._specs: dict[int, Einsum | None] = {}
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _shapes(self, names):
+        return [tuple(self.graph.tensors[n].shape) for n in names]
+
+    def spec(self, op: OpNode) -> Einsum | None:
+        """The family declaration of ``op`` (``None``: no family, or Reshape)."""
+        if op.id not in self._specs:
+            self._specs[op.id] = operators.describe(op, self._shapes(op.inputs),
+                                                    self._shapes(op.outputs))
+        return self._specs[op.id]
+
+    def _side(self, name: str) -> TensorSide:
+        t = self.graph.tensors[name]
+        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, name)
+
+    def _sides(self, op, spec):
+        ins = [self._side(n) for n, x in zip(op.inputs, spec.inputs) if x is not None]
+        return ins, [self._side(n) for n in op.outputs]
+
+    def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=()) -> OpCost:
+        ins, outs = self._sides(op, spec)
+        raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
+        in_l, out_l = build_layouts(spec, cuts, self.devices)
+        colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1]
+        return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
+                      colls, raw["memory"], list(spec.notes) + list(notes))
+
+    # ---- public API ------------------------------------------------------------------------
+    def options(self, op: OpNode) -> list[OpCost]:
+        """Every strategy MindSpore accepts for ``op``, costed, in a fixed order.
+
+        Order: cut counts ascending over the cuttable dimensions in device-matrix order (the
+        first option is the unsharded one). Operators that cannot be sharded (no ``prim_path``)
+        or of no known family get one option, MindSpore's semi-auto default (batch-parallel),
+        flagged in ``notes``. Reshape (``shard()`` is refused) gets one option per layout it can
+        pass through without communication, keyed by the input cuts: ``in_layouts[0]`` is what
+        it takes, ``out_layouts[0]`` what it gives; its strategy is never written back.
+        """
+        if op.id in self._options:
+            return self._options[op.id]
+        if op.type == "Reshape":
+            result = self._reshape_options(op)
+        else:
+            spec = self.spec(op)
+            if spec is None or not op.shardable:
+                result = [self._default(op, spec)]
+            else:
+                result = [self._cost(op, spec, cuts) for cuts in enumerate_cuts(spec, self.devices)]
+        self._options[op.id] = result
+        return result
+
+    def check(self, op: OpNode, strategy: Strategy) -> OpCost:
+        """Cost of ``op`` under ``strategy`` after MindSpore's checks.
+
+        Raises:
+            StrategyError: naming the operator label, the input index and the dimension: a cut
+                that does not divide its dimension, cuts whose product does not divide the
+                device count, a cut on a dimension the operator forbids, inputs disagreeing on
+                a shared dimension, an operator with no known family (only its default layout).
+        """
+        strategy = tuple(tuple(int(c) if isinstance(c, bool) is False and isinstance(c, int)
+                               else c for c in part) for part in strategy)
+        if op.type == "Reshape":
+            raise StrategyError(f"{op.label}: Reshape cannot be sharded (MindSpore: shard() "
+                                "'goes for nothing'); its layout comes from its neighbours")
+        spec = self.spec(op)
+        if spec is None:
+            raise StrategyError(f"{op.label}: no cost family for {op.type}; only the default "
+                                "batch-parallel layout is known")
+        cuts = letter_cuts(spec, strategy, self.devices, op.label)
+        return self._cost(op, spec, cuts)
+
+    def redistribution(self, tensor: TensorInfo, src: TensorLayout,
+                       dst: TensorLayout) -> list[Collective]:
+        """Collectives (forward and backward) MindSpore's tensor redistribution inserts to turn
+        ``src`` into ``dst`` for ``tensor``; ``[]`` when equal or a pure slice
+        (:mod:`smsg_ms.cost.redistribution`)."""
+        return redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
+                            tensor.name, self.enable_alltoall)
+
+    def seconds(self, item: OpCost | list[Collective]) -> float:
+        """BSP micro-step time: ``(w + g·h + l·L) / flops`` with ``w`` FLOPs forward + backward,
+        ``h`` bytes sent per device (ring volumes), ``L`` collectives."""
+        return sum(v for k, v in self.breakdown(item).items() if not k.endswith("_bytes"))
+
+    def breakdown(self, item: OpCost | list[Collective]) -> dict[str, float]:
+        """Seconds by ``compute``, each collective kind (forward + backward, with its latency),
+        ``grad_sync``; plus bytes per device by memory kind (``parameter_bytes`` ...)."""
+        hw = self.hardware
+        colls = item if isinstance(item, list) else item.collectives
+        out: dict[str, float] = {"compute": 0.0}
+        if isinstance(item, OpCost):
+            out["compute"] = float(item.flops_fwd + item.flops_bwd) / hw.flops
+        for c in colls:
+            key = "grad_sync" if c.phase == "grad_sync" else c.kind
+            t = float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0)
+            out[key] = out.get(key, 0.0) + t
+        if isinstance(item, OpCost):
+            for kind in MEMORY_KINDS:
+                out[f"{kind}_bytes"] = float(item.memory.get(kind, 0))
+        return out
+
+    def symbolic(self, op: OpNode, strategy: Strategy) -> dict[str, sympy.Expr]:
+        """Sympy expressions of ``op`` under ``strategy`` for ``explain``.
+
+        Symbols: one per dimension letter for its global size (a symbolic dimension keeps its
+        own name), ``c_<letter>`` for its cut count, ``D`` for the device count. Keys:
+        ``flops_fwd``, ``flops_bwd``, ``<phase>:<kind>:<tensor>`` (bytes per device sent, ring
+        volume) and ``memory:<kind>`` (bytes per device).
+
+        Raises:
+            StrategyError: as :meth:`check`.
+        """
+        self.check(op, strategy)
+        spec = self.spec(op)
+        sizes = {}
+        for ch, size in spec.sizes.items():
+            sizes[ch] = 1 if size == 1 else sympy.Symbol(str(size) if isinstance(size, str)
+                                                         else ch, positive=True, integer=True)
+        cuts = {ch: sympy.Symbol(f"c_{ch}", positive=True, integer=True) for ch in spec.cuttable()}
+        dev = sympy.Symbol("D", positive=True, integer=True)
+        ins, outs = self._sides(op, spec)
+        raw = einsum_cost(spec, cuts, dev, ins, outs, self.states, sizes=sizes)
+        out = {"flops_fwd": sympy.simplify(raw["flops_fwd"]),
+               "flops_bwd": sympy.simplify(raw["flops_bwd"])}
+        for kind, group, nbytes, phase, tensor, _ in raw["collectives"]:
+            factor = 2 if kind == "AllReduce" else 1
+            key = f"{phase}:{kind}:{tensor}"
+            out[key] = out.get(key, 0) + sympy.simplify(factor * (group - 1) * nbytes / group)
+        for kind, value in raw["memory"].items():
+            out[f"memory:{kind}"] = sympy.simplify(value)
+        return out
+
+    # ---- special operators -----------------------------------------------------------------
+    def _default(self, op: OpNode, spec: Einsum | None) -> OpCost:
+        """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
+        n = self.devices
+        if spec is not None:
+            first = next((x for x in spec.inputs if x), "")
+            cuts = {}
+            if first and first[0] in spec.cuttable():
+                size = spec.sizes[first[0]]
+                if not isinstance(size, int) or size % n == 0:
+                    cuts = {first[0]: n}
+            cost = self._cost(op, spec, cuts)
+            why = "functional call: cannot be sharded" if not op.shardable else "no family"
+            cost.notes.append(f"default batch-parallel layout ({why})")
+            return cost
+        ins, outs = [], []
+        mem = {k: 0 for k in MEMORY_KINDS}
+        colls = []
+        strategy = []
+        for name in op.inputs:
+            t = self.graph.tensors[name]
+            shape = tuple(t.shape)
+            cut = n if (shape and t.kind != "parameter" and isinstance(shape[0], int)
+                        and shape[0] % n == 0) else 1
+            strategy.append((cut,) + (1,) * (len(shape) - 1) if shape else ())
+            ins.append(operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))), n)
+                       if shape else TensorLayout.replicated(0, n))
+            if t.kind == "parameter":
+                nb = (t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4)
+                mem["parameter"] += nb
+                if t.requires_grad:
+                    mem["gradient"] += nb
+                    mem["optimizer"] += (t.numel or 0) * 4 * self.states
+                    if n > 1:
+                        colls.append(Collective("AllReduce", n, nb, "grad_sync", name,
+                                                "gradient of a replicated weight"))
+        for name in op.outputs:
+            shape = tuple(self.graph.tensors[name].shape)
+            cut = n if shape and isinstance(shape[0], int) and shape[0] % n == 0 else 1
+            outs.append(operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))),
+                                        n) if shape else TensorLayout.replicated(0, n))
+        return OpCost(tuple(strategy), ins, outs, 0, 0, colls, mem,
+                      [f"fallback: no cost family for {op.type}; batch-parallel layout (MindSpore's "
+                       "semi-auto default), FLOPs not counted"])
+
+    def _reshape_options(self, op: OpNode) -> list[OpCost]:
+        src = tuple(self.graph.tensors[op.inputs[0]].shape)
+        dst = tuple(self.graph.tensors[op.outputs[0]].shape)
+        groups = reshape_groups(src, dst)
+        n = self.devices
+        out = []
+        if groups is None:
+            groups = []
+        # one cuttable input dim per group: the group's first, landing on the first output dim
+        dims = [(g_in[0], g_out[0]) for g_in, g_out in groups if g_in and g_out]
+        from .operators.base import divisors
+        import itertools
+        choices = []
+        for di, do in dims:
+            choices.append([c for c in divisors(n) if _divides(src[di], c) and _divides(dst[do], c)])
+        for combo in itertools.product(*choices):
+            if n % prod(combo):
+                continue
+            in_cuts = [1] * len(src)
+            out_axes: list[int | None] = [None] * len(dst)
+            in_axes: list[int | None] = [None] * len(src)
+            axes = []
+            for (di, do), c in zip(dims, combo):
+                if c > 1:
+                    in_cuts[di] = c
+                    in_axes[di] = len(axes)
+                    out_axes[do] = len(axes)
+                    axes.append(c)
+            in_l = operator_layout(axes, in_axes, n)
+            out_l = operator_layout(axes, out_axes, n)
+            out.append(OpCost(tuple([tuple(in_cuts)]), [in_l], [out_l], 0, 0, [],
+                              {k: 0 for k in MEMORY_KINDS},
+                              ["Reshape: layout passed through (not written back; MindSpore "
+                               "redistributes around it)"]))
+        return out
+
+
+def _divides(size, cut) -> bool:
+    return not isinstance(size, int) or size % cut == 0
+
+
+def reshape_groups(src: tuple, dst: tuple):
+    """Pair runs of input and output dimensions with equal products (a reshape merges or splits
+    only within such runs). Returns ``[(input dims, output dims), ...]``, or ``None`` when
+    symbolic sizes prevent the pairing."""
+    if any(not isinstance(s, int) for s in src + dst):
+        return [([i], [i]) for i in range(len(src))] if src == dst else None
+    groups, i, j = [], 0, 0
+    try:
+        while i < len(src) and j < len(dst):
+            gi, gj, pi, pj = [i], [j], src[i], dst[j]
+            i, j = i + 1, j + 1
+            while pi != pj:
+                if pi < pj:
+                    pi *= src[i]
+                    gi.append(i)
+                    i += 1
+                else:
+                    pj *= dst[j]
+                    gj.append(j)
+                    j += 1
+            groups.append((gi, gj))
+    except IndexError:
+        return None
+    groups += [([k], []) for k in range(i, len(src))] + [([], [k]) for k in range(j, len(dst))]
+    return groups

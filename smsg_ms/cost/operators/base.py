@@ -1,0 +1,271 @@
+"""Einsum-role declarations: one generator of strategies, layouts and costs for many operators.
+
+An operator is declared by letters (PyTorch DTensor's einsum idea, ``design.md``): each tensor
+dimension gets a letter; a letter shared by inputs and output is *batch/free*, a letter of the
+inputs absent from every output is *contracting* (cutting it leaves partial sums: MindSpore
+inserts an AllReduce on the output, and the AllReduce's bprop is again an AllReduce). A strategy
+is one cut count per letter; the in_strategy MindSpore receives is that cut for each input
+dimension. What MindSpore's ``*Info::CheckStrategy`` enforces becomes: same letter → same cut in
+every input (``matmul_info.cc``, ``arithmetic_info.cc``), a letter in ``fixed`` is never cut
+(Softmax axis, normalised axes), a cut divides its dimension, the product of the operator's cuts
+divides the device count.
+
+Backward collectives and gradient synchronisation follow MindSpore's partial-sum semantics, as
+seen in the dry-run (``tests/test_cost_vs_mindspore.py``): the backward pass only has the bprops
+of the forward collectives (AllReduce → AllReduce, AllGather → ReduceScatter, AlltoAll →
+AlltoAll, slice → nothing), and each trained parameter gets one AllReduce of its local gradient
+over the devices holding the same slice (``_MirrorOperator``).
+
+Cost functions are plain arithmetic over the letters' sizes and cuts, so the same code yields
+numbers (ints, for the search: no sympy) and sympy expressions (for ``explain``).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Callable
+
+#: Per-device FLOPs of one tensor, from the local sizes of the letters (``{letter: size}``).
+FlopsFn = Callable[[dict], Any]
+
+
+def div(a, b):
+    """``a / b``: exact integer division on ints, symbolic division otherwise."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return a / b
+
+
+def numel(letters: str, sizes: dict):
+    """Product of the sizes of ``letters`` (1 for a scalar)."""
+    out = 1
+    for ch in letters:
+        out = out * sizes[ch]
+    return out
+
+
+@dataclass
+class Einsum:
+    """An operator instance described by letters.
+
+    Attributes:
+        family: family name (module), for notes.
+        inputs: letters of each strategy input (``""`` for a scalar input); ``None`` for an
+            input that takes no part in the strategy.
+        outputs: letters of each output.
+        sizes: global size of each letter (int, or str for a symbolic dimension).
+        order: device-matrix order of the letters (MindSpore's ``InferDevMatrixShape``).
+        fixed: letter → reason it must not be cut.
+        reduce_op: collective op on partial sums of contracting letters (``"sum"``, ``"max"``)
+            or ``None`` when a cut contracting letter is not allowed.
+        flops_fwd, flops_bwd_per_grad: FLOPs from local letter sizes; backward is counted once per
+            input that needs a gradient.
+        saves: tensors kept for the backward pass: ``"in0"``, ``"out0"`` ...
+        first_output_only: contracting AllReduce acts on output 0 only.
+        notes: explanations carried to every option.
+    """
+
+    family: str
+    inputs: list[str | None]
+    outputs: list[str]
+    sizes: dict[str, Any]
+    order: str
+    fixed: dict[str, str] = field(default_factory=dict)
+    reduce_op: str | None = "sum"
+    flops_fwd: FlopsFn = lambda s: 0
+    flops_bwd_per_grad: FlopsFn = lambda s: 0
+    saves: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    #: extra rule of the *Info class: cut per letter -> reason it is refused, or None
+    rule: Callable[[dict], str | None] | None = None
+
+    @property
+    def contracting(self) -> str:
+        out = set("".join(self.outputs))
+        seen = []
+        for letters in self.inputs:
+            for ch in letters or "":
+                if ch not in out and ch not in seen:
+                    seen.append(ch)
+        return "".join(seen)
+
+    def cuttable(self) -> str:
+        """Letters a strategy may cut, in device-matrix order."""
+        used = set("".join(x or "" for x in self.inputs))
+        return "".join(ch for ch in self.order if ch in used and ch not in self.fixed
+                       and self.sizes[ch] != 1
+                       and (self.reduce_op is not None or ch not in self.contracting))
+
+    def strategy(self, cuts: dict[str, int]) -> tuple[tuple[int, ...], ...]:
+        """MindSpore in_strategy of a letter assignment (one tuple per strategy input)."""
+        return tuple(tuple(cuts.get(ch, 1) for ch in letters)
+                     for letters in self.inputs if letters is not None)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_cuts(spec: Einsum, devices: int) -> list[dict[str, int]]:
+    """Every letter assignment MindSpore accepts, in a fixed order (itertools.product over the
+    cuttable letters in device-matrix order, cut counts ascending)."""
+    letters = spec.cuttable()
+    choices = []
+    for ch in letters:
+        size = spec.sizes[ch]
+        choices.append([d for d in divisors(devices)
+                        if not isinstance(size, int) or size % d == 0])
+    out = []
+    for combo in itertools.product(*choices):
+        if devices % prod(combo):
+            continue
+        if spec.rule is not None and spec.rule(dict(zip(letters, combo))):
+            continue
+        out.append(dict(zip(letters, combo)))
+    return out
+
+
+def letter_cuts(spec: Einsum, strategy, devices: int, label: str) -> dict[str, int]:
+    """Strategy → cut per letter, checking MindSpore's rules.
+
+    Raises:
+        StrategyError: wrong number of inputs or dimensions, a cut that does not divide its
+            dimension, a forbidden cut, two inputs cutting one letter differently, a product of
+            cuts not dividing ``devices``.
+    """
+    from ..api import StrategyError
+
+    wanted = [x for x in spec.inputs if x is not None]
+    if len(strategy) != len(wanted):
+        raise StrategyError(f"{label}: strategy has {len(strategy)} inputs, the operator takes "
+                            f"{len(wanted)}")
+    cuts: dict[str, int] = {}
+    owner: dict[str, tuple[int, int]] = {}
+    for i, (letters, part) in enumerate(zip(wanted, strategy)):
+        if len(part) != len(letters):
+            raise StrategyError(f"{label}: input {i} has rank {len(letters)}, its strategy "
+                                f"{tuple(part)} has {len(part)} entries")
+        for d, (ch, c) in enumerate(zip(letters, part)):
+            if not isinstance(c, int) or c < 1:
+                raise StrategyError(f"{label}: input {i} dimension {d}: cut {c!r} is not a "
+                                    "positive integer")
+            size = spec.sizes[ch]
+            if isinstance(size, int) and size % c:
+                raise StrategyError(f"{label}: input {i} dimension {d}: cut {c} does not divide "
+                                    f"size {size}")
+            if c > 1 and ch in spec.fixed:
+                raise StrategyError(f"{label}: input {i} dimension {d}: cannot be cut "
+                                    f"({spec.fixed[ch]})")
+            if c > 1 and ch in spec.contracting and spec.reduce_op is None:
+                raise StrategyError(f"{label}: input {i} dimension {d}: cannot be cut "
+                                    f"({spec.family} has no partial-sum reduction)")
+            if ch in cuts and cuts[ch] != c:
+                j, e = owner[ch]
+                raise StrategyError(f"{label}: input {i} dimension {d}: cut {c} differs from "
+                                    f"input {j} dimension {e} (cut {cuts[ch]}), they must match")
+            cuts.setdefault(ch, c)
+            owner.setdefault(ch, (i, d))
+    if spec.rule is not None:
+        why = spec.rule(cuts)
+        if why:
+            cut = next((ch for ch in spec.order if cuts.get(ch, 1) > 1), spec.order[:1])
+            i, d = owner.get(cut, (0, 0))
+            raise StrategyError(f"{label}: input {i} dimension {d}: {why}")
+    total = 1
+    for ch in spec.order:
+        if ch not in cuts:
+            continue
+        total *= cuts[ch]
+        if devices % total:
+            i, d = owner[ch]
+            raise StrategyError(f"{label}: input {i} dimension {d}: cut {cuts[ch]} brings the "
+                                f"product of cuts to {total}, which does not divide {devices} "
+                                "devices")
+    return cuts
+
+
+def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):
+    """Input and output layouts of a letter assignment (device matrix in ``spec.order``,
+    repeated calculation on the right)."""
+    from ..layout import operator_layout
+
+    axes = [cuts.get(ch, 1) for ch in spec.order]
+    pos = {ch: i for i, ch in enumerate(spec.order)}
+
+    def lay(letters):
+        return operator_layout(axes, [pos.get(ch) for ch in letters], devices)
+
+    ins = [lay(x) for x in spec.inputs if x is not None]
+    outs = [lay(x) for x in spec.outputs]
+    return ins, outs
+
+
+@dataclass
+class TensorSide:
+    """What costing needs to know of one tensor: dtype bytes and role."""
+
+    nbytes_per_elem: int
+    kind: str          # input, parameter, constant, activation
+    requires_grad: bool = True
+    name: str = ""
+
+    @property
+    def needs_grad(self) -> bool:
+        return (self.kind == "activation") or (self.kind == "parameter" and self.requires_grad)
+
+
+def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: list[TensorSide],
+                optimizer_states: int, sizes: dict | None = None):
+    """Per-device amounts of one strategy, as plain arithmetic (ints or sympy).
+
+    Args:
+        cuts: cut per letter (ints, or sympy symbols for :meth:`CostModel.symbolic`).
+        devices: stage device count (int or symbol).
+        ins, outs: tensor sides for the strategy inputs and the outputs.
+        optimizer_states: fp32 states per parameter element (Adam 2, Momentum 1).
+        sizes: letter sizes to use instead of ``spec.sizes`` (symbols).
+
+    Returns:
+        dict with ``flops_fwd``, ``flops_bwd``, ``collectives`` (list of
+        ``(kind, group, full_bytes, phase, tensor, reason)``) and ``memory`` by kind (bytes).
+    """
+    sizes = dict(spec.sizes if sizes is None else sizes)
+    local = {ch: div(sizes[ch], cuts.get(ch, 1)) for ch in sizes}
+    strat_inputs = [x for x in spec.inputs if x is not None]
+    flops_fwd = spec.flops_fwd(local)
+    grads = sum(1 for side in ins if side.needs_grad)
+    flops_bwd = spec.flops_bwd_per_grad(local) * grads
+    colls = []
+    contracting = [ch for ch in spec.contracting if cuts.get(ch, 1) != 1]
+    if contracting:
+        group = prod(cuts[ch] for ch in contracting)
+        nbytes = numel(spec.outputs[0], local) * outs[0].nbytes_per_elem
+        reason = f"partial sums over cut {', '.join(contracting)} ({spec.reduce_op})"
+        colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason))
+        colls.append(("AllReduce", group, nbytes, "backward", outs[0].name,
+                      "bprop of the forward AllReduce"))
+    memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
+    for letters, side in zip(strat_inputs, ins):
+        if side.kind != "parameter":
+            continue
+        n = numel(letters, local)
+        memory["parameter"] += n * side.nbytes_per_elem
+        if side.requires_grad:
+            memory["gradient"] += n * side.nbytes_per_elem
+            memory["optimizer"] += n * 4 * optimizer_states
+            shards = prod(cuts.get(ch, 1) for ch in letters)
+            group = div(devices, shards)
+            colls.append(("AllReduce", group, n * side.nbytes_per_elem, "grad_sync", side.name,
+                          "gradient of a weight replicated on the group (_MirrorOperator)"))
+    for tag in spec.saves:
+        idx = int(tag[-1])
+        if tag.startswith("in"):
+            side, letters = ins[idx], strat_inputs[idx]
+            if side.kind in ("parameter", "constant"):
+                continue
+        else:
+            side, letters = outs[idx], spec.outputs[idx]
+        memory["activation"] += numel(letters, local) * side.nbytes_per_elem
+    return {"flops_fwd": flops_fwd, "flops_bwd": flops_bwd, "collectives": colls,
+            "memory": memory}

@@ -1,0 +1,57 @@
+"""Element-wise operators with NumPy broadcasting, BiasAdd, activations, Cast, Dropout
+(``ops_info/arithmetic_info.cc``, ``activation_info.cc``, ``bias_add_info.cc``,
+``dropout_info.cc``).
+
+Every dimension is a batch letter; a broadcast dimension (size 1 facing a larger one) must stay
+uncut. Device matrix = the output's cuts. No collective of their own. FLOPs: a few per output
+element (estimates from the operation count of each function, forward and per input gradient).
+"""
+from __future__ import annotations
+
+from .base import Einsum, numel
+from .letters import Letters, broadcast
+
+#: type → (FLOPs per element forward, backward per gradient, saved tensors)
+BINARY = {
+    "Add": (1, 0, ()), "AddExt": (1, 0, ()), "Sub": (1, 0, ()), "SubExt": (1, 0, ()),
+    "Mul": (1, 1, ("in0", "in1")), "RealDiv": (1, 3, ("in0", "in1")), "Div": (1, 3, ("in0", "in1")),
+    "Maximum": (1, 1, ("in0", "in1")), "Minimum": (1, 1, ("in0", "in1")),
+    "SquaredDifference": (2, 2, ("in0", "in1")), "Pow": (10, 12, ("in0", "in1")),
+    "FloorDiv": (1, 0, ()), "Equal": (1, 0, ()), "Less": (1, 0, ()), "Greater": (1, 0, ()),
+    "LogicalAnd": (1, 0, ()), "Select": (1, 1, ("in0",)),
+}
+UNARY = {
+    "ReLU": (1, 1, ("out0",)), "GeLU": (12, 16, ("in0",)), "FastGeLU": (8, 12, ("in0",)),
+    "SiLU": (5, 8, ("in0",)), "Sigmoid": (4, 3, ("out0",)), "Tanh": (6, 3, ("out0",)),
+    "Exp": (4, 1, ("out0",)), "Log": (4, 1, ("in0",)), "Sqrt": (4, 2, ("out0",)),
+    "Rsqrt": (4, 3, ("out0",)), "Square": (1, 2, ("in0",)), "Neg": (1, 1, ()),
+    "Abs": (1, 1, ("in0",)), "Erf": (8, 6, ("in0",)), "Cast": (1, 1, ()),
+    "Dropout": (2, 1, ("out1",)), "Reciprocal": (1, 2, ("out0",)), "ReLU6": (2, 1, ("in0",)),
+    "LeakyReLU": (2, 1, ("in0",)), "Elu": (5, 3, ("out0",)), "Softplus": (6, 4, ("in0",)),
+    "OnesLike": (0, 0, ()), "ZerosLike": (0, 0, ()), "StopGradient": (0, 0, ()),
+    "Identity": (0, 0, ()),
+}
+TYPES = tuple(BINARY) + tuple(UNARY) + ("BiasAdd",)
+
+
+def describe(op, in_shapes, out_shapes) -> Einsum:
+    lt = Letters()
+    if op.type == "BiasAdd":
+        x = in_shapes[0]
+        ins, out = broadcast([tuple(x)], lt)
+        channel = out[1] if len(x) > 1 else out[0]
+        return Einsum("elementwise", [out, channel] + [None] * (len(in_shapes) - 2), [out],
+                      lt.sizes, order=out, flops_fwd=lambda s: numel(out, s),
+                      flops_bwd_per_grad=lambda s: numel(out, s) / 2)
+    if op.type in BINARY:
+        fwd, bwd, saves = BINARY[op.type]
+        ins, out = broadcast([tuple(s) for s in in_shapes[:2]], lt)
+        inputs = ins + [None] * (len(in_shapes) - 2)
+    else:
+        fwd, bwd, saves = UNARY.get(op.type, (1, 1, ()))
+        ins, out = broadcast([tuple(in_shapes[0])], lt)
+        inputs = ins + [None] * (len(in_shapes) - 1)
+    outs = [out] * max(1, len(out_shapes))
+    return Einsum("elementwise", inputs, outs, lt.sizes, order=out,
+                  flops_fwd=lambda s: fwd * numel(out, s),
+                  flops_bwd_per_grad=lambda s: bwd * numel(out, s), saves=saves)

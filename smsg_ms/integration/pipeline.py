@@ -1,0 +1,127 @@
+"""Write a pipeline plan back the MindSpore way, and predict the Send/Receive it makes MindSpore insert.
+
+The ``Plan.pipeline`` record (:meth:`smsg_ms.search.pipeline.PipelinePlan.as_plan_dict`) holds
+``stages``, ``micro_batches``, ``stage_of_block`` (cell path → stage), ``recompute`` (cell path →
+bool) and ``optimizer_sharding``. MindSpore 2.10 wants (``shared/docs/mindspore-dryrun.md``, section
+"Pipeline parallel in the dry-run"):
+
+1. ``set_auto_parallel_context(pipeline_stages=P, enable_parallel_optimizer=...)`` before the network
+   is built (:func:`pipeline_context`);
+2. ``cell.pipeline_stage = s`` on the blocks, non-decreasing along the data flow, every stage used;
+   ``cell.recompute()`` on the recomputed blocks (:func:`mark_cells`);
+3. ``nn.PipelineCell(net_with_loss, micro)`` with micro >= P, then
+   ``ms.amp.build_train_network(pipe, opt, level="O0")`` (gradient accumulation; a plain
+   ``TrainOneStepCell`` fails) (:func:`pipeline_train_cell`).
+
+Only these functions import MindSpore, and only when called.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class PipelineWriteBackError(ValueError):
+    """A pipeline record that MindSpore would refuse (names the culprit)."""
+
+
+def check_pipeline(pipeline: dict, devices: int) -> None:
+    """Raise :class:`PipelineWriteBackError` on a record MindSpore would refuse.
+
+    Checks: ``stages`` divides ``devices``; ``micro_batches >= stages``; stages of the blocks (in
+    the record's order) never decrease and use every stage.
+    """
+    p, m = int(pipeline["stages"]), int(pipeline["micro_batches"])
+    if p < 1 or devices % p:
+        raise PipelineWriteBackError(f"pipeline stages {p} does not divide {devices} devices")
+    if m < p:
+        raise PipelineWriteBackError(f"micro_batches {m} < stages {p}: MindSpore requires "
+                                     "micro >= stages")
+    stages = list(pipeline.get("stage_of_block", {}).values())
+    if p > 1:
+        if any(b < a for a, b in zip(stages, stages[1:])):
+            raise PipelineWriteBackError("stage_of_block decreases along the chain: "
+                                         f"{stages}")
+        if sorted(set(stages)) != list(range(p)):
+            raise PipelineWriteBackError(f"stage_of_block uses stages {sorted(set(stages))}, "
+                                         f"expected every stage 0..{p - 1}")
+
+
+def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
+    """Keyword arguments for ``mindspore.set_auto_parallel_context`` (set before building)."""
+    if not pipeline:
+        return {}
+    ctx: dict[str, Any] = {"enable_parallel_optimizer": bool(pipeline.get("optimizer_sharding"))}
+    if int(pipeline["stages"]) > 1:
+        ctx["pipeline_stages"] = int(pipeline["stages"])
+    return ctx
+
+
+def mark_cells(net, pipeline: dict) -> dict[str, int]:
+    """Set ``pipeline_stage`` and ``recompute()`` on the cells of ``net`` named in ``pipeline``.
+
+    Returns:
+        ``{cell path: stage}`` of the marked cells.
+
+    Raises:
+        PipelineWriteBackError: a named cell is not in ``net``.
+    """
+    cells = dict(net.cells_and_names())
+    stage_of = pipeline.get("stage_of_block", {})
+    recompute = pipeline.get("recompute", {})
+    missing = sorted(n for n in list(stage_of) + list(recompute) if n not in cells)
+    if missing:
+        raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
+                                     f"{', '.join(missing[:5])}")
+    marked = {}
+    if int(pipeline["stages"]) > 1:
+        for name, stage in stage_of.items():
+            cells[name].pipeline_stage = int(stage)
+            marked[name] = int(stage)
+    for name, on in sorted(recompute.items()):
+        if on:
+            cells[name].recompute()
+    return marked
+
+
+def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
+    """``build_train_network(PipelineCell(net_with_loss, micro), optimizer, level="O0")`` for more
+    than one stage, ``TrainOneStepCell`` otherwise; the result has ``set_train()`` called."""
+    import mindspore as ms
+    from mindspore import nn
+
+    if int(pipeline["stages"]) > 1:
+        pipe = nn.PipelineCell(net_with_loss, int(pipeline["micro_batches"]))
+        train = ms.amp.build_train_network(pipe, optimizer, level="O0")
+    else:
+        train = nn.TrainOneStepCell(net_with_loss, optimizer)
+    train.set_train(True)
+    return train
+
+
+def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: str,
+                             tensors_per_boundary: int = 1) -> dict[int, list[dict]]:
+    """Send/Receive MindSpore inserts on each stage under 1F1B, per stage index.
+
+    Per boundary between stage ``s`` and ``s + 1``, per micro-batch and per tensor crossing it:
+    stage ``s`` has one forward Send and one backward Receive (the gradient), stage ``s + 1`` one
+    forward Receive and one backward Send; each of shape ``boundary_shape`` (the per-device slice)
+    (``shared/docs/mindspore-dryrun.md``).
+
+    Returns:
+        ``{stage: [{"type", "pass", "shape", "dtype", "count"}]}``.
+    """
+    p, m = int(pipeline["stages"]), int(pipeline["micro_batches"])
+    n = m * tensors_per_boundary
+    out: dict[int, list[dict]] = {s: [] for s in range(p)}
+    for s in range(p - 1):
+        for stage, kinds in ((s, (("Send", "forward"), ("Receive", "backward"))),
+                             (s + 1, (("Receive", "forward"), ("Send", "backward")))):
+            for kind, phase in kinds:
+                out[stage].append({"type": kind, "pass": phase, "shape": list(boundary_shape),
+                                   "dtype": dtype, "count": n})
+    return out
+
+
+def ranks_per_stage(devices: int, stages: int) -> list[int]:
+    """One rank of each stage (the first): ``s × devices / stages``."""
+    return [s * (devices // stages) for s in range(stages)]

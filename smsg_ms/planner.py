@@ -1,0 +1,363 @@
+"""The planner: captured graph → cost model → search problem → exact search → :class:`Plan`.
+
+Variables of the search (:mod:`smsg_ms.search.problem`):
+
+* one per primitive instance that can be sharded: all its calls take one strategy, because
+  ``Primitive.shard`` sets one ``in_strategy`` per instance (``shared/docs/design.md``); its
+  options are the strategies valid for every call, its cost the sum over the calls;
+* one per operator that cannot be sharded individually (functional calls, ``Reshape``): MindSpore
+  gives it its layout; its options are the layouts the cost model says it can take.
+
+Edges carry the redistribution between a producer's output layout and the layout its consumer
+needs (forward and backward collectives, :meth:`CostModel.redistribution`). A parameter read by
+several variables must have one layout (MindSpore refuses "multiple users, but the TensorInfo are
+different"): pairs of options that disagree on it cost ``inf``.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph.model import OpGraph, OpNode
+from .plan import OpDecision, Plan
+from .search.problem import Edge, SearchProblem, Variable
+
+#: Primitives whose ``shard()`` MindSpore refuses: planned per call, never written back.
+NOT_WRITTEN_BACK = {"Reshape"}
+#: MindSpore 2.10 accepts these device counts (1, 2, 4, or a multiple of 8).
+INF = math.inf
+
+
+class PlanningError(ValueError):
+    """The network cannot be planned as asked (device count, memory, an operator with no option)."""
+
+
+def check_device_count(devices: int) -> None:
+    """Raise :class:`PlanningError` for a count MindSpore 2.10 refuses ("Parallel init failed").
+
+    MindSpore accepts 1, 2, 4 and multiples of 8 (checked in the dry-run: 6 and 12 fail, 24 works).
+    """
+    if not isinstance(devices, int) or devices < 1:
+        raise PlanningError(f"device count must be a positive integer, got {devices!r}")
+    if devices in (1, 2, 4) or devices % 8 == 0:
+        return
+    below = max(d for d in [1, 2, 4] + list(range(8, devices, 8)) if d < devices)
+    above = 4 if devices < 4 else (devices // 8 + 1) * 8
+    raise PlanningError(f"MindSpore 2.10 cannot run on {devices} devices (it accepts 1, 2, 4 or a "
+                        f"multiple of 8); nearest counts that work: {below} and {above}")
+
+
+@dataclass
+class _Var:
+    name: str
+    ops: list[OpNode]
+    options: list[list]       # per option: list of OpCost, one per call
+    keys: list
+    written_back: bool
+
+
+def _group_variables(graph: OpGraph, model) -> list[_Var]:
+    by_path: dict[str, list[OpNode]] = defaultdict(list)
+    order: list[tuple[int, str | int]] = []
+    for op in graph.ops:
+        if op.prim_path and op.type not in NOT_WRITTEN_BACK:
+            if op.prim_path not in by_path:
+                order.append((op.id, op.prim_path))
+            by_path[op.prim_path].append(op)
+        else:
+            order.append((op.id, op.id))
+    variables = []
+    for _, key in order:
+        if isinstance(key, str):
+            ops = by_path[key]
+            per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
+            common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
+            if not common:
+                raise PlanningError(f"primitive '{key}' is called {len(ops)} times with shapes "
+                                    "that admit no common strategy")
+            variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common], common,
+                                  True))
+        else:
+            op = graph.ops[key]
+            opts = model.options(op)
+            if not opts:
+                raise PlanningError(f"operator {op.label} ({op.type}) has no valid strategy on "
+                                    f"{model.devices} devices")
+            keys = [(_strategy_key(c.strategy), tuple(c.out_layouts)) for c in opts]
+            variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False))
+    return variables
+
+
+def _strategy_key(strategy) -> tuple:
+    return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
+
+
+def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
+    """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
+
+    Option cost = Σ over the variable's calls of ``model.seconds(OpCost)`` (seconds); option
+    memory = Σ of the calls' memory bytes; edges = redistribution seconds.
+    """
+    variables = _group_variables(graph, model)
+    var_of_op: dict[int, tuple[int, int]] = {}
+    for vi, var in enumerate(variables):
+        for ci, op in enumerate(var.ops):
+            var_of_op[op.id] = (vi, ci)
+    problem_vars = []
+    for var in variables:
+        cost = [sum(model.seconds(c) for c in calls) for calls in var.options]
+        mem = [sum(sum(float(v) for v in c.memory.values()) for c in calls)
+               for calls in var.options]
+        problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys, cost, mem))
+
+    pair: dict[tuple[int, int], np.ndarray] = {}
+    redist_cache: dict = {}
+
+    def redist_seconds(tensor, src, dst) -> float:
+        if src == dst:
+            return 0.0
+        key = (tensor.shape, tensor.dtype, src, dst)
+        if key not in redist_cache:
+            redist_cache[key] = model.seconds(model.redistribution(tensor, src, dst))
+        return redist_cache[key]
+
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        tensor = graph.tensors[tname]
+        (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
+        out_idx = graph.ops[src_id].outputs.index(tname)
+        U, V = variables[u], variables[v]
+        m = np.array([[redist_seconds(tensor, ou[uc].out_layouts[out_idx], ov[vc].in_layouts[idx])
+                       for ov in V.options] for ou in U.options])
+        _add_pair(pair, problem_vars, u, v, m)
+
+    # one layout per parameter across its users
+    users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for op in graph.ops:
+        for idx, tname in enumerate(op.inputs):
+            if graph.tensors[tname].kind == "parameter":
+                vi, ci = var_of_op[op.id]
+                users[tname].append((vi, ci, idx))
+    for tname, uses in users.items():
+        for (u, uc, ui), (v, vc, vi_) in zip(uses, uses[1:]):
+            if u == v:
+                continue
+            U, V = variables[u], variables[v]
+            m = np.array([[0.0 if ou[uc].in_layouts[ui].cuts == ov[vc].in_layouts[vi_].cuts
+                           else INF for ov in V.options] for ou in U.options])
+            _add_pair(pair, problem_vars, u, v, m)
+
+    edges = [Edge(u, v, m) for (u, v), m in sorted(pair.items())]
+    problem = SearchProblem(problem_vars, edges)
+    problem.check()
+    return problem, variables
+
+
+def _add_pair(pair, problem_vars, u: int, v: int, m: np.ndarray) -> None:
+    if u == v:  # an edge inside one variable: only matching options occur together
+        problem_vars[u].cost = problem_vars[u].cost + np.diag(m)
+        return
+    if u > v:
+        u, v, m = v, u, m.T
+    pair[(u, v)] = pair[(u, v)] + m if (u, v) in pair else m
+
+
+def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: OpGraph,
+                         devices: int) -> list[int]:
+    """Option index per variable of the pure data-parallel plan (MindSpore's batch parallel:
+    every non-parameter input cut ``devices``-way on its first dimension, weights replicated),
+    or the variable's first option where that strategy is not available."""
+    choice = []
+    for var in variables:
+        op = var.ops[0]
+        want = tuple(
+            tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
+            ("parameter", "constant") or not graph.tensors[t].shape
+            else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
+            for t in op.inputs)
+        found = next((i for i, calls in enumerate(var.options)
+                      if _strategy_key(calls[0].strategy) == want), None)
+        choice.append(0 if found is None else found)
+    return choice
+
+
+def _breakdown(model, calls) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for c in calls:
+        for k, v in model.breakdown(c).items():
+            total[k] += float(v)
+    return dict(total)
+
+
+def _collectives(calls) -> list[dict]:
+    out = []
+    for c in calls:
+        for coll in c.collectives:
+            out.append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                        "bytes": float(coll.full_bytes), "tensor": coll.tensor})
+    return out
+
+
+def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
+               memory_gib: float | None = None, options: dict | None = None,
+               network: str | None = None, repeated=None, progress: bool | None = None) -> Plan:
+    """Plan ``graph`` on ``devices`` devices.
+
+    Args:
+        graph: captured forward graph (global shapes).
+        devices: devices of the (single) stage; 1, 2, 4 or a multiple of 8.
+        hardware: preset name or :class:`smsg_ms.cost.hardware.Hardware`.
+        memory_gib: per-device memory limit in GiB (default: the preset's memory).
+        options: network options recorded in the plan.
+        network: network name recorded in the plan (default ``graph.name``).
+        repeated: groups of identical blocks (variable indices) for the search; found from the
+            graph when ``None``.
+
+    Raises:
+        PlanningError: device count MindSpore refuses, operator without options.
+        smsg_ms.search.NoFeasiblePlan: nothing fits in memory.
+    """
+    from .cost.hardware import get_hardware
+    from .cost.model import CostModel
+    from .search import solve
+
+    check_device_count(devices)
+    hw = get_hardware(hardware)
+    model = CostModel(graph, devices, hw)
+    problem, variables = build_problem(graph, model)
+    limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
+    if repeated is None:
+        repeated = _repeated_variable_groups(graph, problem)
+    solution = solve(problem, memory_limit=limit, repeated=repeated, progress=progress)
+    choice = solution.choice
+
+    decisions = []
+    totals: dict[str, float] = defaultdict(float)
+    for vi, var in enumerate(variables):
+        calls = var.options[choice[vi]]
+        bd = _breakdown(model, calls)
+        for k, v in bd.items():
+            totals[k] += v
+        runner = _runner_up(problem, choice, vi)
+        strategy = [list(s) for s in calls[0].strategy] if var.written_back else None
+        notes = sorted({n for c in calls for n in c.notes})
+        decisions.append(OpDecision(
+            name=var.name, op_type=var.ops[0].type, strategy=strategy,
+            shardable=var.written_back, seconds=float(problem.variables[vi].cost[choice[vi]]),
+            breakdown=bd, collectives=_collectives(calls),
+            runner_up=None if runner is None else {
+                "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
+                if var.written_back else None, "extra_seconds": runner[1]},
+            block=_block_of(var.name), notes=notes))
+    edge_seconds = sum(float(e.cost[choice[e.u], choice[e.v]]) for e in problem.edges)
+    totals["redistribution_seconds"] = edge_seconds
+    totals["step_seconds"] = float(solution.cost)
+    totals["memory_bytes"] = float(solution.memory)
+    dp = data_parallel_choice(problem, variables, graph, devices)
+    dp_cost = problem.total(dp)
+    totals["data_parallel_step_seconds"] = dp_cost if math.isfinite(dp_cost) else None
+    totals["data_parallel_memory_bytes"] = problem.memory(dp)
+    totals["relative_to_data_parallel"] = (float(solution.cost) / dp_cost
+                                           if math.isfinite(dp_cost) and dp_cost > 0 else None)
+    dataset = _dataset_strategy(graph, variables, choice)
+    plan = Plan(network=network or graph.name, fingerprint=graph.fingerprint(), devices=devices,
+                options=dict(options or {}),
+                input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
+                hardware=hw.name, decisions=decisions,
+                totals={k: (round(v, 15) if isinstance(v, float) else v)
+                        for k, v in sorted(totals.items())},
+                dataset_strategy=dataset)
+    return plan.seal()
+
+
+def _runner_up(problem: SearchProblem, choice: list[int], vi: int):
+    """Best other option of variable ``vi`` with every other variable fixed: (index, extra s)."""
+    var = problem.variables[vi]
+    if len(var.keys) < 2:
+        return None
+    local = var.cost.copy()
+    for e in problem.edges:
+        if e.u == vi:
+            local = local + e.cost[:, choice[e.v]]
+        elif e.v == vi:
+            local = local + e.cost[choice[e.u], :]
+    base = local[choice[vi]]
+    best, best_i = INF, None
+    for i, c in enumerate(local):
+        if i != choice[vi] and c < best:
+            best, best_i = c, i
+    if best_i is None or not math.isfinite(best):
+        return None
+    return best_i, float(best - base)
+
+
+def _block_of(name: str) -> str | None:
+    parts = name.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p.isdigit():
+            return ".".join(parts[:i] + ["*"])
+    return None
+
+
+def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
+    """Cuts of each data input as its first consumer needs them (MindSpore ``dataset_strategy``)."""
+    out = []
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        cuts = None
+        for cid in t.consumers:
+            for vi, var in enumerate(variables):
+                for ci, op in enumerate(var.ops):
+                    if op.id == cid:
+                        idx = op.inputs.index(name)
+                        cuts = list(var.options[choice[vi]][ci].in_layouts[idx].cuts)
+                        break
+                if cuts is not None:
+                    break
+            if cuts is not None:
+                break
+        out.append(cuts if cuts is not None else [1] * len(t.shape))
+    return out
+
+
+def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
+    """Groups of identical repeated blocks as lists of variable indices (see graph/blocks.py)."""
+    try:
+        from .graph.blocks import find_repeated_blocks
+    except ImportError:
+        return None
+    var_of_op = {}
+    for vi, var in enumerate(problem.variables):
+        for op_id in var.op_ids:
+            var_of_op[op_id] = vi
+    groups = []
+    for group in find_repeated_blocks(graph):
+        blocks = []
+        for op_ids in group:
+            seen, block = set(), []
+            for op_id in op_ids:
+                vi = var_of_op[op_id]
+                if vi not in seen:
+                    seen.add(vi)
+                    block.append(vi)
+            blocks.append(block)
+        if len(blocks) > 1 and len({len(b) for b in blocks}) == 1:
+            groups.append(blocks)
+    return groups or None
+
+
+def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
+                 progress: bool | None = None, **network_options) -> Plan:
+    """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
+
+    Raises:
+        PlanningError, smsg_ms.graph.capture.CaptureError, smsg_ms.search.NoFeasiblePlan.
+    """
+    from .graph.capture import capture_network
+
+    check_device_count(devices)
+    graph = capture_network(spec, **network_options)
+    return plan_graph(graph, devices, hardware=hardware, memory_gib=memory_gib,
+                      options=network_options, network=spec, progress=progress)

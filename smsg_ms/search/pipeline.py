@@ -1,0 +1,351 @@
+"""Outer search: pipeline stages, micro-batches, optimizer sharding and recompute.
+
+For every stage count ``p`` dividing the device count ``n`` (``p`` ≤ layers), every micro-batch count
+``m`` dividing the global batch with ``m ≥ p`` (MindSpore requires micro >= stages) and optimizer
+sharding off/on, the chain of layers is cut into ``p`` contiguous stages by an exact dynamic program
+that minimises ``max_s ((m + p − 1) · t_s + g_s)`` (the 1F1B super-step of
+:mod:`smsg_ms.cost.pipeline`) subject to every stage fitting in the per-device memory; inside a stage
+the layers to recompute are chosen exactly (fewest recomputed forward seconds that make it fit). The
+cheapest super-step over all ``(p, m, sharding)`` wins.
+
+The layers' costs come from a callable ``layer_costs(devices_per_stage, micro_batch_size)`` →
+list of :class:`~smsg_ms.cost.pipeline.LayerCost` (or ``None`` when that stage size / micro-batch
+cannot be planned), normally the operator-level search run on ``n/p`` devices; tests pass synthetic
+costs.
+
+Exactness of the recompute choice: layers with equal costs (a *kind*) are interchangeable, so a
+stage's choice is a count per kind; the counts are enumerated as a Pareto set of
+(recomputed seconds, bytes saved, working set), which is exact and small for chains of repeated blocks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..cost.pipeline import (MIXED_PRECISION_ADAM, LayerCost, Links, bubble_fraction,
+                             parameter_memory, stage_cost, super_step_seconds)
+
+LayerCostFn = Callable[[int, int], "Sequence[LayerCost] | None"]
+INF = math.inf
+
+
+class NoFeasiblePipeline(ValueError):
+    """No (stages, micro-batches, cut, sharding, recompute) fits in the memory limit."""
+
+
+@dataclass
+class PipelinePlan:
+    """The chosen pipeline configuration.
+
+    Attributes:
+        stages, micro_batches: ``p`` and ``m``.
+        devices_per_stage: ``n / p``.
+        micro_batch_size: global batch / ``m`` (samples).
+        optimizer_sharding: MindSpore ``enable_parallel_optimizer``.
+        stage_of_layer: stage index of every layer of the chain (non-decreasing).
+        recompute: per layer, ``Cell.recompute()`` on or off.
+        stage_seconds: ``t_s`` per stage (s per micro-batch); grad_sync_seconds: ``g_s`` (s/step).
+        memory: bytes per device by kind, per stage.
+        step_seconds: super-step (s); bubble: ``(p − 1)/(m + p − 1)``.
+        layer_names: names of the chain's layers.
+        candidates: ``(p, m, sharding)`` combinations evaluated.
+    """
+
+    stages: int
+    micro_batches: int
+    devices_per_stage: int
+    micro_batch_size: int
+    optimizer_sharding: bool
+    stage_of_layer: list[int]
+    recompute: list[bool]
+    stage_seconds: list[float]
+    grad_sync_seconds: list[float]
+    memory: list[dict[str, float]]
+    step_seconds: float
+    bubble: float
+    layer_names: list[str] = field(default_factory=list)
+    candidates: int = 0
+
+    def as_plan_dict(self) -> dict:
+        """The ``Plan.pipeline`` record: stages, micro-batches, stage and recompute per block,
+        optimizer sharding, bubble fraction, predicted per-stage times and memory."""
+        return {
+            "stages": self.stages, "micro_batches": self.micro_batches,
+            "devices_per_stage": self.devices_per_stage,
+            "micro_batch_size": self.micro_batch_size,
+            "optimizer_sharding": self.optimizer_sharding,
+            "stage_of_block": {n: s for n, s in zip(self.layer_names, self.stage_of_layer)},
+            "recompute": {n: r for n, r in zip(self.layer_names, self.recompute)},
+            "bubble_fraction": self.bubble,
+            "step_seconds": self.step_seconds,
+            "stage_seconds": list(self.stage_seconds),
+            "stage_memory_bytes": [sum(m.values()) for m in self.memory],
+        }
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _kind_key(layer: LayerCost) -> LayerCost:
+    # what makes two layers interchangeable inside a stage (position-dependent sends excluded)
+    return replace(layer, name="", output_bytes=0.0)
+
+
+def _recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
+                       ) -> list[tuple[float, float, float, tuple]]:
+    """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``."""
+    key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c))
+                for k, c in zip(kinds, counts))
+    if memo is not None and key in memo:
+        return memo[key]
+    front = [(0.0, 0.0, 0.0, ())]
+    for fwd, saved, c in key:
+        if c == 0 or saved <= 0:
+            front = [(r, s, w, cs + (0,)) for r, s, w, cs in front]
+            continue
+        grown = [(r + k * fwd, s + k * saved, max(w, saved) if k else w, cs + (k,))
+                 for r, s, w, cs in front for k in range(c + 1)]
+        front = _pareto(grown)
+    if memo is not None:
+        memo[key] = front
+    return front
+
+
+def _pareto(options):
+    """Keep options not dominated in (less recompute, more saved, less working set); sorted.
+
+    Scanned by increasing recompute; an option is dominated when an earlier one with a working
+    set no larger saved at least as much (few distinct working sets: one per layer kind).
+    """
+    out = []
+    best: dict[float, float] = {}       # working set -> most saved so far
+    for opt in sorted(options, key=lambda o: (o[0], o[2], -o[1], o[3])):
+        r, saved, work = opt[0], opt[1], opt[2]
+        if any(w <= work and s >= saved for w, s in best.items()):
+            continue
+        out.append(opt)
+        best[work] = max(best.get(work, -INF), saved)
+    return out
+
+
+@dataclass
+class _Chain:
+    """Per-interval tables of one layer chain (fixed stage size, micro-batch, sharding)."""
+
+    ms_index: np.ndarray        # (L+1, L+1) multiset id of layers [i, j), -1 if i >= j
+    base: np.ndarray            # per multiset: Σ forward + backward (s)
+    grad: np.ndarray            # per multiset: g (s)
+    static: np.ndarray          # per multiset: parameter + gradient + optimizer bytes
+    act: np.ndarray             # per multiset: Σ activation bytes
+    options: list               # per multiset: Pareto recompute options
+    sends: np.ndarray           # (L+1, L+1) send seconds of a stage [i, j)
+    kinds: list
+    kind_of: list[int]
+
+
+def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per,
+            memo: dict | None = None) -> _Chain:
+    L = len(layers)
+    kinds: list[LayerCost] = []
+    index: dict = {}
+    kind_of = []
+    for layer in layers:
+        key = _kind_key(layer)
+        if key not in index:
+            index[key] = len(kinds)
+            kinds.append(key)
+        kind_of.append(index[key])
+    K = len(kinds)
+    prefix = np.zeros((L + 1, K), dtype=np.int64)
+    for i, k in enumerate(kind_of):
+        prefix[i + 1] = prefix[i]
+        prefix[i + 1, k] += 1
+    ii, jj = np.triu_indices(L + 1, 1)
+    counts = prefix[jj] - prefix[ii]
+    uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
+    ms_index = np.full((L + 1, L + 1), -1, dtype=np.int64)
+    ms_index[ii, jj] = inverse.reshape(-1)
+
+    k_base = np.array([k.forward_seconds + k.backward_seconds for k in kinds])
+    k_grad = np.array([sum(links.grad_sync_seconds(p, bytes_per["gradient"],
+                                                   sharding and p.optimizer_shardable())
+                           for p in k.params) for k in kinds])
+    k_static = np.array([sum(parameter_memory(k.params, sharding, bytes_per).values())
+                         for k in kinds])
+    k_act = np.array([k.activation_bytes for k in kinds])
+    options = [_recompute_options(kinds, row, memo) for row in uniq]
+
+    out_send = np.array([links.send_seconds(x.output_bytes) for x in layers])
+    in_send = np.array([links.send_seconds(x.input_bytes) for x in layers])
+    sends = np.zeros((L + 1, L + 1))
+    for i in range(L):
+        for j in range(i + 1, L + 1):
+            sends[i, j] = (out_send[j - 1] if j < L else 0.0) + (in_send[i] if i > 0 else 0.0)
+    return _Chain(ms_index, uniq @ k_base, uniq @ k_grad, uniq @ k_static, uniq @ k_act, options,
+                  sends, kinds, kind_of)
+
+
+def _min_recompute(chain: _Chain, stages: int, limit: float):
+    """``rec[k][u]``: least recomputed seconds making multiset ``u`` fit with ``k`` micro-batches in
+    flight (``inf``: nothing fits), and ``pick[k][u]`` the option index, for k = 1..stages."""
+    n_ms = len(chain.options)
+    rec = np.full((stages + 1, n_ms), INF)
+    pick = np.zeros((stages + 1, n_ms), dtype=np.int64)
+    ks = np.arange(1, stages + 1)[:, None]
+    for u, opts in enumerate(chain.options):
+        r = np.array([o[0] for o in opts])
+        saved = np.array([o[1] for o in opts])
+        work = np.array([o[2] for o in opts])
+        mem = chain.static[u] + ks * (chain.act[u] - saved)[None, :] + work[None, :]
+        cost = np.where(mem <= limit, r[None, :], INF)
+        best = np.argmin(cost, axis=1)
+        rec[1:, u] = cost[np.arange(stages), best]
+        pick[1:, u] = best
+    return rec, pick
+
+
+def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, memory_limit: float,
+              sharding: bool, links: Links, recompute: bool = True, bytes_per=None,
+              memo: dict | None = None):
+    """Exact best cut of ``layers`` into ``stages`` contiguous stages.
+
+    Minimises ``max_s ((m + p − 1) · t_s + g_s)`` with every stage's memory ≤ ``memory_limit``
+    (bytes per device), by dynamic programming over the chain: ``D_s[j] = min_i max(D_{s−1}[i],
+    c_s(i, j))``, ``O(p·L²)`` with vectorised rows.
+
+    Returns:
+        ``(objective seconds, starts, recompute flags)`` or ``None`` when nothing fits.
+    """
+    bytes_per = bytes_per or MIXED_PRECISION_ADAM
+    L, p = len(layers), stages
+    if p > L:
+        return None
+    chain = _tables(layers, sharding, links, bytes_per, memo)
+    if recompute:
+        rec, pick = _min_recompute(chain, p, memory_limit)
+    else:
+        rec = np.full((p + 1, len(chain.options)), INF)
+        pick = np.zeros((p + 1, len(chain.options)), dtype=np.int64)
+        for u, opts in enumerate(chain.options):
+            none = next(i for i, o in enumerate(opts) if o[0] == 0.0 and o[1] == 0.0)
+            for k in range(1, p + 1):
+                if chain.static[u] + k * chain.act[u] <= memory_limit:
+                    rec[k, u], pick[k, u] = 0.0, none
+    slots = micro_batches + p - 1
+    valid = chain.ms_index >= 0
+    U = np.where(valid, chain.ms_index, 0)
+    back = []
+    best = None
+    for s in range(p):
+        k = p - s
+        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U]
+        c = np.where(valid, c, INF)
+        if s == 0:
+            best = c[0].copy()
+            back.append(np.zeros(L + 1, dtype=np.int64))
+        else:
+            cand = np.maximum(best[:, None], c)
+            arg = np.argmin(cand, axis=0)
+            best = cand[arg, np.arange(L + 1)]
+            back.append(arg)
+    if not math.isfinite(best[L]):
+        return None
+    starts, j = [], L
+    for s in range(p - 1, -1, -1):
+        i = int(back[s][j]) if s else 0
+        starts.append(i)
+        j = i
+    starts.reverse()
+    flags = []
+    bounds = starts + [L]
+    for s in range(p):
+        i, j = bounds[s], bounds[s + 1]
+        u = int(chain.ms_index[i, j])
+        counts = chain.options[u][int(pick[p - s][u])][3]
+        left = list(counts)
+        for idx in range(i, j):
+            kind = chain.kind_of[idx]
+            flags.append(left[kind] > 0)
+            left[kind] -= 1 if left[kind] > 0 else 0
+    return float(best[L]), starts, flags
+
+
+def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
+                  memory_limit: float, links: Links, stages: Iterable[int] | None = None,
+                  micro_batches: Iterable[int] | None = None,
+                  optimizer_sharding: Iterable[bool] = (False, True), recompute: bool = True,
+                  bytes_per: dict | None = None, layer_names: Sequence[str] | None = None
+                  ) -> PipelinePlan:
+    """Best (stages, micro-batches, optimizer sharding, stage cut, recompute) for one network.
+
+    Args:
+        layer_costs: ``(devices_per_stage, micro_batch_size) → [LayerCost] | None``.
+        devices: ``n``; global_batch: samples per step.
+        memory_limit: bytes per device.
+        links: communication constants (gradient sync, sends).
+        stages, micro_batches: restrict the candidates (default: all divisors, ``m ≥ p``).
+        optimizer_sharding: the settings tried. recompute: allow recompute.
+
+    Raises:
+        ValueError: non-positive ``devices`` / ``global_batch`` / ``memory_limit``.
+        NoFeasiblePipeline: nothing fits; the message gives the smallest memory need found.
+    """
+    for name, val in (("devices", devices), ("global_batch", global_batch)):
+        if not isinstance(val, int) or val < 1:
+            raise ValueError(f"{name} must be a positive integer, got {val!r}")
+    if not memory_limit > 0:
+        raise ValueError(f"memory_limit must be positive bytes, got {memory_limit!r}")
+    bytes_per = bytes_per or MIXED_PRECISION_ADAM
+    p_list = sorted(set(stages)) if stages is not None else divisors(devices)
+    m_all = sorted(set(micro_batches)) if micro_batches is not None else divisors(global_batch)
+    best, best_key, tried = None, None, 0
+    cache: dict = {}
+    memo: dict = {}      # recompute Pareto sets, shared by all candidates
+    for p in p_list:
+        if p < 1 or devices % p:
+            raise ValueError(f"stage count {p} does not divide {devices} devices")
+        d = devices // p
+        for m in m_all:
+            if m < p or global_batch % m:
+                continue
+            b = global_batch // m
+            if (d, b) not in cache:
+                got = layer_costs(d, b)
+                cache[(d, b)] = None if got is None else list(got)
+            layers = cache[(d, b)]
+            if layers is None or p > len(layers):
+                continue
+            for sh in sorted(set(bool(x) for x in optimizer_sharding)):
+                tried += 1
+                found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
+                                  links=links, recompute=recompute, bytes_per=bytes_per,
+                                  memo=memo)
+                if found is None:
+                    continue
+                if best is None or found[0] < best[0]:
+                    best, best_key = found, (p, m, sh, layers)
+    if best is None:
+        raise NoFeasiblePipeline(
+            f"no pipeline plan fits in {memory_limit / 2**30:.1f} GiB per device on {devices} "
+            f"devices (tried {tried} stage/micro-batch/sharding combinations)")
+    p, m, sh, layers = best_key
+    _, starts, flags = best
+    bounds = starts + [len(layers)]
+    costs = [stage_cost(layers, bounds[s], bounds[s + 1], s, p, recompute=flags[bounds[s]:
+                        bounds[s + 1]], sharding=sh, links=links, bytes_per=bytes_per)
+             for s in range(p)]
+    stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
+    names = list(layer_names) if layer_names is not None else [
+        x.name or f"layer{i}" for i, x in enumerate(layers)]
+    return PipelinePlan(
+        stages=p, micro_batches=m, devices_per_stage=devices // p,
+        micro_batch_size=global_batch // m, optimizer_sharding=sh, stage_of_layer=stage_of,
+        recompute=flags, stage_seconds=[c.micro_seconds for c in costs],
+        grad_sync_seconds=[c.grad_sync_seconds for c in costs],
+        memory=[c.memory for c in costs], step_seconds=super_step_seconds(costs, m),
+        bubble=bubble_fraction(p, m), layer_names=names, candidates=tried)

@@ -1,0 +1,237 @@
+"""Exact strategy search: chain of segments (min-plus, repeated squaring) under a memory limit.
+
+See :mod:`.chain` for the decomposition and why it is exact, :mod:`.memory` for the memory limit.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .chain import (Powers, Problem, Segment, frontiers, minplus, plan_segment, same_content,
+                    state_values, transfer)
+from .progress import LazyProgress
+from .problem import NoFeasiblePlan, SearchProblem, Solution, merged_edges, validate
+
+#: a cut is used only if its frontier has at most this many joint states (transfer matrix side)
+STATE_LIMIT = 1024
+#: a run of identical segments is squared only if its side is at most this (products cost side³)
+SQUARE_LIMIT = 512
+#: widest table (entries) variable elimination may build before the ILP takes over
+TABLE_LIMIT = 20_000_000
+#: automatic cuts (outside the given blocks): frontier states at most, segment length at least
+AUTO_STATE, AUTO_MIN_LENGTH = 128, 16
+
+
+class TooWide(Exception):
+    """Variable elimination would build a table larger than :data:`TABLE_LIMIT`."""
+
+
+def to_problem(problem: SearchProblem, lam: float = 0.0, memory_only: bool = False) -> Problem:
+    """Solver form of ``problem``: unary = cost + lam * memory (or memory alone, edges 0/inf)."""
+    validate(problem)
+    edges = merged_edges(problem)
+    if memory_only:
+        unary = [np.where(np.isinf(v.cost), np.inf, v.memory) for v in problem.variables]
+        edges = {k: np.where(np.isinf(m), np.inf, 0.0) for k, m in edges.items()}
+    else:
+        unary = [v.cost + lam * v.memory if lam else v.cost for v in problem.variables]
+    return Problem([len(v.keys) for v in problem.variables], unary, edges)
+
+
+def choose_cuts(p: Problem, repeated=None, fronts=None) -> list[int]:
+    """Cut positions (cut after position k): block boundaries and small automatic frontiers.
+
+    Block boundaries come from ``repeated`` (blocks whose variables form a contiguous range);
+    elsewhere a cut is placed where the frontier has at most :data:`AUTO_STATE` states once the
+    current segment holds :data:`AUTO_MIN_LENGTH` variables. Cuts whose frontier exceeds
+    :data:`STATE_LIMIT` states are dropped (correctness never depends on the cuts).
+    """
+    n = len(p.sizes)
+    fronts = fronts or frontiers(n, p.edges)
+    states = [math.prod(p.sizes[v] for v in f) for f in fronts]
+    cuts, in_block = set(), np.zeros(n, dtype=bool)
+    for group in repeated or []:
+        for block in group:
+            b = sorted(block)
+            if b and b == list(range(b[0], b[-1] + 1)) and 0 <= b[0] and b[-1] < n:
+                cuts.update(k for k in (b[0] - 1, b[-1]) if 0 <= k < n - 1)
+                in_block[b[0]:b[-1] + 1] = True
+    start = 0
+    for k in range(n - 1):
+        if k in cuts:
+            start = k + 1
+        elif not in_block[k] and k + 1 - start >= AUTO_MIN_LENGTH and states[k + 1] <= AUTO_STATE:
+            cuts.add(k)
+            start = k + 1
+    return sorted(k for k in cuts if states[k + 1] <= STATE_LIMIT)
+
+
+def solve_chain(p: Problem, cuts: list[int], progress: LazyProgress | None = None,
+                fronts=None) -> list[int]:
+    """Optimal choice (option per variable) of ``p`` for the given cuts; exact for any cuts.
+
+    Raises:
+        TooWide: some segment's elimination needs a table larger than :data:`TABLE_LIMIT`.
+        NoFeasiblePlan: every assignment has infinite cost.
+    """
+    n = len(p.sizes)
+    fronts = fronts or frontiers(n, p.edges)
+    bounds = [-1] + sorted(set(cuts)) + [n - 1]
+    segs = [Segment(a + 1, b, fronts[a + 1], fronts[b + 1]) for a, b in zip(bounds, bounds[1:])]
+    runs: list[list[Segment]] = []
+    for s in segs:
+        if runs and same_content(p, s, runs[-1][0]) and len(s.enter) == len(s.leave) and \
+                math.prod(p.sizes[v] for v in s.enter) <= SQUARE_LIMIT:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    planned = [plan_segment(p, run[0]) for run in runs]
+    if max(pl[2] for pl in planned) > TABLE_LIMIT:
+        raise TooWide(max(pl[2] for pl in planned))
+    if progress:
+        progress.total(len(runs) + sum(2 * len(r).bit_length() for r in runs if len(r) > 1))
+    steps = []  # (vector before, matrix, transfer, powers or None, run)
+    vec = np.zeros(1)
+    for run, pl in zip(runs, planned):
+        t = transfer(p, run[0], pl)
+        if progress:
+            progress.advance()
+        powers = None
+        if len(run) > 1:
+            powers = Powers(t.matrix, progress.advance if progress else None)
+            mat = powers.get(len(run))
+        else:
+            mat = t.matrix
+        steps.append((vec, mat, t, powers, run))
+        vec = minplus(vec[None, :], mat)[0]
+    if not np.isfinite(vec[0]):
+        raise NoFeasiblePlan("every assignment uses a forbidden (infinite-cost) pair")
+    choice = [0] * n
+    b = 0
+    for vec, mat, t, powers, run in reversed(steps):
+        a = int(np.argmin(vec + mat[:, b]))
+        states = [a] + (powers.path(len(run), a, b) if powers else []) + [b]
+        for s, x, y in zip(run, states, states[1:]):
+            _decode(p, run[0], s, t, x, y, choice)
+        b = a
+    return choice
+
+
+def _decode(p: Problem, template: Segment, s: Segment, t, x: int, y: int, choice: list[int]):
+    """Write segment ``s``'s options into ``choice`` given its boundary states x and y."""
+    assign = state_values(p, template.enter, x)
+    assign.update(state_values(p, template.leave, y))
+    for v, o in t.elim.decode(assign).items():
+        w = s.translate(template, v)
+        if s.lo <= w <= s.hi:
+            choice[w] = o
+
+
+def block_order(n: int, repeated) -> list[int] | None:
+    """Variable order that makes every hinted block contiguous, or ``None`` if they already are.
+
+    A block moves to the position of its first variable, its variables in the hint's order; the
+    others keep their relative order. The chain decomposition is exact for any order (a worse
+    order only widens frontiers), so this is safe even when it breaks the topological order.
+    """
+    owner: dict[int, tuple[int, int]] = {}
+    for group in repeated or []:
+        for block in group:
+            if not block or any(v in owner or not 0 <= v < n for v in block) or \
+                    len(set(block)) != len(block):
+                continue
+            first = min(block)
+            owner.update((v, (first, r)) for r, v in enumerate(block))
+    order = sorted(range(n), key=lambda v: owner.get(v, (v, -1)))
+    return None if order == list(range(n)) else order
+
+
+def _permuted(p: Problem, order: list[int]) -> Problem:
+    """``p`` with variable ``order[i]`` renumbered ``i``."""
+    new = {v: i for i, v in enumerate(order)}
+    edges = {}
+    for (u, v), m in p.edges.items():
+        a, b = new[u], new[v]
+        edges[(a, b) if a < b else (b, a)] = m if a < b else m.T
+    return Problem([p.sizes[v] for v in order], [p.unary[v] for v in order], dict(sorted(edges.items())))
+
+
+def solve_exact(problem: SearchProblem, repeated=None, progress: bool | None = None,
+                lam: float = 0.0, memory_only: bool = False) -> list[int]:
+    """Unconstrained exact optimum of cost + lam * memory (or of memory alone); see :func:`solve`."""
+    p = to_problem(problem, lam, memory_only)
+    if not p.sizes:
+        return []
+    order = block_order(len(p.sizes), repeated)
+    if order is not None:
+        new = {v: i for i, v in enumerate(order)}
+        hint = [[[new[v] for v in b if v in new] for b in g] for g in repeated]
+        inner = _solve_problem(_permuted(p, order), hint, progress)
+        choice = [0] * len(order)
+        for i, v in enumerate(order):
+            choice[v] = inner[i]
+        return choice
+    return _solve_problem(p, repeated, progress)
+
+
+def _solve_problem(p: Problem, repeated, progress) -> list[int]:
+    """Chain of segments; the integer program when a segment is too wide to eliminate."""
+    with LazyProgress(progress, "planning") as bar:
+        try:
+            fronts = frontiers(len(p.sizes), p.edges)
+            return solve_chain(p, choose_cuts(p, repeated, fronts), bar, fronts)
+        except TooWide:
+            from .ilp import solve_ilp_problem
+            return solve_ilp_problem(p)
+
+
+def solve(problem: SearchProblem, memory_limit: float | None = None, *,
+          repeated: list[list[list[int]]] | None = None, progress: bool | None = None) -> Solution:
+    """Exact minimum of Σ option costs + Σ edge costs, with Σ option memory <= ``memory_limit``.
+
+    Method (:mod:`.chain`): the variables (topological order) are cut into a chain of segments at
+    small frontiers; each segment's min-plus transfer matrix is solved exactly by variable
+    elimination; the chain is their min-plus product, associative by the Third Homomorphism
+    Theorem (Gibbons 1996; SMSG, Wang et al., IJPP 2023), so runs of identical blocks are raised
+    to their length by repeated squaring. Problems whose elimination would need a table over
+    :data:`TABLE_LIMIT` entries are solved by the integer program (:mod:`.ilp`). Memory limit:
+    :mod:`.memory` (Lagrangian bound with certificate, integer program on a duality gap). The
+    usual case, a limit the unconstrained optimum already meets, costs nothing extra; a binding
+    limit with a duality gap costs an integer program over all edge entries (seconds for a few
+    layers, about a minute for 80 synthetic layers at 8 devices: see scripts/bench_search.py).
+
+    Args:
+        problem: variables (option costs in seconds, memory in bytes per device) and edges.
+        memory_limit: bytes per device; ``None`` for no limit.
+        repeated: groups of structurally identical blocks; a block is a list of variable indices
+            (contiguous in topological order to be used), corresponding variables in the same
+            order. Only a hint: identity is verified numerically, blocks that differ are solved
+            separately, so a wrong hint costs time, never correctness.
+        progress: show a rich progress bar once planning lasts ~1 s; ``None``: only on a terminal.
+    Returns:
+        the :class:`Solution`. Ties are broken by the lowest index (option or boundary state) at
+        each back-pointer, a fixed function of the problem: the same problem (edges in any order
+        or orientation) always gives the same choice.
+    Raises:
+        NoFeasiblePlan: nothing fits the limit (the message gives the excess in bytes and GiB and
+            the variables dominating the smallest-memory plan), or every plan uses a forbidden pair.
+        ValueError: malformed problem (names the variable or edge).
+    """
+    from .memory import certified, infeasible_message, lagrangian
+
+    choice = solve_exact(problem, repeated, progress)
+    if memory_limit is None or problem.memory(choice) <= memory_limit:
+        return Solution(choice, problem.total(choice), problem.memory(choice))
+    smallest = solve_exact(problem, repeated, progress, memory_only=True)
+    if problem.memory(smallest) > memory_limit:
+        raise NoFeasiblePlan(infeasible_message(problem, smallest, memory_limit))
+    best, bound = lagrangian(problem, memory_limit,
+                             lambda lam: solve_exact(problem, repeated, progress, lam=lam),
+                             choice, smallest)
+    if not certified(problem.total(best), bound):
+        from .ilp import solve_ilp
+        ilp = solve_ilp(problem, memory_limit)
+        if ilp.cost < problem.total(best):
+            best = ilp.choice
+    return Solution(best, problem.total(best), problem.memory(best))

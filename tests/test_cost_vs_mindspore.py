@@ -1,0 +1,176 @@
+"""The cost model's collectives against those MindSpore's parallel compiler inserts (dry-run).
+
+Each case is a short chain in its own Cell (``smsg_ms.networks.testnets``); the whole bank
+compiles once per device count. Predicted: the operators' collectives (``CostModel.check``)
+plus the redistributions between neighbours in the case. Observed: the collectives under the
+case's scope. Compared as multisets of (kind, phase, group size, bytes) — communication fusion
+only merges nodes, it does not appear here. Known differences: docs/known-differences.md.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from math import prod
+
+import pytest
+
+from smsg_ms.cost.api import StrategyError
+from smsg_ms.cost.model import CostModel
+from smsg_ms.integration import dryrun
+
+SPEC = "smsg_ms.networks.testnets:build"
+
+
+def act(*shape):
+    return ["act", list(shape)]
+
+
+def param(*shape):
+    return ["param", list(shape)]
+
+
+PREV = ["prev"]
+
+#: (name, steps [(type, init, inputs, args, strategy)]) — strategies valid on 8 and 16 devices.
+CASES = [
+    ("matmul row-parallel -> relu batch", [
+        ("MatMul", {}, [act(64, 32), param(32, 16)], [], [[2, 4], [4, 1]]),
+        ("ReLU", {}, [PREV], [], [[8, 1]])]),
+    ("matmul column-parallel -> relu same layout", [
+        ("MatMul", {}, [act(64, 32), param(32, 16)], [], [[2, 1], [1, 4]]),
+        ("ReLU", {}, [PREV], [], [[2, 4]])]),
+    ("matmul transpose_b k cut", [
+        ("MatMul", {"transpose_b": True}, [act(64, 32), param(16, 32)], [], [[2, 4], [1, 4]])]),
+    ("matmul transpose_a", [
+        ("MatMul", {"transpose_a": True}, [act(32, 64), param(32, 16)], [], [[4, 2], [4, 1]])]),
+    ("matmul mixed 2-D", [
+        ("MatMul", {}, [act(64, 32), param(32, 16)], [], [[2, 2], [2, 2]])]),
+    ("matmul replicated", [
+        ("MatMul", {}, [act(64, 32), param(32, 16)], [], [[1, 1], [1, 1]])]),
+    ("megatron mlp", [
+        ("MatMul", {}, [act(64, 32), param(32, 64)], [], [[1, 1], [1, 8]]),
+        ("MatMul", {}, [PREV, param(64, 32)], [], [[1, 8], [8, 1]])]),
+    ("batchmatmul k cut", [
+        ("BatchMatMul", {}, [act(4, 8, 16, 32), act(4, 8, 32, 16)], [],
+         [[2, 2, 1, 2], [2, 2, 2, 1]])]),
+    ("batchmatmul transpose_b", [
+        ("BatchMatMul", {"transpose_b": True}, [act(4, 8, 16, 32), act(4, 8, 16, 32)], [],
+         [[2, 1, 4, 1], [2, 1, 1, 1]])]),
+    ("add broadcast bias", [
+        ("Add", {}, [act(64, 32), param(32)], [], [[2, 4], [4]])]),
+    ("mul two activations", [
+        ("Mul", {}, [act(64, 32), act(64, 32)], [], [[4, 2], [4, 2]])]),
+    ("softmax batch cut", [
+        ("Softmax", {"axis": -1}, [act(16, 8, 32)], [], [[2, 4, 1]])]),
+    ("layernorm", [
+        ("LayerNorm", {"begin_norm_axis": -1, "begin_params_axis": -1},
+         [act(64, 32), param(32), param(32)], [], [[8, 1], [1], [1]])]),
+    ("rmsnorm", [
+        ("RmsNorm", {}, [act(64, 32), param(32)], [], [[4, 1], [1]])]),
+    ("gather column split", [
+        ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[1, 8], [1]])]),
+    ("gather row split", [
+        ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[8, 1], [1]])]),
+    ("transpose then relu", [
+        ("Transpose", {}, [act(8, 16, 32)], [[1, 0, 2]], [[2, 4, 1]]),
+        ("ReLU", {}, [PREV], [], [[4, 2, 1]])]),
+    ("reducesum cut axis -> relu", [
+        ("ReduceSum", {"keep_dims": False}, [act(64, 32)], [[1]], [[2, 4]]),
+        ("ReLU", {}, [PREV], [], [[8]])]),
+    ("gelu -> silu move cut", [
+        ("GeLU", {}, [act(64, 32)], [], [[8, 1]]),
+        ("SiLU", {}, [PREV], [], [[2, 4]])]),
+    ("relu columns -> relu rows", [
+        ("ReLU", {}, [act(64, 32)], [], [[2, 4]]),
+        ("ReLU", {}, [PREV], [], [[8, 1]])]),
+    ("relu split -> replicated", [
+        ("ReLU", {}, [act(64, 32)], [], [[8, 1]]),
+        ("ReLU", {}, [PREV], [], [[1, 1]])]),
+]
+
+#: (case name, phase) pairs the model still gets wrong, each documented with its reason in
+#: docs/known-differences.md. The test fails if one of them starts to match (keep this honest).
+KNOWN = {
+    ("matmul row-parallel -> relu batch", "backward"),   # D1: bprop AllReduce of k-cut MatMul
+    ("matmul transpose_b k cut", "backward"),            # D1
+    ("megatron mlp", "backward"),                        # D1
+    ("matmul transpose_a", "forward"),                   # D3: re-placement gathers' sizes
+    ("matmul transpose_a", "backward"),                  # D1, D3
+    ("transpose then relu", "forward"),                  # D3
+    ("transpose then relu", "backward"),                 # D2, D3
+    ("gather row split", "forward"),                     # D4: ReduceScatter, not AllReduce
+    ("gather row split", "backward"),                    # D4
+    ("reducesum cut axis -> relu", "backward"),          # D2
+    ("gelu -> silu move cut", "backward"),               # D2
+    ("relu columns -> relu rows", "backward"),           # D2
+    ("relu split -> replicated", "backward"),            # D2
+}
+
+
+def net_cases():
+    return [{"ops": [{"type": t, "init": init, "inputs": ins, "args": args}
+                     for t, init, ins, args, _ in steps]} for _, steps in CASES]
+
+
+def strategies():
+    out = {}
+    for i, (_, steps) in enumerate(CASES):
+        for j, (_, _, ins, _, strat) in enumerate(steps):
+            out[f"cases.{i}.steps.{j}.op"] = strat
+            for k, inp in enumerate(ins):
+                if inp[0] == "act":
+                    out[f"cases.{i}.steps.{j}.pre{k}"] = [strat[k], strat[k]]
+    return out
+
+
+def observed(collectives, i):
+    key = f"cases-CellList/{i}-Case/"
+    out = Counter()
+    for c in collectives:
+        if key not in c["scope"]:
+            continue
+        shape = c["out_shape"] if c["type"] == "AllGather" else c["in_shape"]
+        phase = "grad_sync" if c["grad_sync"] else c["pass"]
+        out[(c["type"], phase, c["group_size"], prod(shape) * 4)] += 1
+    return out
+
+
+def predicted(graph, model, i, strats):
+    prefix = f"cases.{i}."
+    ops = [op for op in graph.ops if op.prim_path and op.prim_path.startswith(prefix)]
+    costs = {op.id: model.check(op, tuple(tuple(s) for s in strats[op.prim_path])) for op in ops}
+    colls = [c for cost in costs.values() for c in cost.collectives]
+    for op in ops:
+        for k, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.producer in costs:
+                src = costs[t.producer].out_layouts[graph.ops[t.producer].outputs.index(name)]
+                colls += model.redistribution(t, src, costs[op.id].in_layouts[k])
+    return Counter((c.kind, c.phase, c.group, int(c.full_bytes)) for c in colls)
+
+
+@pytest.fixture(scope="module")
+def bank():
+    from smsg_ms.graph.capture import capture_network
+
+    return capture_network(SPEC, cases=net_cases())
+
+
+@pytest.mark.parametrize("devices", [8, 16])
+def test_collectives_equal_mindspore(bank, devices):
+    strats = strategies()
+    result = dryrun.run_child({"job": "compile", "spec": SPEC, "options": {"cases": net_cases()},
+                               "strategies": strats}, devices=devices)
+    model = CostModel(bank, devices)
+    mismatches, fixed = [], []
+    for i, (name, _) in enumerate(CASES):
+        want, got = observed(result["collectives"], i), predicted(bank, model, i, strats)
+        for phase in ("forward", "backward", "grad_sync"):
+            w = sorted((k, v) for k, v in want.items() if k[1] == phase)
+            g = sorted((k, v) for k, v in got.items() if k[1] == phase)
+            if (name, phase) in KNOWN:
+                if w == g and devices == 8:
+                    fixed.append((name, phase))
+            elif w != g:
+                mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
+    assert not mismatches, "\n".join(mismatches)
+    assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
