@@ -182,7 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_modules_from_cwd() -> None:
+    """Let ``package.module:function`` specs name modules in the working folder, here and in the
+    dry-run child processes (which run in a temporary folder), as ``python -m`` would."""
+    import os
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if cwd not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts + [cwd])
+
+
 def main(argv: list[str] | None = None) -> int:
+    _user_modules_from_cwd()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -31,7 +31,8 @@ def wider(**options):
 
 
 def smsg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(cwd)]), COLUMNS="200")
+    # ROOT stands for the installed package; the user's module is found in the working folder
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
     exe = shutil.which("smsg-ms")
     cmd = [exe] if exe else [sys.executable, "-m", "smsg_ms.cli"]
     return subprocess.run(cmd + args, cwd=cwd, env=env, capture_output=True, text=True,
@@ -66,7 +67,9 @@ def plans(captured, tmp_path_factory):
     graph = captured("mlp", **MLP_OPTIONS)
     folder = tmp_path_factory.mktemp("cli-plans")
     good = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
-    save_plan(good, folder / "good.json")
+    good.decisions[0].runner_up = {"strategy": [[4, 1], [1, 1]], "extra_seconds": 2.5e-4}
+    good.decisions[0].notes = ["symbolic: 2*b*d_in*hidden/8"]
+    save_plan(good.seal(), folder / "good.json")
     bad_pred = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
     for d in bad_pred.decisions:
         if d.name.startswith("fc3"):
@@ -131,6 +134,22 @@ def test_plan_writes_a_verified_plan_file(work):
 
 
 @needs_planner
+def test_plan_with_no_arguments_plans_the_default_network(work):
+    proc = smsg(["plan"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert files(work) == ["llama-8dev.plan.json"]
+    assert "layers.*" in proc.stdout and "attention.wq.matmul" in proc.stdout
+    assert "relative_to_data_parallel" in proc.stdout
+
+
+@needs_planner
+def test_memory_too_small_for_any_plan(work):
+    one_line_error(smsg(["plan", "mlp", "--memory", "0.00001", "--out", "m.json"], work),
+                   "no plan fits")
+    assert files(work) == []
+
+
+@needs_planner
 def test_user_function_that_raises(work):
     one_line_error(smsg(["plan", "mynets:raises", "--devices", "8"], work), "boom in user code")
     assert files(work) == []
@@ -141,6 +160,7 @@ def test_explain_and_plot(work, plans):
     proc = smsg(["explain", str(plans / "good.json"), "--plot", "layers.png"], work)
     assert proc.returncode == 0, proc.stderr
     assert "fc2.matmul" in proc.stdout and "(8,1)(1,1)" in proc.stdout
+    assert "(4,1)(1,1) (+0.250 ms)" in proc.stdout and "2*b*d_in*hidden/8" in proc.stdout
     assert files(work) == ["layers.png"]
     import matplotlib.image
     assert matplotlib.image.imread(work / "layers.png").ndim == 3

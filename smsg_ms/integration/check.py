@@ -32,20 +32,40 @@ def _group_size(group) -> int:
 LOSS_SUFFIX = " (loss)"
 
 
-def in_planned_network(c: dict) -> bool:
-    """False for collectives of the loss the check wraps around the network (scope
-    ``.../loss_fn-<Loss>/...`` or the default mean): the plan does not cover them."""
-    scope = c.get("scope", "")
-    return "/loss_fn-" not in scope and "/network-" in scope.split("network-_WithLoss", 1)[-1]
+def _loss_scope(c: dict) -> bool:
+    """In the check's loss wrapper (``network-_WithLoss/``) but not in the network under it
+    (``network-_WithLoss/network-<Net>/``): the loss cell or the default mean."""
+    parts = c.get("scope", "").split("network-_WithLoss/", 1)
+    return len(parts) == 2 and not parts[1].startswith("network-")
 
 
-def inserted_key(c: dict) -> Key:
+def loss_collectives(inserted: list[dict]) -> set[int]:
+    """Indices of the collectives that belong to the loss the check wraps around the network
+    (the plan covers the network only).
+
+    Forward: scope ``.../network-_WithLoss/<not the network>/...``. Backward: MindSpore files the gradient
+    collectives of the network's last operators under the loss's scope as well, so a backward
+    collective there counts as the loss's only when it is the transpose of a forward loss
+    collective (its input shape is that collective's output or input shape).
+    """
+    forward_shapes = set()
+    out = set()
+    for i, c in enumerate(inserted):
+        if c["pass"] == "forward" and _loss_scope(c):
+            out.add(i)
+            forward_shapes.add(tuple(c["in_shape"]))
+            forward_shapes.add(tuple(c["out_shape"]))
+    for i, c in enumerate(inserted):
+        if c["pass"] == "backward" and _loss_scope(c) and tuple(c["in_shape"]) in forward_shapes:
+            out.add(i)
+    return out
+
+
+def inserted_key(c: dict, loss: bool = False) -> Key:
     """Key of a collective from :mod:`smsg_ms.integration.collectives`; the phase of the loss's
     collectives ends in ``" (loss)"``."""
     phase = "grad_sync" if c["grad_sync"] else c["pass"]
-    if not in_planned_network(c):
-        phase += LOSS_SUFFIX
-    return c["type"], phase, int(c["group_size"])
+    return c["type"], phase + (LOSS_SUFFIX if loss else ""), int(c["group_size"])
 
 
 def inserted_bytes(c: dict) -> int:
@@ -88,8 +108,9 @@ def compare_collectives(predicted: list[dict], inserted: list[dict]) -> list[Col
         k = predicted_key(c)
         pc[k] += 1
         pb[k] += float(c.get("bytes", 0) or 0)
-    for c in inserted:
-        k = inserted_key(c)
+    loss = loss_collectives(inserted)
+    for i, c in enumerate(inserted):
+        k = inserted_key(c, i in loss)
         ic[k] += 1
         ib[k] += inserted_bytes(c)
     keys = sorted(set(pc) | set(ic))

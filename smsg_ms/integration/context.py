@@ -108,18 +108,34 @@ def set_auto_parallel_context(*, smsg_plan_file: str | None = None,
     install_compile_hook()
 
 
-def apply_plan_context(plan: Plan) -> None:
+def dataset_layout(plan: Plan, input_ranks: list[int] | None = None):
+    """The plan's data-input layout for MindSpore: ``None`` (full batch) or a tuple of cut tuples.
+
+    The plan covers the network's inputs; a training cell also takes labels. ``input_ranks``
+    (the rank of every compiled input) adds one entry per extra input, cutting its first axis
+    like the first data input's first axis (the batch) and nothing else.
+    """
+    if plan.dataset_strategy is None:
+        return None
+    layout = [tuple(int(c) for c in s) for s in plan.dataset_strategy]
+    batch_cut = layout[0][0] if layout and layout[0] else 1
+    for rank in (input_ranks or [])[len(layout):]:
+        layout.append(tuple([batch_cut] + [1] * (rank - 1)) if rank else ())
+    return tuple(layout)
+
+
+def apply_plan_context(plan: Plan, input_ranks: list[int] | None = None) -> None:
     """semi_auto_parallel on ``plan.devices`` with the plan's data-input layout: ``full_batch``
-    when ``plan.dataset_strategy`` is ``None``, else that ``dataset_strategy``."""
+    when ``plan.dataset_strategy`` is ``None``, else that ``dataset_strategy`` (see
+    :func:`dataset_layout` for ``input_ranks``)."""
     import mindspore as ms
 
     ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=plan.devices)
-    if plan.dataset_strategy is None:
+    layout = dataset_layout(plan, input_ranks)
+    if layout is None:
         ms.set_auto_parallel_context(full_batch=True)
     else:
-        ms.set_auto_parallel_context(
-            full_batch=False,
-            dataset_strategy=tuple(tuple(int(c) for c in s) for s in plan.dataset_strategy))
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=layout)
 
 
 def _rank() -> int:
@@ -185,7 +201,8 @@ def plan_and_apply(net, inputs, settings: SmsgSettings) -> Plan:
         plan = plan_live(net, inputs, settings.devices, planner=settings.planner,
                          hardware=settings.hardware, memory_gib=settings.memory_gib)
         source = "planned"
-    apply_plan(net, plan, devices=settings.devices)
+    apply_plan(net, plan, devices=settings.devices, set_context=False)
+    apply_plan_context(plan, [len(getattr(t, "shape", ())) for t in inputs])
     log.info("rank %d: plan %s (%s, %d devices, %d strategies)", _rank(), plan.content_hash,
              source, plan.devices, len(plan.strategies))
     settings.plan = plan
@@ -279,12 +296,12 @@ def _make_wrapper_class():
             """The plan applied, ``None`` before the first compile."""
             return self._smsg_plan
 
-        def _apply(self, plan: Plan, source: str) -> Plan:
+        def _apply(self, plan: Plan, source: str, inputs=()) -> Plan:
             from .annotate import apply_plan
 
             apply_plan(self.network, plan, devices=self._device_num, set_context=False)
-            self.dataset_strategy("full_batch" if plan.dataset_strategy is None else
-                                  tuple(tuple(int(c) for c in s) for s in plan.dataset_strategy))
+            layout = dataset_layout(plan, [len(getattr(t, "shape", ())) for t in inputs])
+            self.dataset_strategy("full_batch" if layout is None else layout)
             log.info("rank %d: plan %s (%s, %d devices, %d strategies)", self._global_rank,
                      plan.content_hash, source, plan.devices, len(plan.strategies))
             self._smsg_plan = plan
@@ -297,10 +314,11 @@ def _make_wrapper_class():
             _ensure_log_handler()
             opts = self._smsg_options
             if opts["plan_file"]:
-                return self._apply(load_plan(opts["plan_file"]), f"file {opts['plan_file']}")
+                return self._apply(load_plan(opts["plan_file"]), f"file {opts['plan_file']}",
+                                   inputs)
             plan = plan_live(self.network, inputs, self._device_num, planner=opts["planner"],
                              hardware=opts["hardware"], memory_gib=opts["memory_gib"])
-            return self._apply(plan, "planned")
+            return self._apply(plan, "planned", inputs)
 
         def compile(self, *args, **kwargs):
             if self._smsg and self._smsg_plan is None:

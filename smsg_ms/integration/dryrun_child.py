@@ -81,15 +81,23 @@ def job_compile(job: dict) -> dict:
 
 
 def job_plan_compile(job: dict) -> dict:
-    """``compile`` with a plan's data-input layout: ``dataset_strategy`` (lists → tuples, as
-    MindSpore wants) or ``full_batch`` when it is ``None``."""
+    """``compile`` with a plan's data-input layout: ``full_batch`` when ``dataset_strategy`` is
+    ``None``, else that layout, extended to the labels by
+    :func:`smsg_ms.integration.context.dataset_layout`."""
+    from smsg_ms.integration.context import dataset_layout
+    from smsg_ms.networks import build_network
+    from smsg_ms.plan import Plan
+
     layout = job.get("dataset_strategy")
     context = dict(job.get("context", {}))
     if layout is None:
         context["full_batch"] = True
     else:
-        context.update(full_batch=False,
-                       dataset_strategy=tuple(tuple(int(c) for c in s) for s in layout))
+        built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+        probe = Plan(network="", fingerprint="", devices=1, options={}, input_shapes=[],
+                     hardware="", decisions=[], dataset_strategy=layout)
+        context.update(full_batch=False, dataset_strategy=dataset_layout(
+            probe, [len(t.shape) for t in built.train_inputs]))
     return job_compile(dict(job, context=context))
 
 

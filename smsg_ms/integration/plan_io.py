@@ -103,7 +103,8 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        what = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "not valid JSON"
+        # a plan file is one JSON object: text that stops before its closing brace was cut off
+        what = "truncated" if not text.rstrip().endswith("}") else "not valid JSON"
         raise PlanError(f"{source}: {what} (JSON error at line {exc.lineno}, column "
                         f"{exc.colno}: {exc.msg})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:

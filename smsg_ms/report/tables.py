@@ -77,24 +77,31 @@ def summary_rows(plan: Plan) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _fmt_total(key: str, value) -> str:
+    if "relative" in key:
+        return f"{float(value):.3f}"
+    return fmt_bytes(value) if is_memory_key(key) else fmt_seconds(value)
+
+
 def totals_rows(plan: Plan) -> list[tuple[str, str]]:
-    """``(quantity, value)`` rows of the plan's totals, with the step cost relative to pure
-    data parallel (``step_seconds / data_parallel_step_seconds``) when both are present."""
+    """``(quantity, value)`` rows of the plan's totals: seconds (the cost model's breakdown kinds:
+    computation, each collective kind, redistribution ...), bytes per device (keys naming memory
+    or bytes), ratios (keys naming ``relative``). The step cost relative to pure data parallel
+    is ``step_seconds / data_parallel_step_seconds``, added when the plan does not hold it."""
     rows = []
     for key in sorted(plan.totals):
         value = plan.totals[key]
         if isinstance(value, dict):
-            for sub in sorted(value):
-                shown = fmt_bytes(value[sub]) if is_memory_key(key) else fmt_seconds(value[sub])
-                rows.append((f"{key}.{sub}", shown))
+            rows += [(f"{key}.{sub}", _fmt_total(key, value[sub])) for sub in sorted(value)
+                     if isinstance(value[sub], (int, float))]
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            rows.append((key, fmt_bytes(value) if is_memory_key(key) else
-                         fmt_seconds(value) if "seconds" in key else f"{value:g}"))
+            rows.append((key, _fmt_total(key, value)))
         else:
-            rows.append((key, str(value)))
+            rows.append((key, "-" if value is None else str(value)))
     step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
-    if isinstance(step, (int, float)) and isinstance(dp, (int, float)) and dp > 0:
-        rows.append(("relative step cost vs data parallel", f"{step / dp:.3f}"))
+    if ("relative_to_data_parallel" not in plan.totals and isinstance(step, (int, float))
+            and isinstance(dp, (int, float)) and dp > 0):
+        rows.append(("relative_to_data_parallel", f"{step / dp:.3f}"))
     return rows
 
 
