@@ -70,6 +70,8 @@ def plans(captured, tmp_path_factory):
     good.decisions[0].runner_up = {"strategy": [[4, 1], [1, 1]], "extra_seconds": 2.5e-4}
     good.decisions[0].notes = ["symbolic: 2*b*d_in*hidden/8"]
     save_plan(good.seal(), folder / "good.json")
+    good.dataset_strategy = [[8, 1]]  # the batch split at the source, as fc1 wants it
+    save_plan(good.seal(), folder / "good-dataset.json")
     bad_pred = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
     for d in bad_pred.decisions:
         if d.name.startswith("fc3"):
@@ -184,8 +186,9 @@ def test_missing_plan_file(work):
 
 
 # ---- check -------------------------------------------------------------------------------------
-def test_check_passes_when_predictions_match(work, plans):
-    proc = smsg(["check", str(plans / "good.json")], work)
+@pytest.mark.parametrize("name", ["good.json", "good-dataset.json"])
+def test_check_passes_when_predictions_match(work, plans, name):
+    proc = smsg(["check", str(plans / name)], work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "check: passed" in proc.stdout and "grad_sync" in proc.stdout
 

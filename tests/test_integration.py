@@ -2,6 +2,7 @@
 the strategy checkpoint export; MindSpore's parallel compiler (dry-run) is the oracle."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -158,3 +159,19 @@ def test_strategy_checkpoint_export_is_loaded_by_mindspore(mlp_graph, megatron_p
     used = {k.split("/")[-2].split("-")[0]: v for k, v in result["strategies"].items()
             if k.endswith("MatMul-op0")}
     assert used["fc1"] == MEGATRON["fc1.matmul"] and used["fc2"] == MEGATRON["fc2.matmul"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("smsg_ms.planner") is None,
+                    reason="smsg_ms.planner is not merged yet")
+@pytest.mark.parametrize("wrapper", [False, True], ids=["search_mode", "AutoParallel"])
+def test_ranks_plan_live_with_the_smsg_planner_and_agree(wrapper):
+    """Every rank captures and plans the network itself; the hashes must be equal (8 ranks for
+    the search mode, 2 for the wrapper to keep the run short)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    ranks = "2" if wrapper else "8"
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--simulate-ranks", ranks]
+                          + (["--wrapper"] if wrapper else []), env=env, capture_output=True,
+                          text=True, timeout=600, cwd=ROOT / "tests")
+    assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-2000:]
+    hashes = {l.split()[-1] for l in proc.stdout.splitlines() if l.startswith("rank ")}
+    assert len(hashes) == 1

@@ -91,3 +91,18 @@ def test_fit_checks_name_the_mismatch():
         check_plan_fits(plan, input_shapes=[(32, 64)])
     with pytest.raises(PlanError, match="fingerprint"):
         check_plan_fits(plan, fingerprint="0" * 64)
+
+
+def test_data_layout_follows_the_shapes_the_compile_gets():
+    from smsg_ms.integration.context import dataset_layout
+
+    plan = make_plan()
+    plan.dataset_strategy = [[8, 1]]
+    # global shapes → full_batch (MindSpore slices for the first operators)
+    assert dataset_layout(plan, [(64, 64), (64, 32)]) is None
+    # one rank's slice (64 / 8 = 8 rows) → the plan's layout; the label gets the batch cut
+    assert dataset_layout(plan, [(8, 64), (8, 32)]) == ((8, 1), (8, 1))
+    with pytest.raises(PlanError, match="neither the plan's global shapes"):
+        dataset_layout(plan, [(16, 64)])
+    plan.dataset_strategy = None
+    assert dataset_layout(plan, [(8, 64)]) is None

@@ -108,34 +108,60 @@ def set_auto_parallel_context(*, smsg_plan_file: str | None = None,
     install_compile_hook()
 
 
-def dataset_layout(plan: Plan, input_ranks: list[int] | None = None):
-    """The plan's data-input layout for MindSpore: ``None`` (full batch) or a tuple of cut tuples.
+def dataset_layout(plan: Plan, input_shapes: list | None = None):
+    """The plan's data-input layout for MindSpore: ``None`` (``full_batch``) or a tuple of cut
+    tuples for ``dataset_strategy``, given the shapes the compile receives.
 
-    The plan covers the network's inputs; a training cell also takes labels. ``input_ranks``
-    (the rank of every compiled input) adds one entry per extra input, cutting its first axis
-    like the first data input's first axis (the batch) and nothing else.
+    MindSpore reads compile inputs as whole tensors under ``full_batch`` and as one rank's slice
+    under ``dataset_strategy``. So: a plan without a ``dataset_strategy``, or inputs of the
+    plan's global shapes, give ``full_batch`` (MindSpore slices them for the first operators);
+    inputs that are the per-rank slices of the plan's layout give that ``dataset_strategy``.
+    Inputs after the plan's (a training cell's labels) get the first input's batch cut on their
+    first axis.
+
+    Args:
+        plan: the plan.
+        input_shapes: shape of every compiled input; ``None`` to take the plan's layout as is.
+
+    Raises:
+        PlanError: the inputs are neither the plan's global shapes nor their slices.
     """
     if plan.dataset_strategy is None:
         return None
     layout = [tuple(int(c) for c in s) for s in plan.dataset_strategy]
+    if input_shapes is None:
+        return tuple(layout)
+    shapes = [tuple(int(d) for d in s) for s in input_shapes]
+    planned = [tuple(s) for s in plan.input_shapes]
+    n = len(layout)
+    if shapes[:n] == planned[:n]:
+        return None
+    sliced = [tuple(d // c if isinstance(d, int) else d for d, c in zip(shape, cuts))
+              for shape, cuts in zip(planned, layout)]
+    if shapes[:n] != sliced[:n]:
+        raise PlanError(f"inputs of shapes {shapes[:n]} are neither the plan's global shapes "
+                        f"{planned[:n]} nor their per-rank slices {sliced[:n]}")
     batch_cut = layout[0][0] if layout and layout[0] else 1
-    for rank in (input_ranks or [])[len(layout):]:
-        layout.append(tuple([batch_cut] + [1] * (rank - 1)) if rank else ())
+    for shape in shapes[n:]:
+        layout.append(tuple([batch_cut] + [1] * (len(shape) - 1)) if shape else ())
     return tuple(layout)
 
 
-def apply_plan_context(plan: Plan, input_ranks: list[int] | None = None) -> None:
-    """semi_auto_parallel on ``plan.devices`` with the plan's data-input layout: ``full_batch``
-    when ``plan.dataset_strategy`` is ``None``, else that ``dataset_strategy`` (see
-    :func:`dataset_layout` for ``input_ranks``)."""
+def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
+    """semi_auto_parallel on ``plan.devices`` with the data-input layout of
+    :func:`dataset_layout` (``full_batch`` or ``dataset_strategy``)."""
     import mindspore as ms
 
     ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=plan.devices)
-    layout = dataset_layout(plan, input_ranks)
+    layout = dataset_layout(plan, input_shapes)
     if layout is None:
         ms.set_auto_parallel_context(full_batch=True)
     else:
         ms.set_auto_parallel_context(full_batch=False, dataset_strategy=layout)
+
+
+def _shapes(inputs) -> list:
+    return [tuple(getattr(t, "shape", ())) for t in inputs]
 
 
 def _rank() -> int:
@@ -202,7 +228,7 @@ def plan_and_apply(net, inputs, settings: SmsgSettings) -> Plan:
                          hardware=settings.hardware, memory_gib=settings.memory_gib)
         source = "planned"
     apply_plan(net, plan, devices=settings.devices, set_context=False)
-    apply_plan_context(plan, [len(getattr(t, "shape", ())) for t in inputs])
+    apply_plan_context(plan, _shapes(inputs))
     log.info("rank %d: plan %s (%s, %d devices, %d strategies)", _rank(), plan.content_hash,
              source, plan.devices, len(plan.strategies))
     settings.plan = plan
@@ -300,7 +326,7 @@ def _make_wrapper_class():
             from .annotate import apply_plan
 
             apply_plan(self.network, plan, devices=self._device_num, set_context=False)
-            layout = dataset_layout(plan, [len(getattr(t, "shape", ())) for t in inputs])
+            layout = dataset_layout(plan, _shapes(inputs))
             self.dataset_strategy("full_batch" if layout is None else layout)
             log.info("rank %d: plan %s (%s, %d devices, %d strategies)", self._global_rank,
                      plan.content_hash, source, plan.devices, len(plan.strategies))

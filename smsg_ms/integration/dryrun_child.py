@@ -81,24 +81,42 @@ def job_compile(job: dict) -> dict:
 
 
 def job_plan_compile(job: dict) -> dict:
-    """``compile`` with a plan's data-input layout: ``full_batch`` when ``dataset_strategy`` is
-    ``None``, else that layout, extended to the labels by
-    :func:`smsg_ms.integration.context.dataset_layout`."""
-    from smsg_ms.integration.context import dataset_layout
-    from smsg_ms.networks import build_network
-    from smsg_ms.plan import Plan
+    """``compile`` of a plan with its data-input layout: with a ``dataset_strategy``, every rank
+    is given its slice of the built (global) inputs, as a data loader would, and MindSpore gets
+    that ``dataset_strategy`` (labels: the batch cut of the first input on their first axis, as
+    in :func:`smsg_ms.integration.context.dataset_layout`); without one, ``full_batch``."""
+    import numpy as np
 
+    from smsg_ms.graph.capture import compile_cell, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    ms = _setup()
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    inputs = list(built.train_inputs)
     layout = job.get("dataset_strategy")
-    context = dict(job.get("context", {}))
     if layout is None:
-        context["full_batch"] = True
+        ms.set_auto_parallel_context(full_batch=True)
     else:
-        built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-        probe = Plan(network="", fingerprint="", devices=1, options={}, input_shapes=[],
-                     hardware="", decisions=[], dataset_strategy=layout)
-        context.update(full_batch=False, dataset_strategy=dataset_layout(
-            probe, [len(t.shape) for t in built.train_inputs]))
-    return job_compile(dict(job, context=context))
+        ranks = [tuple(int(c) for c in cuts) for cuts in layout]
+        ranks += [tuple([ranks[0][0]] + [1] * (len(t.shape) - 1)) for t in inputs[len(ranks):]]
+        inputs = [ms.Tensor(np.zeros(tuple(d // c for d, c in zip(t.shape, cuts))), dtype=t.dtype)
+                  for t, cuts in zip(inputs, ranks)]
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
+    prims = tag_primitives(built.net)
+    unknown = sorted(set(job.get("strategies", {})) - set(prims))
+    if unknown:
+        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    for path, strategy in sorted(job.get("strategies", {}).items()):
+        prims[path].shard(tuple(tuple(s) for s in strategy))
+    train = built.train_cell(ms)
+    phase = compile_cell(train, tuple(inputs), phase="train")
+    from mindspore.graph.api import _cell_graph_executor
+    strategies = _cell_graph_executor._graph_executor.get_strategy(phase)
+    return {"collectives": read_collectives(train, phase), "strategies": dict(strategies),
+            "dataset_strategy": None if layout is None else [list(r) for r in ranks],
+            "seconds": time.perf_counter() - t0}
 
 
 def job_init(job: dict) -> dict:
