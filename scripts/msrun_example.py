@@ -5,9 +5,10 @@ On a cluster (one process per device)::
     msrun --worker_num=8 --local_worker_num=8 --master_port=8118 --log_dir=msrun_log \\
         --join=True scripts/msrun_example.py [--plan FILE] [--wrapper]
 
-On a CPU machine, ``--simulate-ranks 8`` starts the 8 ranks as 8 dry-run processes
-(``RANK_ID=0..7``, MindSpore's parallel compiler, no devices), collects the plan hash each rank
-logs, and exits non-zero unless all ranks agree. Each rank builds the network, calls
+On a CPU machine, ``--msrun 8`` runs that msrun command in the dry-run environment (MindSpore's
+parallel compiler, no devices; msrun gives each worker its rank), and ``--simulate-ranks 8`` starts
+the 8 ranks as 8 plain dry-run processes (``RANK_ID=0..7``) instead. Both collect the plan hash
+each rank logs and exit non-zero unless all ranks agree. Each rank builds the network, calls
 ``smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg", ...)``
 (or wraps the training cell in ``smsg_ms.AutoParallel`` with ``--wrapper``) and compiles one
 training step: the first compile plans the network (or loads ``--plan``) and shards it.
@@ -91,13 +92,51 @@ def run_rank(args) -> int:
     return 0
 
 
+def _rank_argv(args) -> list[str]:
+    argv = [os.path.abspath(__file__), "--network", args.network, "--options", args.options,
+            "--planner", args.planner] + (["--plan", args.plan] if args.plan else [])
+    return argv + (["--wrapper"] if args.wrapper else [])
+
+
+def _agree(hashes: dict[int, str]) -> int:
+    same = len(set(hashes.values())) == 1
+    print(f"{len(hashes)} ranks, {'one plan' if same else 'DIFFERENT plans'}: "
+          f"{sorted(set(hashes.values()))}")
+    return 0 if same else 1
+
+
+def run_msrun(args) -> int:
+    """``msrun`` with ``args.msrun`` local workers in the dry-run environment."""
+    import tempfile
+    from pathlib import Path
+
+    from smsg_ms.integration.dryrun import ensure_toolchain
+
+    env = ensure_toolchain().environment(args.msrun, 0)
+    env.pop("RANK_ID", None)  # msrun gives each worker its rank
+    with tempfile.TemporaryDirectory(prefix="smsg-msrun-") as logs:
+        cmd = ["msrun", f"--worker_num={args.msrun}", f"--local_worker_num={args.msrun}",
+               f"--master_port={args.master_port}", f"--log_dir={logs}", "--join=True"]
+        proc = subprocess.run(cmd + _rank_argv(args), env=env, capture_output=True, text=True)
+        hashes = {}
+        for log in sorted(Path(logs).glob("worker_*.log")):
+            for rank, digest in HASH_LINE.findall(log.read_text(errors="replace")):
+                hashes[int(rank)] = digest
+        if proc.returncode != 0 or len(hashes) != args.msrun:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-5:])
+            print(f"msrun failed (exit {proc.returncode}, {len(hashes)} ranks logged a plan)\n"
+                  f"{tail}", file=sys.stderr)
+            return 1
+    for rank in sorted(hashes):
+        print(f"rank {rank}: plan {hashes[rank]}", flush=True)
+    return _agree(hashes)
+
+
 def simulate(args) -> int:
     from smsg_ms.integration.dryrun import ensure_toolchain
 
     chain = ensure_toolchain()
-    argv = [sys.executable, os.path.abspath(__file__), "--network", args.network, "--options",
-            args.options, "--planner", args.planner] + (["--plan", args.plan] if args.plan else [])
-    argv += ["--wrapper"] if args.wrapper else []
+    argv = [sys.executable] + _rank_argv(args)
     hashes = {}
     for rank in range(args.simulate_ranks):
         proc = subprocess.run(argv, env=chain.environment(args.simulate_ranks, rank),
@@ -109,10 +148,7 @@ def simulate(args) -> int:
             return 1
         hashes[rank] = found[-1][1]
         print(f"rank {rank}: plan {hashes[rank]}", flush=True)
-    same = len(set(hashes.values())) == 1
-    print(f"{len(hashes)} ranks, {'one plan' if same else 'DIFFERENT plans'}: "
-          f"{sorted(set(hashes.values()))}")
-    return 0 if same else 1
+    return _agree(hashes)
 
 
 def main() -> int:
@@ -125,7 +161,12 @@ def main() -> int:
     parser.add_argument("--wrapper", action="store_true", help="use smsg_ms.AutoParallel")
     parser.add_argument("--simulate-ranks", type=int, metavar="N",
                         help="run N ranks as dry-run processes on this CPU machine")
+    parser.add_argument("--msrun", type=int, metavar="N",
+                        help="run msrun with N workers in the dry-run on this CPU machine")
+    parser.add_argument("--master-port", type=int, default=8118, help="msrun master port")
     args = parser.parse_args()
+    if args.msrun:
+        return run_msrun(args)
     return simulate(args) if args.simulate_ranks else run_rank(args)
 
 

@@ -52,12 +52,21 @@ def used_matmuls(stdout: str) -> dict[str, list]:
     return {k.split("/")[-2].split("-")[0]: v for k, v in used.items()}
 
 
-def test_eight_ranks_load_the_plan_file_and_log_its_hash(megatron_plan_file):
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_msrun_eight_ranks_load_the_plan_file_and_log_its_hash(megatron_plan_file):
+    """msrun itself (scheduler + 8 workers) in the dry-run environment."""
     plan_hash = json.loads(megatron_plan_file.read_text())["content_hash"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--simulate-ranks", "8", "--plan",
-                           str(megatron_plan_file)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--msrun", "8", "--master-port",
+                           str(free_port()), "--plan", str(megatron_plan_file)], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [l for l in proc.stdout.splitlines() if l.startswith("rank ")]
     assert [l.split()[1] for l in lines] == [f"{r}:" for r in range(8)]

@@ -108,12 +108,17 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
 
     Raises:
         PlanError: unreadable or edited file, other network (fingerprint, missing paths or other
-            primitive types), other device count or input shapes.
+            primitive types), other device count or input shapes, a pipelined plan (stages are
+            not written back here).
     """
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
     elif plan.content_hash and plan.content_hash != plan.compute_hash():
         raise PlanError("plan content hash mismatch: the plan was changed after sealing")
+    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+        raise PlanError(f"plan has {plan.pipeline['stages']} pipeline stages: apply_plan writes "
+                        "operator strategies only; use smsg_ms.integration.pipeline "
+                        "(pipeline_context, mark_cells, pipeline_train_cell) for the stages")
     if devices is None:
         devices = _context_devices()
     shapes = None if inputs is None else [list(getattr(t, "shape", ())) for t in inputs]

@@ -140,7 +140,12 @@ class CheckReport:
 
 
 def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
-    """The dry-run ``plan_compile`` job for ``plan`` (see ``dryrun_child``)."""
+    """The dry-run job for ``plan`` (see ``dryrun_child``): ``plan_compile``, or
+    ``pipeline_compile`` for a plan with more than one pipeline stage."""
+    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+        return {"job": "pipeline_compile", "spec": spec or plan.network,
+                "options": plan.options, "pipeline": plan.pipeline,
+                "strategies": plan.strategies}
     return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
             "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
             "pipeline": plan.pipeline}

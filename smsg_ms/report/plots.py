@@ -1,7 +1,7 @@
 """Where the predicted step goes, layer by layer (matplotlib, Agg backend).
 
-Bars: one per block instance (``layers.0``, ``layers.1`` ...) plus one for everything outside the
-repeated blocks. Top panel: seconds stacked by kind (computation, each collective kind,
+Bars: one per block instance (``layers.0``, ``layers.1`` ...), plus the operators before the first
+block (embedding ...) and after it (head ...). Top panel: seconds stacked by kind (computation, each collective kind,
 redistribution) from the decisions' ``breakdown``; bottom panel: memory bytes per device stacked by
 kind (breakdown keys naming memory or bytes).
 """
@@ -19,9 +19,14 @@ def layer_sums(plan: Plan) -> tuple[list[str], "OrderedDict[str, list[float]]",
     labels: list[str] = []
     index: dict[str, int] = {}
     per_bar: list[dict[str, float]] = []
+    seen_block = False
     for d in plan.decisions:
         _, instance = relative_name(d)
-        label = f"{d.block.replace('*', instance)}" if instance is not None else "other"
+        if instance is not None:
+            seen_block = True
+            label = d.block.replace("*", instance)
+        else:
+            label = "after blocks" if seen_block else "before blocks"
         if label not in index:
             index[label] = len(labels)
             labels.append(label)
