@@ -213,3 +213,13 @@ def test_check_refuses_plan_of_another_network(work, plans):
 def test_check_with_a_network_function_that_raises(work, plans):
     one_line_error(smsg(["check", str(plans / "good.json"), "--network", "mynets:raises"], work),
                    "boom in user code")
+
+
+def test_export_strategy_checkpoint(work, plans):
+    proc = smsg(["export", str(plans / "good.json"), "strategy.json"], work)
+    assert proc.returncode == 0, proc.stderr
+    items = json.loads((work / "strategy.json").read_text())["parallel_strategy_item"]
+    assert items["MatMul_fc1.weight"] == {"stage": 0, "parallel_strategy": [[8, 1], [1, 1]]}
+    one_line_error(smsg(["export", str(plans / "good.json"), "strategy.ckpt"], work),
+                   "must end in .json")
+    assert files(work) == ["strategy.json"]
