@@ -2,8 +2,20 @@
 
 Pipeline: graph capture (:mod:`smsg_ms.graph`) → symbolic cost model (:mod:`smsg_ms.cost`) →
 strategy search (:mod:`smsg_ms.search`) → write-back (:mod:`smsg_ms.integration`).
+
+Public API (MindSpore is imported only when these are called):
+``set_auto_parallel_context``, ``AutoParallel``, ``apply_plan``, ``load_plan``, ``save_plan``,
+``Plan``.
 """
 __version__ = "0.1.0"
+
+from .plan import OpDecision, Plan  # noqa: E402
+from .integration.plan_io import PlanError, load_plan, save_plan  # noqa: E402
+from .integration.annotate import apply_plan  # noqa: E402
+from .integration.context import AutoParallel, set_auto_parallel_context  # noqa: E402
+
+__all__ = ["AutoParallel", "OpDecision", "Plan", "PlanError", "apply_plan", "load_plan",
+           "save_plan", "score", "set_auto_parallel_context", "__version__"]
 
 
 def score(network_spec, devices, strategies, hardware="ascend910b", **network_options):

@@ -1,4 +1,4 @@
-"""``smsg-ms`` command line: ``graph``, ``plan`` (the main job) and friends.
+"""``smsg-ms`` command line: ``graph``, ``plan`` (the main job), ``explain``, ``check``, ``export``.
 
 Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
 shows the traceback.
@@ -33,6 +33,96 @@ def cmd_graph(args) -> int:
     return 0
 
 
+def default_plan_path(network: str, devices: int) -> str:
+    """``<network>-<N>dev.plan.json`` in the working folder (``:``/``.``/``/`` → ``-``)."""
+    safe = "".join(c if c.isalnum() or c in "_-" else "-" for c in network)
+    return f"{safe}-{devices}dev.plan.json"
+
+
+def _check_writable(path: str) -> None:
+    import os
+
+    from .integration.plan_io import PlanError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise PlanError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise PlanError(f"cannot write {path}: folder {folder} is not writable")
+
+
+def cmd_plan(args) -> int:
+    from rich.console import Console
+
+    from .integration.plan_io import PlanError, check_device_count, save_plan
+    from .networks import resolve_spec
+
+    check_device_count(args.devices)
+    if args.memory is not None and not args.memory > 0:
+        raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
+    resolve_spec(args.network)
+    out = args.out or default_plan_path(args.network, args.devices)
+    _check_writable(out)
+    try:
+        from . import planner
+    except ImportError as exc:
+        raise PlanError(f"the planner is not available in this installation ({exc})") from exc
+    plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
+                                memory_gib=args.memory, **_network_options(args))
+    save_plan(plan, out)
+    console = Console()
+    from .report.tables import print_summary
+    print_summary(plan, console)
+    console.print(f"plan written to {out}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from rich.console import Console
+
+    from .integration.plan_io import load_plan
+    from .report.tables import print_explain
+
+    plan = load_plan(args.file)
+    if args.plot:
+        _check_writable(args.plot)
+    print_explain(plan, Console())
+    if args.plot:
+        from .report.plots import plot_plan
+        plot_plan(plan, args.plot)
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from rich.console import Console
+
+    from .integration.check import check_plan, print_report
+    from .integration.plan_io import load_plan
+
+    plan = load_plan(args.file)
+    ranks = list(range(plan.devices)) if args.all_ranks else [args.rank]
+    if not all(0 <= r < plan.devices for r in ranks):
+        from .integration.plan_io import PlanError
+        raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
+    report = check_plan(plan, ranks, spec=args.network)
+    print_report(report, Console())
+    return 0 if report.ok else 1
+
+
+def cmd_export(args) -> int:
+    from .graph.capture import capture_network
+    from .integration.plan_io import load_plan
+    from .integration.strategy_files import write_strategy_ckpt
+
+    plan = load_plan(args.file)
+    _check_writable(args.out)
+    graph = capture_network(args.network or plan.network, **plan.options)
+    write_strategy_ckpt(plan, graph, args.out)
+    print(f"strategy checkpoint written to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="smsg-ms", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -40,10 +130,52 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("graph", help="capture a network and summarise its operator graph")
     _add_network_args(p)
     p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("plan", help="plan a network and write a plan file")
+    _add_network_args(p)
+    p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
+    p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
+    p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
+    p.add_argument("--out", help="plan file (default <network>-<N>dev.plan.json)")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
+    p.add_argument("file", help="plan file")
+    p.add_argument("--plot", metavar="PNG", help="also draw time and memory per layer")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
+                                     "(CPU dry-run) and compare collectives")
+    p.add_argument("file", help="plan file")
+    p.add_argument("--rank", type=int, default=0, help="rank to compile (default 0)")
+    p.add_argument("--all-ranks", action="store_true", help="compile every rank")
+    p.add_argument("--network", help="network spec to check against (default: the plan's)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
+    p.add_argument("file", help="plan file")
+    p.add_argument("out", help="strategy checkpoint file (.json), for strategy_ckpt_config "
+                               "load_file")
+    p.add_argument("--network", help="network spec (default: the plan's)")
+    p.set_defaults(func=cmd_export)
     return parser
 
 
+def _user_modules_from_cwd() -> None:
+    """Let ``package.module:function`` specs name modules in the working folder, here and in the
+    dry-run child processes (which run in a temporary folder), as ``python -m`` would."""
+    import os
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if cwd not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts + [cwd])
+
+
 def main(argv: list[str] | None = None) -> int:
+    _user_modules_from_cwd()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -10,6 +10,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 * ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
+* ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
+  batch), used by ``smsg-ms check``.
 * ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
   stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
 * ``planner_compile``: compile the training graph under one planner (``planner``: one of
@@ -108,6 +110,45 @@ def job_compile(job: dict) -> dict:
     strategies = _cell_graph_executor._graph_executor.get_strategy(phase)
     collectives = read_collectives(train, phase)
     return {"collectives": collectives, "strategies": {k: v for k, v in strategies.items()},
+            "seconds": time.perf_counter() - t0}
+
+
+def job_plan_compile(job: dict) -> dict:
+    """``compile`` of a plan with its data-input layout: with a ``dataset_strategy``, every rank
+    is given its slice of the built (global) inputs, as a data loader would, and MindSpore gets
+    that ``dataset_strategy`` (labels: the batch cut of the first input on their first axis, as
+    in :func:`smsg_ms.integration.context.dataset_layout`); without one, ``full_batch``."""
+    import numpy as np
+
+    from smsg_ms.graph.capture import compile_cell, tag_primitives
+    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.networks import build_network
+
+    t0 = time.perf_counter()
+    ms = _setup()
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    inputs = list(built.train_inputs)
+    layout = job.get("dataset_strategy")
+    if layout is None:
+        ms.set_auto_parallel_context(full_batch=True)
+    else:
+        ranks = [tuple(int(c) for c in cuts) for cuts in layout]
+        ranks += [tuple([ranks[0][0]] + [1] * (len(t.shape) - 1)) for t in inputs[len(ranks):]]
+        inputs = [ms.Tensor(np.zeros(tuple(d // c for d, c in zip(t.shape, cuts))), dtype=t.dtype)
+                  for t, cuts in zip(inputs, ranks)]
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
+    prims = tag_primitives(built.net)
+    unknown = sorted(set(job.get("strategies", {})) - set(prims))
+    if unknown:
+        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    for path, strategy in sorted(job.get("strategies", {}).items()):
+        prims[path].shard(tuple(tuple(s) for s in strategy))
+    train = built.train_cell(ms)
+    phase = compile_cell(train, tuple(inputs), phase="train")
+    from mindspore.graph.api import _cell_graph_executor
+    strategies = _cell_graph_executor._graph_executor.get_strategy(phase)
+    return {"collectives": read_collectives(train, phase), "strategies": dict(strategies),
+            "dataset_strategy": None if layout is None else [list(r) for r in ranks],
             "seconds": time.perf_counter() - t0}
 
 
@@ -377,7 +418,8 @@ def job_planner_compile(job: dict) -> dict:
 
 JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
         "pipeline_compile": job_pipeline_compile, "planner_compile": job_planner_compile,
-        "read_shard": job_read_shard, "capture_train": job_capture_train}
+        "read_shard": job_read_shard, "capture_train": job_capture_train,
+        "plan_compile": job_plan_compile}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,132 @@
+"""Write a plan back into a live network: ``Primitive.shard(in_strategy)`` by primitive path.
+
+Primitives are found with :func:`smsg_ms.graph.capture.tag_primitives` (``cell_path.attr``). A plan
+made offline for the bare network also applies to the same network inside wrappers
+(``TrainOneStepCell(WithLossCell(net))`` names it ``network._backbone.fc1.matmul``): the plan's paths
+are matched under the one cell prefix that holds all of them.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..plan import Plan
+from .plan_io import PlanError, check_plan_fits, load_plan
+
+
+def _prefix_candidates(plan_paths: list[str], net_paths: list[str]) -> list[str]:
+    first = plan_paths[0]
+    out = []
+    for p in net_paths:
+        if p == first:
+            out.append("")
+        elif p.endswith("." + first):
+            out.append(p[: -len(first)])
+    return sorted(set(out), key=len)
+
+
+def resolve_paths(plan_paths: list[str], prims: dict[str, Any]) -> dict[str, str]:
+    """Map each plan path to a path of ``prims`` (same path, or under one common cell prefix).
+
+    Raises:
+        PlanError: some plan path has no primitive under any single prefix.
+    """
+    if not plan_paths:
+        return {}
+    net_paths = list(prims)
+    best_missing: list[str] = sorted(plan_paths)
+    for prefix in _prefix_candidates(plan_paths, net_paths):
+        missing = [p for p in plan_paths if prefix + p not in prims]
+        if not missing:
+            return {p: prefix + p for p in plan_paths}
+        if len(missing) < len(best_missing):
+            best_missing = missing
+    shown = ", ".join(best_missing[:3]) + (" ..." if len(best_missing) > 3 else "")
+    raise PlanError(f"the plan does not fit this network: {len(best_missing)} of "
+                    f"{len(plan_paths)} planned primitives are not in it ({shown})")
+
+
+def apply_strategies(net, strategies: dict[str, list[list[int]]],
+                     op_types: dict[str, str] | None = None) -> dict[str, tuple]:
+    """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
+
+    Args:
+        net: ``mindspore.nn.Cell`` (not compiled yet).
+        strategies: ``{primitive path: in_strategy}``, one cut tuple per tensor input.
+        op_types: optional ``{primitive path: primitive name}``; a different primitive at that
+            path means the plan is for another network.
+
+    Returns:
+        ``{path in net: strategy applied}``, sorted by path.
+
+    Raises:
+        PlanError: a path is missing or names another kind of primitive.
+    """
+    from ..graph.capture import tag_primitives
+
+    prims = tag_primitives(net)
+    mapping = resolve_paths(sorted(strategies), prims)
+    for path, net_path in mapping.items():
+        want = (op_types or {}).get(path)
+        got = prims[net_path].name
+        if want and want != got:
+            raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
+                            f"plan but a {got} in the network")
+    applied = {}
+    for path in sorted(mapping):
+        strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])
+        prims[mapping[path]].shard(strategy)
+        applied[mapping[path]] = strategy
+    return applied
+
+
+def _context_devices() -> int | None:
+    import mindspore as ms
+
+    if ms.get_auto_parallel_context("parallel_mode") in ("stand_alone", "data_parallel"):
+        return None
+    return int(ms.get_auto_parallel_context("device_num"))
+
+
+def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int | None = None,
+               graph=None, set_context: bool = True) -> Plan:
+    """Apply a plan (object or file) to ``net``: check it fits, shard every planned primitive.
+
+    Args:
+        net: the network (``nn.Cell``), possibly inside training wrappers.
+        plan: a :class:`Plan` or the path of a plan file.
+        inputs: example inputs (global shapes); compared with the plan's input shapes.
+        devices: device count to compare with; default the auto-parallel context's
+            ``device_num`` when a parallel mode is set.
+        graph: the captured :class:`OpGraph` of ``net`` (if at hand); its fingerprint must be
+            the plan's.
+        set_context: also put MindSpore in semi_auto_parallel with the plan's data layout
+            (:func:`smsg_ms.integration.context.apply_plan_context`).
+
+    Returns:
+        The plan applied.
+
+    Raises:
+        PlanError: unreadable or edited file, other network (fingerprint, missing paths or other
+            primitive types), other device count or input shapes, a pipelined plan (stages are
+            not written back here).
+    """
+    if not isinstance(plan, Plan):
+        plan = load_plan(plan)
+    elif plan.content_hash and plan.content_hash != plan.compute_hash():
+        raise PlanError("plan content hash mismatch: the plan was changed after sealing")
+    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+        raise PlanError(f"plan has {plan.pipeline['stages']} pipeline stages: apply_plan writes "
+                        "operator strategies only; use smsg_ms.integration.pipeline "
+                        "(pipeline_context, mark_cells, pipeline_train_cell) for the stages")
+    if devices is None:
+        devices = _context_devices()
+    shapes = None if inputs is None else [list(getattr(t, "shape", ())) for t in inputs]
+    check_plan_fits(plan, devices=devices, input_shapes=shapes,
+                    fingerprint=None if graph is None else graph.fingerprint())
+    types = {d.name: d.op_type for d in plan.decisions if d.shardable and d.strategy}
+    apply_strategies(net, plan.strategies, types)
+    if set_context:
+        from .context import apply_plan_context
+        apply_plan_context(plan)
+    return plan

@@ -1,0 +1,217 @@
+"""``smsg-ms check``: compile a planned network with MindSpore's parallel compiler (CPU dry-run)
+and compare the collectives the plan predicts with those MindSpore inserts.
+
+Collectives are compared as counts per key ``(kind, phase, group size)``: ``phase`` is
+``forward``, ``backward`` or ``grad_sync`` (MindSpore's ``_MirrorOperator`` gradient
+synchronisation). Collectives of the loss that the compile wraps around the network are listed
+but not compared (the plan covers the network only). Inserted bytes are the per-device input slice of each collective
+(elements × dtype size); predicted bytes are what the plan's decisions say.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from math import prod
+
+from ..graph.model import DTYPE_BYTES
+from ..plan import Plan
+from .plan_io import PlanError, check_plan_fits
+
+Key = tuple[str, str, int]
+
+
+def _phase(phase: str) -> str:
+    phase = str(phase).lower()
+    return "grad_sync" if phase.startswith("grad") or "mirror" in phase else phase
+
+
+def _group_size(group) -> int:
+    return len(group) if isinstance(group, (list, tuple)) else int(group or 0)
+
+
+LOSS_SUFFIX = " (loss)"
+
+
+def _loss_scope(c: dict) -> bool:
+    """In the check's loss wrapper (``network-_WithLoss/``) but not in the network under it
+    (``network-_WithLoss/network-<Net>/``): the loss cell or the default mean."""
+    parts = c.get("scope", "").split("network-_WithLoss/", 1)
+    return len(parts) == 2 and not parts[1].startswith("network-")
+
+
+def loss_collectives(inserted: list[dict]) -> set[int]:
+    """Indices of the collectives that belong to the loss the check wraps around the network
+    (the plan covers the network only).
+
+    Forward: scope ``.../network-_WithLoss/<not the network>/...``. Backward: MindSpore files the gradient
+    collectives of the network's last operators under the loss's scope as well, so a backward
+    collective there counts as the loss's only when it is the transpose of a forward loss
+    collective (its input shape is that collective's output or input shape).
+    """
+    forward_shapes = set()
+    out = set()
+    for i, c in enumerate(inserted):
+        if c["pass"] == "forward" and _loss_scope(c):
+            out.add(i)
+            forward_shapes.add(tuple(c["in_shape"]))
+            forward_shapes.add(tuple(c["out_shape"]))
+    for i, c in enumerate(inserted):
+        if c["pass"] == "backward" and _loss_scope(c) and tuple(c["in_shape"]) in forward_shapes:
+            out.add(i)
+    return out
+
+
+def inserted_key(c: dict, loss: bool = False) -> Key:
+    """Key of a collective from :mod:`smsg_ms.integration.collectives`; the phase of the loss's
+    collectives ends in ``" (loss)"``."""
+    phase = "grad_sync" if c["grad_sync"] else c["pass"]
+    return c["type"], phase + (LOSS_SUFFIX if loss else ""), int(c["group_size"])
+
+
+def inserted_bytes(c: dict) -> int:
+    return prod(max(int(d), 0) for d in c["in_shape"]) * DTYPE_BYTES.get(c["dtype"], 4)
+
+
+def predicted_collectives(plan: Plan) -> list[dict]:
+    """All decisions' predicted collectives, each with ``op`` (the decision name) added."""
+    return [dict(c, op=d.name) for d in plan.decisions for c in d.collectives]
+
+
+def predicted_key(c: dict) -> Key:
+    kind = "AlltoAll" if c["kind"] in ("AllToAll", "AlltoAll") else c["kind"]
+    return kind, _phase(c.get("phase", "forward")), _group_size(c.get("group"))
+
+
+@dataclass
+class CollectiveRow:
+    """One line of the side-by-side table."""
+
+    key: Key
+    predicted: int
+    predicted_bytes: float
+    inserted: int
+    inserted_bytes: int
+
+    @property
+    def planned(self) -> bool:
+        return not self.key[1].endswith(LOSS_SUFFIX)
+
+    @property
+    def ok(self) -> bool:
+        return not self.planned or self.predicted == self.inserted
+
+
+def compare_collectives(predicted: list[dict], inserted: list[dict]) -> list[CollectiveRow]:
+    """Rows for every key seen on either side, sorted by key."""
+    pc, pb, ic, ib = Counter(), Counter(), Counter(), Counter()
+    for c in predicted:
+        k = predicted_key(c)
+        pc[k] += 1
+        pb[k] += float(c.get("bytes", 0) or 0)
+    loss = loss_collectives(inserted)
+    for i, c in enumerate(inserted):
+        k = inserted_key(c, i in loss)
+        ic[k] += 1
+        ib[k] += inserted_bytes(c)
+    keys = sorted(set(pc) | set(ic))
+    return [CollectiveRow(k, pc[k], pb[k], ic[k], ib[k]) for k in keys]
+
+
+@dataclass
+class RankCheck:
+    """Result of one rank's compile: ``error`` (MindSpore's rejection) or collective rows."""
+
+    rank: int
+    error: str | None = None
+    rows: list[CollectiveRow] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    plan: Plan
+    ranks: list[RankCheck]
+    has_predictions: bool
+
+    @property
+    def ok(self) -> bool:
+        if any(r.error for r in self.ranks):
+            return False
+        return not self.has_predictions or all(row.ok for r in self.ranks for row in r.rows)
+
+
+def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
+    """The dry-run job for ``plan`` (see ``dryrun_child``): ``plan_compile``, or
+    ``pipeline_compile`` for a plan with more than one pipeline stage."""
+    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+        return {"job": "pipeline_compile", "spec": spec or plan.network,
+                "options": plan.options, "pipeline": plan.pipeline,
+                "strategies": plan.strategies}
+    return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
+            "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
+            "pipeline": plan.pipeline}
+
+
+def verify_network(plan: Plan, spec: str | None = None) -> None:
+    """Capture ``spec`` (default the plan's network) with the plan's options and compare
+    fingerprints.
+
+    Raises:
+        PlanError: another network, other options, or the network does not build.
+    """
+    from ..graph.capture import CaptureError, capture_network
+
+    spec = spec or plan.network
+    try:
+        graph = capture_network(spec, **plan.options)
+    except CaptureError as exc:
+        raise PlanError(f"cannot capture network '{spec}': {str(exc).splitlines()[0]}") from exc
+    check_plan_fits(plan, fingerprint=graph.fingerprint(), network=spec)
+
+
+def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:
+    """Compile ``plan`` on each rank in the dry-run and compare collectives.
+
+    Raises:
+        PlanError: the plan does not fit the network (fingerprint).
+        smsg_ms.integration.dryrun.DryRunSetupError: the dry-run cannot be set up.
+    """
+    from .dryrun import DryRunError, run_child
+
+    verify_network(plan, spec)
+    predicted = predicted_collectives(plan)
+    results = []
+    for rank in ranks:
+        try:
+            out = run_child(plan_compile_job(plan, spec), devices=plan.devices, rank=rank)
+        except DryRunError as exc:
+            if exc.kind in ("timeout", "crash"):
+                raise
+            results.append(RankCheck(rank, error=str(exc).splitlines()[0]))
+            continue
+        results.append(RankCheck(rank, rows=compare_collectives(predicted, out["collectives"])))
+    return CheckReport(plan, results, bool(predicted))
+
+
+def print_report(report: CheckReport, console) -> None:
+    """Side-by-side table per rank, and MindSpore's rejections."""
+    from rich.table import Table
+
+    for r in report.ranks:
+        if r.error:
+            console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}")
+            continue
+        table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
+        for col in ("collective", "phase", "group", "predicted", "pred. MiB", "inserted",
+                    "ins. MiB", ""):
+            table.add_column(col, justify="right" if col not in ("collective", "phase") else "left")
+        for row in r.rows:
+            kind, phase, size = row.key
+            mark = ("not planned" if not row.planned else "ok" if row.ok else
+                    "-" if not report.has_predictions else "MISMATCH")
+            table.add_row(kind, phase, str(size), str(row.predicted),
+                          f"{row.predicted_bytes / 2**20:.3f}", str(row.inserted),
+                          f"{row.inserted_bytes / 2**20:.3f}", mark)
+        console.print(table)
+    if not report.has_predictions:
+        console.print("the plan holds no predicted collectives: only MindSpore's are listed")
+    console.print("check: " + ("passed" if report.ok else "FAILED"))

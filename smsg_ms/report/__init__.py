@@ -1,0 +1,1 @@
+"""Human-readable views of a plan: summary and explain tables (rich), plots (matplotlib)."""

@@ -1,0 +1,180 @@
+"""Tables of a plan (``rich``): the ``plan`` summary and the per-operator ``explain`` view.
+
+Seconds are shown in ms, bytes in MiB/GiB. Nothing here recomputes costs: it renders what the plan
+holds (decisions' ``seconds``, ``breakdown``, ``runner_up``, ``notes``; the plan's ``totals``).
+"""
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+
+from ..plan import OpDecision, Plan
+
+GIB = 2 ** 30
+
+
+def fmt_strategy(strategy) -> str:
+    """``[[8, 1], [1, 1]]`` → ``(8,1)(1,1)``; ``None`` → ``-``."""
+    if not strategy:
+        return "-"
+    return "".join("(" + ",".join(str(c) for c in cuts) + ")" for cuts in strategy)
+
+
+def fmt_seconds(value) -> str:
+    return "-" if value is None else f"{float(value) * 1e3:.3f} ms"
+
+
+def fmt_bytes(value) -> str:
+    value = float(value)
+    return f"{value / GIB:.2f} GiB" if value >= GIB / 4 else f"{value / 2**20:.1f} MiB"
+
+
+def block_pattern(block: str) -> re.Pattern:
+    """``layers.*`` → regex matching ``layers.<index>.`` at the start of a path."""
+    return re.compile("^" + re.escape(block).replace(r"\*", r"(\d+|[^.]+)") + r"\.")
+
+
+def relative_name(decision: OpDecision) -> tuple[str, str | None]:
+    """``(name inside its block, block instance index)``; ``(name, None)`` outside blocks."""
+    if not decision.block:
+        return decision.name, None
+    match = block_pattern(decision.block).match(decision.name)
+    if not match:
+        return decision.name, None
+    return decision.name[match.end():], match.group(1)
+
+
+def group_by_block(plan: Plan) -> "OrderedDict[str, list[OpDecision]]":
+    """Decisions grouped by block (``None`` key → ``""``), in first-appearance order."""
+    groups: OrderedDict[str, list[OpDecision]] = OrderedDict()
+    for d in plan.decisions:
+        groups.setdefault(d.block or "", []).append(d)
+    return groups
+
+
+def is_memory_key(key: str) -> bool:
+    return "memory" in key or key.endswith("bytes")
+
+
+def summary_rows(plan: Plan) -> list[tuple[str, str, str]]:
+    """``(block, primitive, strategy)`` rows: one per distinct primitive of each repeated block
+    (instances with different strategies are listed separately with their count)."""
+    rows = []
+    for block, decisions in group_by_block(plan).items():
+        seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        for d in decisions:
+            if not d.shardable:
+                continue
+            rel, _ = relative_name(d) if block else (d.name, None)
+            key = (rel, fmt_strategy(d.strategy))
+            seen[key] = seen.get(key, 0) + 1
+        per_name: dict[str, int] = {}
+        for rel, _ in seen:
+            per_name[rel] = per_name.get(rel, 0) + 1
+        for (rel, strategy), count in seen.items():
+            label = rel if per_name[rel] == 1 else f"{rel} (x{count})"
+            rows.append((block or "(outside blocks)", label, strategy))
+    return rows
+
+
+def _fmt_total(key: str, value) -> str:
+    if "relative" in key:
+        return f"{float(value):.3f}"
+    return fmt_bytes(value) if is_memory_key(key) else fmt_seconds(value)
+
+
+def totals_rows(plan: Plan) -> list[tuple[str, str]]:
+    """``(quantity, value)`` rows of the plan's totals: seconds (the cost model's breakdown kinds:
+    computation, each collective kind, redistribution ...), bytes per device (keys naming memory
+    or bytes), ratios (keys naming ``relative``). The step cost relative to pure data parallel
+    is ``step_seconds / data_parallel_step_seconds``, added when the plan does not hold it."""
+    rows = []
+    for key in sorted(plan.totals):
+        value = plan.totals[key]
+        if isinstance(value, dict):
+            rows += [(f"{key}.{sub}", _fmt_total(key, value[sub])) for sub in sorted(value)
+                     if isinstance(value[sub], (int, float))]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append((key, _fmt_total(key, value)))
+        else:
+            rows.append((key, "-" if value is None else str(value)))
+    step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
+    if ("relative_to_data_parallel" not in plan.totals and isinstance(step, (int, float))
+            and isinstance(dp, (int, float)) and dp > 0):
+        rows.append(("relative_to_data_parallel", f"{step / dp:.3f}"))
+    return rows
+
+
+def print_summary(plan: Plan, console) -> None:
+    """Print the ``plan`` command's summary to a ``rich.console.Console``."""
+    from rich.table import Table
+
+    table = Table(title=f"{plan.network}: {plan.devices} devices, {plan.hardware}")
+    for col in ("block", "primitive", "strategy"):
+        table.add_column(col)
+    for row in summary_rows(plan):
+        table.add_row(*row)
+    console.print(table)
+    totals = Table(title="predicted totals (per device, one training step)")
+    totals.add_column("quantity")
+    totals.add_column("value", justify="right")
+    for row in totals_rows(plan):
+        totals.add_row(*row)
+    console.print(totals)
+    unsharded = [d for d in plan.decisions if not d.shardable]
+    if unsharded:
+        console.print(f"not written back (functional calls / layout set by MindSpore): "
+                      f"{len(unsharded)}")
+    console.print(f"data inputs: {'full_batch' if plan.dataset_strategy is None else 'dataset_strategy ' + fmt_strategy(plan.dataset_strategy)}")
+    console.print(f"plan hash: {plan.content_hash}")
+
+
+def fmt_breakdown(breakdown: dict) -> str:
+    parts = []
+    for key in sorted(breakdown):
+        value = breakdown[key]
+        if not isinstance(value, (int, float)) or not value:
+            continue
+        parts.append(f"{key} {fmt_bytes(value) if is_memory_key(key) else fmt_seconds(value)}")
+    return ", ".join(parts) or "-"
+
+
+def fmt_runner_up(runner_up: dict | None) -> str:
+    """``strategy (+x ms)`` from a decision's ``runner_up`` (keys ``strategy`` and one of
+    ``extra_seconds`` / ``delta_seconds`` / ``seconds``)."""
+    if not runner_up:
+        return "-"
+    strategy = fmt_strategy(runner_up.get("strategy"))
+    for key in ("extra_seconds", "delta_seconds", "loss_seconds"):
+        if key in runner_up:
+            return f"{strategy} (+{fmt_seconds(runner_up[key])})"
+    if "seconds" in runner_up:
+        return f"{strategy} ({fmt_seconds(runner_up['seconds'])})"
+    return strategy
+
+
+def symbolic_text(decision: OpDecision) -> str:
+    """The symbolic cost expression the decision holds (``runner_up``/``notes`` entries starting
+    with ``symbolic``), else ``-``."""
+    for note in decision.notes:
+        if note.startswith("symbolic"):
+            return note.partition(":")[2].strip() or note
+    return "-"
+
+
+def print_explain(plan: Plan, console) -> None:
+    """Per operator: strategy, predicted time, breakdown, symbolic cost, runner-up."""
+    from rich.table import Table
+
+    table = Table(title=f"{plan.network}: {plan.devices} devices (plan {plan.content_hash[:12]})")
+    for col in ("operator", "type", "strategy", "time", "breakdown", "symbolic cost",
+                "runner-up (loss)"):
+        table.add_column(col, overflow="fold")
+    for d in plan.decisions:
+        table.add_row(d.name, d.op_type, fmt_strategy(d.strategy) if d.shardable else "(MindSpore)",
+                      fmt_seconds(d.seconds), fmt_breakdown(d.breakdown), symbolic_text(d),
+                      fmt_runner_up(d.runner_up))
+    console.print(table)
+    notes = [(d.name, n) for d in plan.decisions for n in d.notes if not n.startswith("symbolic")]
+    for name, note in notes:
+        console.print(f"note: {name}: {note}")

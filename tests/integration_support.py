@@ -1,0 +1,42 @@
+"""Hand-made plans for testing the write-back before the planner exists.
+
+``data_parallel_plan``: every shardable operator cuts the first axis of its activation/data inputs
+``devices`` ways and keeps parameters whole (pure data parallel, which MindSpore accepts for the
+built-in MLP). Predicted collectives are derived here, not by the code under test: with pure data
+parallel every trained parameter is replicated on all devices, so each gets one gradient
+AllReduce over all devices (Megatron/DP derivation, ``mindspore-notes.md``: ``_MirrorOperator``).
+"""
+from __future__ import annotations
+
+from smsg_ms.plan import OpDecision, Plan
+
+MLP_OPTIONS = {"batch": 64, "d_in": 64, "hidden": 128, "d_out": 32}
+
+
+def data_parallel_plan(graph, devices: int, network: str, options: dict) -> Plan:
+    decisions = []
+    done = set()
+    for op in graph.ops:
+        if not op.prim_path or op.prim_path in done:
+            continue
+        done.add(op.prim_path)
+        strategy = []
+        collectives = []
+        for name in op.inputs:
+            t = graph.tensors[name]
+            if t.kind == "constant":
+                continue
+            cuts = [1] * len(t.shape)
+            if t.kind != "parameter" and cuts:
+                cuts[0] = devices
+            strategy.append(cuts)
+            if t.kind == "parameter" and t.requires_grad and devices > 1:
+                collectives.append({"kind": "AllReduce", "group": devices, "phase": "grad_sync",
+                                    "bytes": t.nbytes})
+        decisions.append(OpDecision(name=op.prim_path, op_type=op.type, strategy=strategy,
+                                    seconds=1e-3, breakdown={"compute": 1e-3},
+                                    collectives=collectives))
+    return Plan(network=network, fingerprint=graph.fingerprint(), devices=devices,
+                options=dict(options),
+                input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
+                hardware="ascend910b", decisions=decisions).seal()

@@ -1,0 +1,225 @@
+"""The ``smsg-ms`` commands end to end, in a subprocess on a clean working folder, as a user runs
+them: good paths, and one clear line + non-zero exit + no partial file for each bad input."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from integration_support import MLP_OPTIONS, data_parallel_plan
+from smsg_ms.integration.plan_io import save_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_PLANNER = importlib.util.find_spec("smsg_ms.planner") is not None
+needs_planner = pytest.mark.skipif(not HAS_PLANNER, reason="smsg_ms.planner is not merged yet")
+
+USER_NETS = '''
+def raises(**options):
+    raise RuntimeError("boom in user code")
+
+
+def wider(**options):
+    from smsg_ms.networks.mlp import build
+    return build(batch=64, d_in=64, hidden=256, d_out=32)
+'''
+
+
+def smsg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    # ROOT stands for the installed package; the user's module is found in the working folder
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    exe = shutil.which("smsg-ms")
+    cmd = [exe] if exe else [sys.executable, "-m", "smsg_ms.cli"]
+    return subprocess.run(cmd + args, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("smsg-ms: error: "), proc.stderr[-2000:]
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture()
+def work(tmp_path):
+    """A clean working folder holding a user network module."""
+    (tmp_path / "mynets.py").write_text(USER_NETS)
+    return tmp_path
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name not in ("mynets.py", "__pycache__"))
+
+
+@pytest.fixture(scope="module")
+def plans(captured, tmp_path_factory):
+    """Plan files made by hand for the MLP on 8 devices: data parallel with the collectives
+    derived in integration_support; the same with fc3's predictions dropped; and one with a
+    strategy MindSpore rejects (fc1's column cut 4 != weight's row cut 2)."""
+    graph = captured("mlp", **MLP_OPTIONS)
+    folder = tmp_path_factory.mktemp("cli-plans")
+    good = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
+    good.decisions[0].runner_up = {"strategy": [[4, 1], [1, 1]], "extra_seconds": 2.5e-4}
+    good.decisions[0].notes = ["symbolic: 2*b*d_in*hidden/8"]
+    save_plan(good.seal(), folder / "good.json")
+    good.dataset_strategy = [[8, 1]]  # the batch split at the source, as fc1 wants it
+    save_plan(good.seal(), folder / "good-dataset.json")
+    bad_pred = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
+    for d in bad_pred.decisions:
+        if d.name.startswith("fc3"):
+            d.collectives = []
+    save_plan(bad_pred.seal(), folder / "mismatch.json")
+    rejected = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
+    rejected.decisions[0].strategy = [[2, 4], [2, 1]]
+    save_plan(rejected.seal(), folder / "rejected.json")
+    return folder
+
+
+# ---- plan: bad input ---------------------------------------------------------------------------
+def test_unknown_network(work):
+    one_line_error(smsg(["plan", "nosuch", "--devices", "8"], work), "unknown network 'nosuch'")
+    assert files(work) == []
+
+
+@pytest.mark.parametrize("devices, fragment", [("0", "at least 1"), ("-8", "at least 1"),
+                                               ("6", "use 4 or 8"), ("12", "use 8 or 16")])
+def test_device_counts(work, devices, fragment):
+    one_line_error(smsg(["plan", "mlp", "--devices", devices], work), fragment)
+    assert files(work) == []
+
+
+def test_memory_must_be_positive(work):
+    one_line_error(smsg(["plan", "mlp", "--memory", "0"], work), "--memory")
+
+
+def test_read_only_folder(work):
+    ro = work / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    target = ro / "p.json" if not os.access(ro, os.W_OK) else Path("/sys/smsg-test.plan.json")
+    try:
+        one_line_error(smsg(["plan", "mlp", "--out", str(target)], work), "cannot write")
+        assert files(ro) == [] and not target.exists()
+    finally:
+        ro.chmod(0o755)
+
+
+def test_debug_shows_the_traceback(work):
+    proc = smsg(["--debug", "plan", "nosuch"], work)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+@pytest.mark.skipif(HAS_PLANNER, reason="the planner is present")
+def test_plan_without_planner_says_so(work):
+    one_line_error(smsg(["plan", "mlp"], work), "planner is not available")
+    assert files(work) == []
+
+
+@needs_planner
+def test_plan_writes_a_verified_plan_file(work):
+    proc = smsg(["plan", "mlp", "--devices", "8", "--batch", "64", "--out", "p.json"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert files(work) == ["p.json"]
+    data = json.loads((work / "p.json").read_text())
+    assert data["devices"] == 8 and data["content_hash"] in proc.stdout
+    again = smsg(["plan", "mlp", "--devices", "8", "--batch", "64", "--out", "q.json"], work)
+    assert (work / "q.json").read_bytes() == (work / "p.json").read_bytes()
+    assert again.returncode == 0
+
+
+@needs_planner
+def test_plan_with_no_arguments_plans_the_default_network(work):
+    proc = smsg(["plan"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert files(work) == ["llama-8dev.plan.json"]
+    assert "layers.*" in proc.stdout and "attention.wq.matmul" in proc.stdout
+    assert "relative_to_data_parallel" in proc.stdout
+
+
+@needs_planner
+def test_memory_too_small_for_any_plan(work):
+    one_line_error(smsg(["plan", "mlp", "--memory", "0.00001", "--out", "m.json"], work),
+                   "no plan fits")
+    assert files(work) == []
+
+
+@needs_planner
+def test_user_function_that_raises(work):
+    one_line_error(smsg(["plan", "mynets:raises", "--devices", "8"], work), "boom in user code")
+    assert files(work) == []
+
+
+# ---- explain -----------------------------------------------------------------------------------
+def test_explain_and_plot(work, plans):
+    proc = smsg(["explain", str(plans / "good.json"), "--plot", "layers.png"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert "fc2.matmul" in proc.stdout and "(8,1)(1,1)" in proc.stdout
+    assert "(4,1)(1,1) (+0.250 ms)" in proc.stdout and "2*b*d_in*hidden/8" in proc.stdout
+    assert files(work) == ["layers.png"]
+    import matplotlib.image
+    assert matplotlib.image.imread(work / "layers.png").ndim == 3
+
+
+def test_truncated_plan(work, plans):
+    text = (plans / "good.json").read_text()
+    (work / "cut.json").write_text(text[: len(text) // 2])
+    one_line_error(smsg(["explain", "cut.json"], work), "cut.json", "truncated")
+
+
+def test_edited_plan(work, plans):
+    data = json.loads((plans / "good.json").read_text())
+    data["decisions"][0]["strategy"] = [[4, 1], [2, 1]]
+    (work / "edited.json").write_text(json.dumps(data))
+    one_line_error(smsg(["explain", "edited.json"], work), "content hash mismatch")
+
+
+def test_missing_plan_file(work):
+    one_line_error(smsg(["explain", "nothing.json"], work), "does not exist")
+
+
+# ---- check -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["good.json", "good-dataset.json"])
+def test_check_passes_when_predictions_match(work, plans, name):
+    proc = smsg(["check", str(plans / name)], work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "check: passed" in proc.stdout and "grad_sync" in proc.stdout
+
+
+def test_check_fails_on_mismatch(work, plans):
+    proc = smsg(["check", str(plans / "mismatch.json")], work)
+    assert proc.returncode == 1
+    assert "MISMATCH" in proc.stdout and "check: FAILED" in proc.stdout
+
+
+def test_check_reports_rejected_strategy(work, plans):
+    proc = smsg(["check", str(plans / "rejected.json")], work)
+    assert proc.returncode == 1
+    assert "MindSpore rejected the plan" in proc.stdout and "MatMul" in proc.stdout
+
+
+def test_check_refuses_plan_of_another_network(work, plans):
+    one_line_error(smsg(["check", str(plans / "good.json"), "--network", "mynets:wider"], work),
+                   "does not fit the network 'mynets:wider'", "fingerprint")
+
+
+def test_check_with_a_network_function_that_raises(work, plans):
+    one_line_error(smsg(["check", str(plans / "good.json"), "--network", "mynets:raises"], work),
+                   "boom in user code")
+
+
+def test_export_strategy_checkpoint(work, plans):
+    proc = smsg(["export", str(plans / "good.json"), "strategy.json"], work)
+    assert proc.returncode == 0, proc.stderr
+    items = json.loads((work / "strategy.json").read_text())["parallel_strategy_item"]
+    assert items["MatMul_fc1.weight"] == {"stage": 0, "parallel_strategy": [[8, 1], [1, 1]]}
+    one_line_error(smsg(["export", str(plans / "good.json"), "strategy.ckpt"], work),
+                   "must end in .json")
+    assert files(work) == ["strategy.json"]
