@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "load_file")
     p.add_argument("--network", help="network spec (default: the plan's)")
     p.set_defaults(func=cmd_export)
+
+    from .compare.cli import register as register_compare
+    register_compare(sub)
     return parser
 
 

@@ -75,11 +75,19 @@ def _group_variables(graph: OpGraph, model) -> list[_Var]:
             ops = by_path[key]
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
-            if not common:
-                raise PlanningError(f"primitive '{key}' is called {len(ops)} times with shapes "
-                                    "that admit no common strategy")
-            variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common], common,
-                                  True))
+            if common:
+                variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
+                                      common, True))
+                continue
+            # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
+            # fits all, so the primitive is left to MindSpore's batch-parallel default.
+            for op in ops:
+                cost = model.default(op)
+                cost.notes.append(f"primitive called at {len(ops)} sites whose shapes admit no "
+                                  "common strategy: left to MindSpore's default")
+                variables.append(_Var(op.label, [op], [[cost]],
+                                      [(_strategy_key(cost.strategy), tuple(cost.out_layouts))],
+                                      False))
         else:
             op = graph.ops[key]
             opts = model.options(op)

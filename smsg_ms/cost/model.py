@@ -211,6 +211,10 @@ class CostModel:
         return out
 
     # ---- special operators -----------------------------------------------------------------
+    def default(self, op: OpNode) -> OpCost:
+        """The layout MindSpore gives ``op`` when it carries no strategy (batch-parallel)."""
+        return self._default(op, self.spec(op))
+
     def _default(self, op: OpNode, spec: Einsum | None) -> OpCost:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
         n = self.devices

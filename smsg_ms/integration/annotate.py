@@ -46,6 +46,27 @@ def resolve_paths(plan_paths: list[str], prims: dict[str, Any]) -> dict[str, str
                     f"{len(plan_paths)} planned primitives are not in it ({shown})")
 
 
+def clear_strategies(prims: dict) -> list[str]:
+    """Delete ``in_strategy``/``out_strategy`` that the network's own ``shard()`` calls set.
+
+    A plan owns the strategy of every primitive: a leftover ``out_strategy`` (mindformers sets
+    them) contradicts the plan's ``in_strategy`` and MindSpore rejects the pair.
+
+    Returns:
+        The paths that carried one, sorted.
+    """
+    cleared = []
+    for path, prim in sorted(prims.items()):
+        had = False
+        for attr in ("in_strategy", "out_strategy"):
+            if attr in prim.attrs:
+                prim.del_prim_attr(attr)
+                had = True
+        if had:
+            cleared.append(path)
+    return cleared
+
+
 def apply_strategies(net, strategies: dict[str, list[list[int]]],
                      op_types: dict[str, str] | None = None) -> dict[str, tuple]:
     """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
@@ -72,6 +93,7 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
         if want and want != got:
             raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
                             f"plan but a {got} in the network")
+    clear_strategies(prims)
     applied = {}
     for path in sorted(mapping):
         strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])

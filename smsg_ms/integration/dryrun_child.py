@@ -29,6 +29,8 @@ import sys
 import time
 import traceback
 
+from smsg_ms.integration.annotate import clear_strategies as clear_shard
+
 
 def _setup(devices_hint: int | None = None, parallel_mode: str = "semi_auto_parallel",
            extra_context: dict | None = None):
@@ -95,6 +97,7 @@ def job_compile(job: dict) -> dict:
                 extra_context=job.get("context", {"full_batch": True}))
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     prims = tag_primitives(built.net)
+    clear_shard(prims)
     unknown = []
     for path, strategy in sorted(job.get("strategies", {}).items()):
         prim = prims.get(path)
@@ -141,6 +144,7 @@ def job_plan_compile(job: dict) -> dict:
     unknown = sorted(set(job.get("strategies", {})) - set(prims))
     if unknown:
         raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    clear_shard(prims)
     for path, strategy in sorted(job.get("strategies", {}).items()):
         prims[path].shard(tuple(tuple(s) for s in strategy))
     train = built.train_cell(ms)
@@ -196,6 +200,7 @@ def job_pipeline_compile(job: dict) -> dict:
     unknown = sorted(set(job.get("strategies", {})) - set(prims))
     if unknown:
         raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    clear_shard(prims)
     for path, strategy in sorted(job.get("strategies", {}).items()):
         prims[path].shard(tuple(tuple(s) for s in strategy))
     marked = mark_cells(built.net, pipeline)
@@ -233,23 +238,6 @@ PLANNERS = {
 COMPUTE_TYPES = ("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Dense", "Conv2D",
                  "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv2DExt", "ConvolutionExt",
                  "Conv3D")
-
-
-def clear_shard(prims: dict) -> list[str]:
-    """Delete ``in_strategy``/``out_strategy`` set by the network's own ``shard()`` calls.
-
-    Returns the paths that carried one (sorted), so the caller can report what was dropped.
-    """
-    cleared = []
-    for path, prim in sorted(prims.items()):
-        had = False
-        for attr in ("in_strategy", "out_strategy"):
-            if attr in prim.attrs:
-                prim.del_prim_attr(attr)
-                had = True
-        if had:
-            cleared.append(path)
-    return cleared
 
 
 def _shard_of(prim):
