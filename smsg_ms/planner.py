@@ -306,13 +306,16 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     """Collectives of the redistributions the chosen plan needs, by consumer variable index."""
     where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
     out: dict[int, list[dict]] = defaultdict(list)
+    seen = set()
     for src_id, dst_id, tname, idx in graph.iter_edges():
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
             graph.ops[src_id].outputs.index(tname)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
-        if src == dst:
+        # MindSpore's CSE merges equal redistributions of one tensor: count each once
+        if src == dst or (tname, src.normalized(), dst.normalized()) in seen:
             continue
+        seen.add((tname, src.normalized(), dst.normalized()))
         for coll in model.redistribution(graph.tensors[tname], src, dst):
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,

@@ -70,6 +70,12 @@ CASES = [
         ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[1, 8], [1]])]),
     ("gather row split", [
         ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[8, 1], [1]])]),
+    ("gather row split, indices not divisible -> relu", [
+        ("Gather", {}, [param(128, 32), ["index", [60], 128]], [0], [[8, 1], [1]]),
+        ("ReLU", {}, [PREV], [], [[4, 2]])]),
+    ("gather row split -> relu other cut", [
+        ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[4, 1], [1]]),
+        ("ReLU", {}, [PREV], [], [[2, 4]])]),
     ("transpose then relu", [
         ("Transpose", {}, [act(8, 16, 32)], [[1, 0, 2]], [[2, 4, 1]]),
         ("ReLU", {}, [PREV], [], [[4, 2, 1]])]),
@@ -97,9 +103,9 @@ KNOWN = {
     ("matmul transpose_a", "backward"),                  # D1, D3
     ("transpose then relu", "forward"),                  # D3
     ("transpose then relu", "backward"),                 # D2, D3
-    ("gather row split", "forward"),                     # D4: ReduceScatter, not AllReduce
-    ("gather row split", "backward"),                    # D4
     ("reducesum cut axis -> relu", "backward"),          # D2
+    ("gather row split -> relu other cut", "forward"),   # D3: gathers before the split
+    ("gather row split -> relu other cut", "backward"),  # D2
     ("gelu -> silu move cut", "backward"),               # D2
     ("relu columns -> relu rows", "backward"),           # D2
     ("relu split -> replicated", "backward"),            # D2

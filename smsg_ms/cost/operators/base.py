@@ -77,8 +77,22 @@ class Einsum:
     flops_bwd_per_grad: FlopsFn = lambda s: 0
     saves: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
-    #: extra rule of the *Info class: cut per letter -> reason it is refused, or None
-    rule: Callable[[dict], str | None] | None = None
+    #: extra rule of the *Info class: (cut per letter, devices) -> reason it is refused, or None
+    rule: Callable[[dict, int], str | None] | None = None
+    #: output letter that receives the partial sums by a ReduceScatter (instead of an
+    #: AllReduce) when one contracting letter is cut and the cut divides it (Gather row split)
+    scatter: str = ""
+    #: (cut per letter, devices) -> True when MindSpore puts the repeated-calculation axis on
+    #: the left of the device matrix
+    repeat_left: Callable[[dict, int], bool] | None = None
+
+    def scatter_active(self, cuts: dict) -> bool:
+        """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
+        cut = [ch for ch in self.contracting if cuts.get(ch, 1) != 1]
+        if not self.scatter or len(cut) != 1:
+            return False
+        size, c = self.sizes[self.scatter], cuts[cut[0]]
+        return not (isinstance(size, int) and isinstance(c, int)) or size % c == 0
 
     @property
     def contracting(self) -> str:
@@ -120,7 +134,7 @@ def enumerate_cuts(spec: Einsum, devices: int) -> list[dict[str, int]]:
     for combo in itertools.product(*choices):
         if devices % prod(combo):
             continue
-        if spec.rule is not None and spec.rule(dict(zip(letters, combo))):
+        if spec.rule is not None and spec.rule(dict(zip(letters, combo)), devices):
             continue
         out.append(dict(zip(letters, combo)))
     return out
@@ -167,7 +181,7 @@ def letter_cuts(spec: Einsum, strategy, devices: int, label: str) -> dict[str, i
             cuts.setdefault(ch, c)
             owner.setdefault(ch, (i, d))
     if spec.rule is not None:
-        why = spec.rule(cuts)
+        why = spec.rule(cuts, devices)
         if why:
             cut = next((ch for ch in spec.order if cuts.get(ch, 1) > 1), spec.order[:1])
             i, d = owner.get(cut, (0, 0))
@@ -192,12 +206,17 @@ def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):
 
     axes = [cuts.get(ch, 1) for ch in spec.order]
     pos = {ch: i for i, ch in enumerate(spec.order)}
+    right = not (spec.repeat_left and spec.repeat_left(cuts, devices))
 
-    def lay(letters):
-        return operator_layout(axes, [pos.get(ch) for ch in letters], devices)
+    def lay(letters, out=False):
+        where = [pos.get(ch) for ch in letters]
+        if out and spec.scatter_active(cuts):
+            cut = next(ch for ch in spec.contracting if cuts.get(ch, 1) != 1)
+            where[letters.index(spec.scatter)] = pos[cut]
+        return operator_layout(axes, where, devices, repeat_right=right)
 
     ins = [lay(x) for x in spec.inputs if x is not None]
-    outs = [lay(x) for x in spec.outputs]
+    outs = [lay(x, out=True) for x in spec.outputs]
     return ins, outs
 
 
@@ -242,9 +261,15 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
         group = prod(cuts[ch] for ch in contracting)
         nbytes = numel(spec.outputs[0], local) * outs[0].nbytes_per_elem
         reason = f"partial sums over cut {', '.join(contracting)} ({spec.reduce_op})"
-        colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason))
-        colls.append(("AllReduce", group, nbytes, "backward", outs[0].name,
-                      "bprop of the forward AllReduce"))
+        if spec.scatter_active(cuts):
+            colls.append(("ReduceScatter", group, nbytes, "forward", outs[0].name,
+                          reason + ", scattered on the output's first dimension"))
+            colls.append(("AllGather", group, nbytes, "backward", outs[0].name,
+                          "bprop of the forward ReduceScatter"))
+        else:
+            colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason))
+            colls.append(("AllReduce", group, nbytes, "backward", outs[0].name,
+                          "bprop of the forward AllReduce"))
     memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
     for letters, side in zip(strat_inputs, ins):
         if side.kind != "parameter":

@@ -1,12 +1,19 @@
-"""Gather / embedding lookup along axis 0 (``ops_info/gather_info.cc``).
+"""Gather / embedding lookup along axis 0 (``ops_info/gather_info.cc``, ``ShardAxisImpl``).
 
 Letters: table ``v h…``, indices ``t…``, output ``t… h…``. Column split (``h`` cut) and index
-split need no collective; row split (``v`` cut) does a masked lookup whose partial results are
-summed by an AllReduce over the ``v`` group (``v`` is contracting). A row split here keeps the
-indices uncut and the rest of the table uncut (the plain row-split mode). No FLOPs forward; the
-backward scatter-adds one value per output element.
+split need no collective. Row split (``v`` cut, ``v`` is contracting) does a masked lookup whose
+partial results are summed over the ``v`` group: by a ReduceScatter onto the output's first
+dimension when the indices' first dimension divides by the ``v`` cut (the output then comes out
+cut there by ``v``; bprop: AllGather), else by an AllReduce (output replicated). MindSpore's
+checks for a row split (``CheckSplitAxisStrategy``): the indices uncut; with repeated calculation
+(table cuts below the device count) the other table dimension uncut. The repeated-calculation
+axis goes to the left of the device matrix unless the table cuts are 1 or the device count
+(``ShardAxisImpl::SetAttribute``). No FLOPs forward; the backward scatter-adds one value per
+output element.
 """
 from __future__ import annotations
+
+from math import prod
 
 from .base import Einsum, numel
 from .letters import Letters
@@ -17,21 +24,33 @@ TYPES = ("Gather", "GatherV2", "Embedding")
 def describe(op, in_shapes, out_shapes):
     axis = op.attrs.get("axis", op.attrs.get("input2", 0))
     table, idx = tuple(in_shapes[0]), tuple(in_shapes[1])
-    if axis % max(len(table), 1) != 0 or op.attrs.get("batch_dims", 0):
+    if axis % max(len(table), 1) != 0 or op.attrs.get("batch_dims", 0) or not idx:
         return None
     lt = Letters()
     v = lt.new(table[0], "v")
     rest = "".join(lt.new(s) for s in table[1:])
     t = "".join(lt.new(s) for s in idx)
     out = t + rest
-    return Einsum("gather", [v + rest, t] + [None] * (len(in_shapes) - 2), [out], lt.sizes,
-                  order=v + rest + t, flops_fwd=lambda s: 0,
+    table_letters = v + rest
+
+    def repeat_left(cuts, devices):
+        n = prod(cuts.get(ch, 1) for ch in table_letters)
+        return n not in (1, devices)
+
+    def rule(cuts, devices):
+        if cuts.get("v", 1) == 1:
+            return None
+        if any(cuts.get(ch, 1) > 1 for ch in t):
+            return "row split (table axis 0 cut) needs the indices uncut"
+        if prod(cuts.get(ch, 1) for ch in table_letters) != devices and any(
+                cuts.get(ch, 1) > 1 for ch in rest):
+            return ("row split with repeated calculation needs the other table dimensions "
+                    "uncut")
+        return None
+
+    return Einsum("gather", [table_letters, t] + [None] * (len(in_shapes) - 2), [out], lt.sizes,
+                  order=table_letters + t, flops_fwd=lambda s: 0,
                   flops_bwd_per_grad=lambda s: numel(out, s), saves=("in1",),
-                  notes=["row split (table axis 0 cut) requires the indices and the other table "
-                         "dims uncut"], rule=_row_split_rule)
-
-
-def _row_split_rule(cuts: dict) -> str | None:
-    if cuts.get("v", 1) > 1 and any(c > 1 for ch, c in cuts.items() if ch != "v"):
-        return "row split (table axis 0 cut) needs every other dimension uncut"
-    return None
+                  notes=["row split (table axis 0 cut): indices uncut; ReduceScatter onto the "
+                         "output's first dimension when it divides, else AllReduce"],
+                  rule=rule, scatter=t[0], repeat_left=repeat_left)
