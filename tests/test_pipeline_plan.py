@@ -212,3 +212,26 @@ def test_apply_plan_marks_stages(two_stage):
             [plan.pipeline["stage_of_block"][f"layers.{i}"] for i in range(4)]
     finally:
         ms.set_auto_parallel_context(pipeline_stages=saved)
+
+
+def test_layer_costs_add_up_to_the_stage_plan(captured):
+    """The per-block sums of the adapter equal the operator-level plan's own totals (its step
+    minus gradient synchronisation, its activation bytes); every parameter is in exactly one
+    block (embedding with the first, head and final norm with the last)."""
+    import math
+
+    from smsg_ms.pipeline_planner import layer_costs_of, solve_stage
+    from smsg_ms.planner import plan_graph
+
+    graph = captured("llama", layers=2, batch=2, seq=64)
+    layers = layer_costs_of(solve_stage(graph, 4, "ascend910b"))
+    plan = plan_graph(graph, 4, memory_gib=math.inf)
+    assert [x.name for x in layers] == ["layers.0", "layers.1"]
+    busy = sum(x.forward_seconds + x.backward_seconds for x in layers)
+    assert busy == pytest.approx(plan.totals["step_seconds"] - plan.totals.get("grad_sync", 0))
+    assert sum(x.activation_bytes for x in layers) == pytest.approx(
+        plan.totals["activation_bytes"])
+    assert sum(len(x.params) for x in layers) == len(graph.parameters())
+    # the hidden state (batch·seq, hidden) fp32 crosses the boundary, sliced by its layout
+    assert layers[0].output_bytes == layers[1].input_bytes > 0
+    assert 2 * 64 * 1024 * 4 % layers[0].output_bytes == 0
