@@ -67,14 +67,44 @@ def cmd_plan(args) -> int:
         from . import planner
     except ImportError as exc:
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
-    plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
-                                memory_gib=args.memory, **_network_options(args))
+    if args.pipeline is None:
+        plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
+                                    memory_gib=args.memory, **_network_options(args))
+    else:
+        plan = _plan_pipelined(args)
     save_plan(plan, out)
     console = Console()
     from .report.tables import print_summary
     print_summary(plan, console)
     console.print(f"plan written to {out}")
     return 0
+
+
+def _plan_pipelined(args):
+    """``--pipeline auto|P``: the outer pipeline search (``--batch`` is the global batch)."""
+    from .integration.plan_io import PlanError
+    from .networks import resolve_spec
+    from .pipeline_planner import plan_network_pipelined
+
+    stages = args.pipeline if args.pipeline == "auto" else None
+    if stages is None:
+        try:
+            stages = int(args.pipeline)
+        except ValueError:
+            raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
+                            f"{args.pipeline!r}") from None
+    options = _network_options(args)
+    batch = options.pop("batch", None)
+    if batch is None:       # the network function's default batch
+        import inspect
+
+        param = inspect.signature(resolve_spec(args.network)[1]).parameters.get("batch")
+        if param is None or not isinstance(param.default, int):
+            raise PlanError(f"network '{args.network}' has no default batch: give --batch")
+        batch = param.default
+    return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
+                                  stages=stages, micro_batches=args.micro_batches,
+                                  hardware=args.hardware, memory_gib=args.memory, **options)
 
 
 def cmd_explain(args) -> int:
@@ -101,7 +131,10 @@ def cmd_check(args) -> int:
     from .integration.plan_io import load_plan
 
     plan = load_plan(args.file)
-    ranks = list(range(plan.devices)) if args.all_ranks else [args.rank]
+    ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
+    if args.rank is None and not args.all_ranks and plan.pipeline:
+        from .integration.pipeline import ranks_per_stage
+        ranks = ranks_per_stage(plan.devices, int(plan.pipeline["stages"]))
     if not all(0 <= r < plan.devices for r in ranks):
         from .integration.plan_io import PlanError
         raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
@@ -137,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
     p.add_argument("--out", help="plan file (default <network>-<N>dev.plan.json)")
+    p.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto' "
+                                                       "(outer search); --batch is the global batch")
+    p.add_argument("--micro-batches", type=int, metavar="M",
+                   help="micro-batches per step with --pipeline (default: searched)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
@@ -147,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
                                      "(CPU dry-run) and compare collectives")
     p.add_argument("file", help="plan file")
-    p.add_argument("--rank", type=int, default=0, help="rank to compile (default 0)")
+    p.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: the "
+                                            "first rank of every stage)")
     p.add_argument("--all-ranks", action="store_true", help="compile every rank")
     p.add_argument("--network", help="network spec to check against (default: the plan's)")
     p.set_defaults(func=cmd_check)

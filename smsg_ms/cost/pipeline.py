@@ -24,7 +24,8 @@ Optimizer sharding (MindSpore ``enable_parallel_optimizer``): a parameter replic
 has its gradient ReduceScattered and its weight AllGathered (instead of one AllReduce: same ring volume
 ``2(r−1)/r·S``, one more synchronisation) and keeps ``1/r`` of its optimizer state, but only when the
 first axis of its per-device slice divides ``r``; otherwise MindSpore leaves it out (full optimizer
-state on every device, AllReduce as before; ``shared/docs/mindspore-notes.md``).
+state on every device, AllReduce as before; ``shared/docs/mindspore-notes.md``), and only when the
+whole parameter holds at least ``parallel_optimizer_threshold`` (64 KB by default) bytes.
 
 Recompute (MindSpore ``Cell.recompute()``, Chen et al. 2016 "Training deep nets with sublinear memory
 cost"): a recomputed layer stores only its input per micro-batch, recomputes its forward in the
@@ -32,7 +33,11 @@ backward pass (``+ forward seconds``), and while it is recomputed holds its full
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+#: MindSpore's default ``parallel_optimizer_threshold``: 64 KB (KB = 1024 bytes), opt_param_mgr.cc.
+OPTIMIZER_THRESHOLD_BYTES = 64 * 1024
 
 #: Bytes per parameter element by kind for mixed-precision Adam: fp16 weight and gradient, fp32
 #: master weight + two Adam moments (Rajbhandari et al. 2020, "ZeRO", §3: 2 + 2 + 12 = 16 B/param).
@@ -48,15 +53,25 @@ class ParamSlice:
         first_axis: length of the slice's first axis (decides MindSpore's optimizer sharding).
         replicas: devices of the stage holding the same slice (data-parallel degree of this
             parameter: gradient AllReduce group size, optimizer shard count).
+        full_bytes: bytes of the whole parameter (all its elements × dtype size), what
+            MindSpore's optimizer-sharding threshold is compared with (default: above any
+            threshold).
     """
 
     elements: int
     first_axis: int
     replicas: int
+    full_bytes: float = math.inf
 
-    def optimizer_shardable(self) -> bool:
-        """MindSpore shards it only when ``replicas > 1`` and ``first_axis % replicas == 0``."""
-        return self.replicas > 1 and self.first_axis % self.replicas == 0
+    def optimizer_shardable(self, threshold: float = OPTIMIZER_THRESHOLD_BYTES) -> bool:
+        """MindSpore shards it only when ``replicas > 1``, ``first_axis % replicas == 0`` and the
+        whole parameter is not smaller than ``threshold`` bytes
+        (``frontend/parallel/parallel_optimizer/opt_param_mgr.cc``: ``SplitParam`` skips
+        ``size < parallel_optimizer_threshold``, size = whole shape × dtype size in KB, default
+        64 KB; checked in the dry-run: a 128 KB weight whose slice is 32 KB is sharded, a 64 KB
+        one is, a 512 B norm weight is not)."""
+        return (self.replicas > 1 and self.first_axis % self.replicas == 0
+                and self.full_bytes >= threshold)
 
 
 @dataclass(frozen=True)

@@ -130,17 +130,23 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
 
     Raises:
         PlanError: unreadable or edited file, other network (fingerprint, missing paths or other
-            primitive types), other device count or input shapes, a pipelined plan (stages are
-            not written back here).
+            primitive types), other device count or input shapes, a pipelined plan whose stage
+            count is not MindSpore's ``pipeline_stages``.
+
+    Pipelined plans (``plan.pipeline["stages"] > 1``): ``pipeline_stages`` must be in MindSpore's
+    context before ``net`` is built (``smsg_ms.set_auto_parallel_context(**pipeline_context(
+    plan.pipeline))``, :mod:`smsg_ms.integration.pipeline`); the blocks get ``pipeline_stage`` and
+    ``recompute()``; train with ``pipeline_train_cell(net_with_loss, optimizer, plan.pipeline)``
+    (``PipelineCell`` + ``build_train_network``), fed the global batch (``micro_batches`` times
+    the plan's micro-batch).
     """
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
     elif plan.content_hash and plan.content_hash != plan.compute_hash():
         raise PlanError("plan content hash mismatch: the plan was changed after sealing")
-    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
-        raise PlanError(f"plan has {plan.pipeline['stages']} pipeline stages: apply_plan writes "
-                        "operator strategies only; use smsg_ms.integration.pipeline "
-                        "(pipeline_context, mark_cells, pipeline_train_cell) for the stages")
+    stages = int(plan.pipeline.get("stages", 1)) if plan.pipeline else 1
+    if stages > 1:
+        _check_pipeline_context(plan, set_context)
     if devices is None:
         devices = _context_devices()
     shapes = None if inputs is None else [list(getattr(t, "shape", ())) for t in inputs]
@@ -148,7 +154,51 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
                     fingerprint=None if graph is None else graph.fingerprint())
     types = {d.name: d.op_type for d in plan.decisions if d.shardable and d.strategy}
     apply_strategies(net, plan.strategies, types)
+    if stages > 1:
+        mark_pipeline_cells(net, plan.pipeline)
     if set_context:
         from .context import apply_plan_context
         apply_plan_context(plan)
     return plan
+
+
+def _check_pipeline_context(plan: Plan, set_context: bool) -> None:
+    """A pipelined plan needs ``pipeline_stages`` (and the optimizer-sharding flag) set in
+    MindSpore's context *before* the network is built (mindformers reads it while building):
+    set it with :func:`smsg_ms.set_auto_parallel_context`
+    (``**smsg_ms.integration.pipeline.pipeline_context(plan.pipeline)``) first."""
+    import mindspore as ms
+
+    from .pipeline import check_pipeline, pipeline_context
+
+    check_pipeline(plan.pipeline, plan.devices)
+    want = pipeline_context(plan.pipeline)
+    got = int(ms.get_auto_parallel_context("pipeline_stages"))
+    if got != want["pipeline_stages"]:
+        raise PlanError(f"plan has {want['pipeline_stages']} pipeline stages but MindSpore's "
+                        f"context has pipeline_stages={got}: call smsg_ms.set_auto_parallel_"
+                        f"context(pipeline_stages={want['pipeline_stages']}, ...) before building "
+                        "the network")
+    if set_context:
+        ms.set_auto_parallel_context(**want)
+
+
+def mark_pipeline_cells(net, pipeline: dict) -> dict[str, int]:
+    """:func:`smsg_ms.integration.pipeline.mark_cells` on the cell of ``net`` that holds the
+    record's blocks (the bare network, or the same network inside training wrappers).
+
+    Raises:
+        PlanError: no cell of ``net`` holds every block the record names.
+    """
+    from .pipeline import mark_cells
+
+    names = sorted(set(pipeline.get("stage_of_block", {})) | set(pipeline.get("recompute", {})))
+    cells = dict(net.cells_and_names())
+    prefixes = sorted({path[: -len(names[0])] for path in cells
+                       if path == names[0] or path.endswith("." + names[0])}, key=len)
+    for prefix in prefixes:
+        if all(prefix + n in cells for n in names):
+            holder = cells[prefix[:-1]] if prefix else net
+            return {prefix + k: v for k, v in mark_cells(holder, pipeline).items()}
+    raise PlanError(f"the plan does not fit this network: no cell holds the pipeline blocks "
+                    f"({', '.join(names[:3])} ...)")

@@ -118,12 +118,28 @@ def compare_collectives(predicted: list[dict], inserted: list[dict]) -> list[Col
 
 
 @dataclass
+class PointToPointRow:
+    """Send/Receive of one rank of a pipelined plan, per ``(kind, pass, slice shape, dtype)``."""
+
+    key: tuple
+    predicted: int
+    inserted: int
+
+    @property
+    def ok(self) -> bool:
+        return self.predicted == self.inserted
+
+
+@dataclass
 class RankCheck:
-    """Result of one rank's compile: ``error`` (MindSpore's rejection) or collective rows."""
+    """Result of one rank's compile: ``error`` (MindSpore's rejection) or collective rows;
+    ``p2p`` the Send/Receive rows of a pipelined plan and ``stage`` its stage."""
 
     rank: int
     error: str | None = None
     rows: list[CollectiveRow] = field(default_factory=list)
+    p2p: list[PointToPointRow] = field(default_factory=list)
+    stage: int | None = None
 
 
 @dataclass
@@ -136,7 +152,50 @@ class CheckReport:
     def ok(self) -> bool:
         if any(r.error for r in self.ranks):
             return False
+        if not all(row.ok for r in self.ranks for row in r.p2p):
+            return False
         return not self.has_predictions or all(row.ok for r in self.ranks for row in r.rows)
+
+
+def pipelined(plan: Plan) -> bool:
+    return bool(plan.pipeline) and int(plan.pipeline.get("stages", 1)) > 1
+
+
+def stage_of_rank(plan: Plan, rank: int) -> int:
+    """Stage of ``rank``: ``rank // (devices / stages)`` (``shared/docs/mindspore-dryrun.md``)."""
+    return rank // (plan.devices // int(plan.pipeline["stages"]))
+
+
+def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
+    """Collectives of the decisions on ``stage``: forward/backward ones once per micro-batch
+    (PipelineCell unrolls the micro-batch loop), gradient synchronisation once per step."""
+    from ..pipeline_planner import stage_of_decision
+
+    where = stage_of_decision(plan)
+    m = int(plan.pipeline["micro_batches"])
+    out = []
+    for d in plan.decisions:
+        if where[d.name] != stage:
+            continue
+        for c in d.collectives:
+            out.extend([dict(c, op=d.name)] * (1 if c.get("phase") == "grad_sync" else m))
+    return out
+
+
+def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list[PointToPointRow]:
+    """Send/Receive rows: predicted by :func:`smsg_ms.integration.pipeline.predicted_point_to_point`
+    from the record's boundary slice, inserted as MindSpore put them (``out_shape``)."""
+    from .pipeline import predicted_point_to_point
+
+    rec = plan.pipeline
+    want = predicted_point_to_point(rec, rec.get("boundary_shape", []),
+                                    rec.get("boundary_dtype", "float32"))
+    pc = Counter()
+    for w in want[stage]:
+        pc[(w["type"], w["pass"], tuple(w["shape"]), w["dtype"])] += w["count"]
+    ic = Counter((c["type"], c["pass"], tuple(int(x) for x in c["out_shape"]), c["dtype"])
+                 for c in inserted if c["type"] in ("Send", "Receive"))
+    return [PointToPointRow(k, pc[k], ic[k]) for k in sorted(set(pc) | set(ic))]
 
 
 def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
@@ -188,6 +247,13 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
                 raise
             results.append(RankCheck(rank, error=str(exc).splitlines()[0]))
             continue
+        if pipelined(plan):
+            stage = stage_of_rank(plan, rank)
+            ops = [c for c in out["collectives"] if c["type"] not in ("Send", "Receive")]
+            results.append(RankCheck(
+                rank, rows=compare_collectives(predicted_stage_collectives(plan, stage), ops),
+                p2p=compare_point_to_point(plan, stage, out["collectives"]), stage=stage))
+            continue
         results.append(RankCheck(rank, rows=compare_collectives(predicted, out["collectives"])))
     return CheckReport(plan, results, bool(predicted))
 
@@ -212,6 +278,16 @@ def print_report(report: CheckReport, console) -> None:
                           f"{row.predicted_bytes / 2**20:.3f}", str(row.inserted),
                           f"{row.inserted_bytes / 2**20:.3f}", mark)
         console.print(table)
+        if r.p2p:
+            p2p = Table(title=f"rank {r.rank} (stage {r.stage}): predicted vs inserted "
+                              "Send/Receive")
+            for col in ("kind", "pass", "slice", "dtype", "predicted", "inserted", ""):
+                p2p.add_column(col)
+            for row in r.p2p:
+                kind, phase, shape, dtype = row.key
+                p2p.add_row(kind, phase, str(list(shape)), dtype, str(row.predicted),
+                            str(row.inserted), "ok" if row.ok else "MISMATCH")
+            console.print(p2p)
     if not report.has_predictions:
         console.print("the plan holds no predicted collectives: only MindSpore's are listed")
     console.print("check: " + ("passed" if report.ok else "FAILED"))

@@ -126,6 +126,7 @@ def print_summary(plan: Plan, console) -> None:
         console.print(f"not written back (functional calls / layout set by MindSpore): "
                       f"{len(unsharded)}")
     console.print(f"data inputs: {'full_batch' if plan.dataset_strategy is None else 'dataset_strategy ' + fmt_strategy(plan.dataset_strategy)}")
+    print_pipeline(plan, console)
     console.print(f"plan hash: {plan.content_hash}")
 
 
@@ -162,6 +163,47 @@ def symbolic_text(decision: OpDecision) -> str:
     return "-"
 
 
+def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
+    """Per stage of a pipelined plan: ``(stage, blocks, recomputed blocks, seconds per
+    micro-batch, memory per device)``; ``[]`` without a pipeline record."""
+    rec = plan.pipeline
+    if not rec:
+        return []
+    stage_of = rec.get("stage_of_block", {})
+    recompute = rec.get("recompute", {})
+    seconds = rec.get("stage_seconds", [])
+    memory = rec.get("stage_memory_bytes", [])
+    rows = []
+    for s in range(int(rec["stages"])):
+        blocks = [b for b, st in stage_of.items() if st == s]
+        span = f"{blocks[0]} .. {blocks[-1]}" if len(blocks) > 1 else (blocks[0] if blocks else "-")
+        rc = [b for b in blocks if recompute.get(b)]
+        rows.append((str(s), f"{span} ({len(blocks)})", ", ".join(rc) or "-",
+                     fmt_seconds(seconds[s]) if s < len(seconds) else "-",
+                     fmt_bytes(memory[s]) if s < len(memory) else "-"))
+    return rows
+
+
+def print_pipeline(plan: Plan, console) -> None:
+    """The stage split, bubble fraction and super-step of a pipelined plan (nothing otherwise)."""
+    from rich.table import Table
+
+    rec = plan.pipeline
+    if not rec:
+        return
+    table = Table(title=f"pipeline: {rec['stages']} stages x {rec.get('devices_per_stage', '?')} "
+                        f"devices, {rec['micro_batches']} micro-batches of "
+                        f"{rec.get('micro_batch_size', '?')}")
+    for col in ("stage", "blocks", "recompute", "time / micro-batch", "memory / device"):
+        table.add_column(col)
+    for row in pipeline_rows(plan):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}; "
+                  f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}; "
+                  f"super-step: {fmt_seconds(rec.get('step_seconds'))}")
+
+
 def print_explain(plan: Plan, console) -> None:
     """Per operator: strategy, predicted time, breakdown, symbolic cost, runner-up."""
     from rich.table import Table
@@ -178,3 +220,4 @@ def print_explain(plan: Plan, console) -> None:
     notes = [(d.name, n) for d in plan.decisions for n in d.notes if not n.startswith("symbolic")]
     for name, note in notes:
         console.print(f"note: {name}: {note}")
+    print_pipeline(plan, console)

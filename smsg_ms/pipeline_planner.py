@@ -1,0 +1,355 @@
+"""Pipelined plans: the operator-level planner inside the outer pipeline search.
+
+:func:`stage_layer_costs` is the ``layer_costs(d, b)`` callable of
+:func:`smsg_ms.search.pipeline.plan_pipeline`: it captures the network with ``batch = b`` (the
+micro-batch size), plans it with the operator-level planner on ``d`` devices (the devices of one
+stage) and sums the chosen operator costs per repeated block (``layers.i``). Operators before the
+first block (embedding) are folded into the first block and those after the last (final norm, head)
+into the last one: they are not cells MindSpore can give a stage of their own here (unmarked cells
+inherit the largest stage of their inputs; ``shared/docs/mindspore-dryrun.md``), so they always
+live on the first and last stage.
+
+:func:`plan_network_pipelined` runs the outer search and returns the stage plan (strategies for
+``devices / p`` devices, network options with ``batch`` = micro-batch size) with
+``Plan.pipeline`` filled. ``p = 1`` is the plain operator-level plan of the global batch (no
+gradient accumulation is written back).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from math import prod
+
+from .cost.pipeline import LayerCost, Links, ParamSlice
+from .graph.blocks import block_prefix
+from .graph.model import DTYPE_BYTES, OpGraph
+from .plan import Plan
+
+
+class PipelinePlanningError(ValueError):
+    """The network cannot be pipelined as asked (no repeated blocks, bad stage count ...)."""
+
+
+def links_of(hardware) -> Links:
+    """Communication constants of a preset: the collective link's bandwidth (bytes/s) and
+    latency (s) also carry the point-to-point sends (no separate inter-stage link is modelled)."""
+    from .cost.hardware import get_hardware
+
+    hw = get_hardware(hardware)
+    return Links(bandwidth=hw.bandwidth, latency=hw.latency)
+
+
+def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
+    """Chain of repeated blocks of ``graph`` and the chain index of every operator.
+
+    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
+    block; functional calls (no path) to the block of the operator before them; operators before
+    the first block to the first block, and after the last block to the last one.
+
+    Returns:
+        ``(block names in order, {op id: block index})``.
+
+    Raises:
+        PipelinePlanningError: the graph has no indexed block.
+    """
+    names: list[str] = []
+    raw: dict[int, int | None] = {}
+    current: int | None = None
+    seen_after = False
+    for op in graph.ops:
+        bp = block_prefix(op.prim_path) if op.prim_path else None
+        if bp is not None:
+            name = f"{bp[0]}.{bp[1]}"
+            if name not in names:
+                names.append(name)
+            current = names.index(name)
+            seen_after = False
+        elif op.prim_path and current is not None:
+            seen_after = True
+        raw[op.id] = None if seen_after else current
+    if not names:
+        raise PipelinePlanningError(f"network '{graph.name}' has no repeated blocks "
+                                    "(cells named <container>.<index>) to cut into stages")
+    last, out, started = len(names) - 1, {}, False
+    for op in graph.ops:
+        v = raw[op.id]
+        started = started or v is not None
+        out[op.id] = v if v is not None else (last if started else 0)
+    return names, out
+
+
+def _slice(shape, layout) -> tuple[int, ...]:
+    return tuple(int(s) // c for s, c in zip(shape, layout.cuts))
+
+
+@dataclass
+class StageSolution:
+    """The operator-level plan of the whole network on one stage's devices."""
+
+    graph: OpGraph
+    devices: int
+    model: object
+    variables: list
+    choice: list[int]
+
+
+def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
+    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
+    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`."""
+    from .cost.hardware import get_hardware
+    from .cost.model import CostModel
+    from .planner import EXHAUSTIVE_UP_TO, _repeated_variable_groups, build_problem
+    from .search import solve
+
+    model = CostModel(graph, devices, get_hardware(hardware),
+                      fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+    problem, variables = build_problem(graph, model)
+    solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
+    return StageSolution(graph, devices, model, variables, list(solution.choice))
+
+
+def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
+    """Per-block :class:`LayerCost` of a stage solution (one micro-batch, per device).
+
+    Forward/backward seconds: compute (``flops / hardware.flops``) and the forward/backward
+    collectives of the chosen strategies plus the redistributions into the block's operators
+    (``volume / bandwidth + latency``, as :meth:`CostModel.breakdown`); gradient synchronisation
+    is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
+    Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
+    a later block reads; input bytes: those of the tensors it reads from earlier blocks.
+    """
+    graph, model = sol.graph, sol.model
+    hw = model.hardware
+    names, block = block_of_ops(graph)
+    n = len(names)
+    fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
+    params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
+    cost_of: dict[int, object] = {}
+    for vi, var in enumerate(sol.variables):
+        for op, c in zip(var.ops, var.options[sol.choice[vi]]):
+            cost_of[op.id] = c
+
+    def coll_seconds(colls, i):
+        for c in colls:
+            if c.phase == "grad_sync":
+                continue
+            t = float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0)
+            if c.phase == "backward":
+                bwd[i] += t
+            else:
+                fwd[i] += t
+
+    for op in graph.ops:
+        i, c = block[op.id], cost_of[op.id]
+        fwd[i] += float(c.flops_fwd) / hw.flops
+        bwd[i] += float(c.flops_bwd) / hw.flops
+        act[i] += float(c.memory.get("activation", 0))
+        coll_seconds(c.collectives, i)
+        for idx, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.kind == "parameter" and all(name not in p for p in params):
+                layout = c.in_layouts[idx]
+                sl = _slice(t.shape, layout)
+                params[i][name] = ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
+                                             sol.devices // layout.shards,
+                                             float(t.nbytes or 0))
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        src_op = graph.ops[src_id]
+        src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
+        dst = cost_of[dst_id].in_layouts[idx]
+        if src != dst:
+            coll_seconds(model.redistribution(graph.tensors[tname], src, dst), block[dst_id])
+    out_b, in_b = [0.0] * n, [0.0] * n
+    for name, (i, j), nbytes in boundary_tensors(sol):
+        out_b[i] += nbytes
+        in_b[j] += nbytes
+    return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
+                      tuple(params[i][k] for k in sorted(params[i])), names[i])
+            for i in range(n)]
+
+
+def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
+    """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
+    per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
+    producer's chosen layout."""
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    out = []
+    for op in graph.ops:
+        for k, name in enumerate(op.outputs):
+            later = sorted({block[c] for c in graph.tensors[name].consumers
+                            if block[c] > block[op.id]})
+            if later:
+                t = graph.tensors[name]
+                sl = _slice(t.shape, cost_of[op.id].out_layouts[k])
+                out.append((name, (block[op.id], later[0]),
+                            float(prod(sl) * DTYPE_BYTES.get(t.dtype, 4))))
+    return out
+
+
+def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
+    """Per-device slice shape and dtype of the (first) tensor crossing from block ``boundary`` to
+    a later block, under the producer's layout: what MindSpore Sends between stages."""
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    for op in graph.ops:
+        if block[op.id] != boundary:
+            continue
+        for k, name in enumerate(op.outputs):
+            t = graph.tensors[name]
+            if any(block[c] > boundary for c in t.consumers):
+                return list(_slice(t.shape, cost_of[op.id].out_layouts[k])), t.dtype
+    raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
+
+
+class StageCosts:
+    """``layer_costs(d, b)`` for :func:`plan_pipeline`, with captures and solutions cached.
+
+    Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
+    (MindSpore's device counts, an operator without a valid strategy)."""
+
+    def __init__(self, spec: str, hardware, **network_options):
+        self.spec, self.hardware = spec, hardware
+        self.options = {k: v for k, v in network_options.items() if k != "batch"}
+        self.graphs: dict[int, OpGraph] = {}
+        self.solutions: dict[tuple[int, int], StageSolution] = {}
+
+    def graph(self, b: int) -> OpGraph:
+        from .graph.capture import capture_network
+
+        if b not in self.graphs:
+            self.graphs[b] = capture_network(self.spec, batch=b, **self.options)
+        return self.graphs[b]
+
+    def solution(self, d: int, b: int) -> StageSolution:
+        if (d, b) not in self.solutions:
+            self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+        return self.solutions[(d, b)]
+
+    def __call__(self, d: int, b: int) -> list[LayerCost] | None:
+        from .planner import PlanningError
+        from .search import NoFeasiblePlan
+
+        try:
+            return layer_costs_of(self.solution(d, b))
+        except (PlanningError, NoFeasiblePlan, ValueError):
+            return None
+
+
+def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
+                           stages: str | int = "auto", micro_batches: int | None = None,
+                           hardware="ascend910b", memory_gib: float | None = None,
+                           **network_options) -> Plan:
+    """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
+    recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
+
+    Args:
+        spec: network spec (built-in name or ``package.module:function``); it must accept a
+            ``batch`` option.
+        devices: all devices; global_batch: samples per step.
+        stages: ``"auto"`` (every divisor of ``devices`` up to the block count) or a count.
+        micro_batches: fixed micro-batch count (default: every divisor of the global batch with
+            ``m >= p``; ``p = 1`` is planned with the whole batch, ``m = 1``).
+        hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
+        network_options: other network options (``seq``, ``layers`` ...).
+
+    Returns:
+        The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
+        ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
+        ``global_batch``, ``boundary_shape``, ``boundary_dtype``); ``None`` for ``p = 1``.
+
+    Raises:
+        PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
+        smsg_ms.search.pipeline.NoFeasiblePipeline: nothing fits in memory.
+    """
+    from .cost.hardware import get_hardware
+    from .planner import check_device_count, plan_graph
+    from .search.pipeline import NoFeasiblePipeline, divisors, plan_pipeline
+
+    check_device_count(devices)
+    if not isinstance(global_batch, int) or global_batch < 1:
+        raise PipelinePlanningError(f"global batch must be a positive integer, got "
+                                    f"{global_batch!r}")
+    if stages == "auto":
+        p_list = divisors(devices)
+    elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
+        p_list = [stages]
+    else:
+        raise PipelinePlanningError(f"--pipeline must be 'auto' or a stage count dividing "
+                                    f"{devices} devices, got {stages!r}")
+    if micro_batches is not None:
+        if not isinstance(micro_batches, int) or micro_batches < 1 or global_batch % micro_batches:
+            raise PipelinePlanningError(f"micro-batches {micro_batches!r} must be a positive "
+                                        f"divisor of the global batch {global_batch}")
+        if micro_batches < max(p_list) and stages != "auto":
+            raise PipelinePlanningError(f"micro-batches {micro_batches} < stages {stages}: "
+                                        "MindSpore requires micro >= stages")
+    hw = get_hardware(hardware)
+    limit = memory_gib * 2**30 if memory_gib is not None else hw.memory
+    costs = StageCosts(spec, hw, **network_options)
+    links = links_of(hw)
+    results = []
+    if 1 in p_list:     # one stage: the whole batch at once
+        try:
+            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
+                                         links=links, stages=[1], micro_batches=[1]))
+        except NoFeasiblePipeline:
+            pass
+    deep = [p for p in p_list if p > 1]
+    if deep:
+        m_list = [micro_batches] if micro_batches is not None else None
+        try:
+            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
+                                         links=links, stages=deep, micro_batches=m_list))
+        except NoFeasiblePipeline:
+            if not results:
+                raise
+    if not results:
+        raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
+    best = min(results, key=lambda r: (r.step_seconds, r.stages))
+    d, b = best.devices_per_stage, best.micro_batch_size
+    options = dict(network_options, batch=b)
+    plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
+                      network=spec, progress=False)
+    plan.devices = devices
+    record = best.as_plan_dict()
+    record["global_batch"] = global_batch
+    record["candidates"] = best.candidates + sum(r.candidates for r in results if r is not best)
+    if best.stages > 1:
+        sol = costs.solution(d, b)
+        names = record["stage_of_block"]
+        bounds = [i for i, (a, c) in enumerate(zip(list(names.values()), list(names.values())[1:]))
+                  if c > a]
+        shape, dtype = boundary_slice(sol, bounds[0])
+        record["boundary_shape"], record["boundary_dtype"] = shape, dtype
+    plan.pipeline = record
+    plan.totals = dict(plan.totals, pipeline_step_seconds=best.step_seconds)
+    return plan.seal()
+
+
+def stage_of_decision(plan: Plan) -> dict[str, int]:
+    """Stage of every decision of a pipelined plan (by its block; operators outside blocks go to
+    the first or last stage like the blocks around them)."""
+    record = plan.pipeline or {}
+    stage_of = record.get("stage_of_block", {})
+    last = max(stage_of.values(), default=0)
+    out: dict[str, int] = {}
+    seen = False
+    for d in plan.decisions:
+        bp = block_prefix(d.name)
+        name = f"{bp[0]}.{bp[1]}" if bp else None
+        if name in stage_of:
+            out[d.name], seen = stage_of[name], True
+        else:
+            out[d.name] = last if seen else 0
+    return out
+
+
+__all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
+           "layer_costs_of", "links_of", "plan_network_pipelined", "solve_stage",
+           "stage_of_decision"]
