@@ -56,7 +56,7 @@ def test_step_seconds_formula():
 
 
 def test_unknown_hardware_names_known_presets():
-    with pytest.raises(ValueError, match="unknown hardware preset 'tpu'.*a100"):
+    with pytest.raises(ValueError, match="unknown hardware 'tpu'.*a100"):
         get_neutral_hardware("tpu")
 
 

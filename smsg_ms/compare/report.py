@@ -97,7 +97,9 @@ def plot(runs: list[dict], path) -> None:
             costs = {r["planner"]: r["measures"]["step_seconds"] for r in run["rows"] if r["ok"]}
             best = min(costs.values()) if costs else None
             rel = {k: v / best for k, v in costs.items()} if best else {}
-        labels.append(f"{run['network'].split(':')[-1]}\n{run['devices']} dev")
+        layers = run["options"].get("layers")
+        labels.append(f"{run['network'].split(':')[-1]}" + (f" {layers}L" if layers else "")
+                      + f"\n{run['devices']} dev")
         table.append([rel.get(p) or np.nan for p in planners])
     data = np.array(table, dtype=float).reshape(len(runs), len(planners))
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(runs) + 2), 4))

@@ -112,8 +112,9 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
             row["planning_seconds"] = time.perf_counter() - t0
             result = _compile(spec, devices, "semi_auto", options, plan.strategies, timeout)
         elif planner == "expert":
-            result = _compile(spec, devices, "expert", {**options, **(expert_options or {})},
-                              timeout=timeout)
+            from .nets import EXPERT_SPECS
+            result = _compile(EXPERT_SPECS.get(spec, spec), devices, "expert",
+                              {**options, **(expert_options or {})}, timeout=timeout)
         elif planner == "sharding_propagation":
             seeds = batch_parallel_seeds(graph, devices) if graph is not None else {}
             row["notes"].append(f"seeded with batch-parallel strategies of {', '.join(seeds)}")

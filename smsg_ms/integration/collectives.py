@@ -5,77 +5,97 @@ in the primitive attribute ``group_ranks`` (``"0-1-2-3"`` or ``"WORLD_GROUP"``) 
 node's ``shape`` attribute is its *output* per-device shape and its input's producer gives the
 input shape. Scope ``Gradients/...`` marks the backward pass and ``_MirrorOperator`` the gradient
 synchronisation of a parameter (``shared/docs/mindspore-dryrun.md``).
+
+Calls into sub-graphs (``model.functions``: reused or lazy-inlined cells, as mindformers builds
+them) and closures (the backward graph) are inlined by the capture's own parser,
+:func:`smsg_ms.graph.mindir.parse_model`, so a collective inside a layer called ``n`` times is
+counted ``n`` times.
 """
 from __future__ import annotations
 
 COLLECTIVE_TYPES = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "AllToAll",
                     "NeighborExchangeV2", "NeighborExchange", "Send", "Receive", "Broadcast",
                     "AlltoAllV", "MicroStepAllGather", "MiniStepAllGather")
+#: Matrix products and convolutions whose FLOPs the comparison counts.
+COMPUTE_TYPES = ("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Dense", "Conv2D",
+                 "Conv2DExt", "ConvolutionExt", "Conv3D", "Conv2DBackpropInput",
+                 "Conv2DBackpropFilter")
+_KEEP_ATTRS = ("op", "sr_tag", "dest_rank", "src_rank", "split_dim", "concat_dim", "split_count",
+               "fusion", "mean_flag")
 
 
-def _shape_of(node) -> tuple[list[int], str]:
-    from smsg_ms.graph.mindir import _output_types
+def flatten(model):
+    """The compiled ``ModelProto`` as one flat :class:`~smsg_ms.graph.model.OpGraph`, every call
+    into a sub-graph or closure inlined (:func:`smsg_ms.graph.mindir.parse_model`)."""
+    from smsg_ms.graph.mindir import parse_model
 
-    types = _output_types(node)
-    shape, dtype = types[0] if types else ((), "float32")
-    return [int(d) if isinstance(d, int) else -1 for d in shape], dtype
+    return parse_model(model, name="compiled")
 
 
-def collectives_from_model(model, world: int) -> list[dict]:
-    """Collectives of a ``ModelProto``: dicts with keys ``type``, ``pass`` (``forward`` /
-    ``backward``), ``grad_sync`` (bool), ``group`` (sorted ranks), ``group_size``, ``in_shape``,
-    ``out_shape``, ``dtype``, ``scope``, ``attrs`` (op, sr_tag, peer ranks ... when present)."""
-    from smsg_ms.graph.mindir import decode_attribute
+def _ints(shape) -> list[int]:
+    return [int(d) if isinstance(d, int) else -1 for d in shape]
 
-    prims = {p.name: p for p in model.primitives}
-    shapes = {}
-    for node in model.graph.node:
-        if node.output:
-            shapes[node.output[0]] = _shape_of(node)
-    for p in model.graph.parameter:
-        shapes[p.name] = ([int(d) for d in p.dims], "float32")
-    for inp in model.graph.input:
-        if inp.tensor:
-            shapes[inp.name] = ([int(d) for d in inp.tensor[0].dims], "float32")
-    nodes = []
+
+def _pass(scope: str) -> str:
+    return "backward" if scope.startswith("Gradients/") else "forward"
+
+
+def collectives_in(graph, world: int) -> list[dict]:
+    """Collectives of a flattened compiled graph (:func:`flatten`), one dict per call: keys
+    ``type``, ``pass`` (``forward`` / ``backward``), ``grad_sync`` (bool), ``group`` (sorted
+    ranks; ``[]`` where only the group's name is known), ``group_size``, ``in_shape``,
+    ``out_shape`` (per-device elements), ``dtype``, ``scope``, ``attrs`` (op, sr_tag, peer ranks
+    ... when present)."""
+    ops = [op for op in graph.ops if op.type in COLLECTIVE_TYPES]
     known: dict[str, list[int]] = {}
-    for node in model.graph.node:
-        if not node.op_type.startswith("REF::"):
-            continue
-        prim = prims.get(node.op_type[5:])  # absent: a call into a sub-graph
-        if prim is None or prim.op_type not in COLLECTIVE_TYPES:
-            continue
-        attrs = {a.name: decode_attribute(a) for a in prim.attribute}
-        ranks, name = attrs.get("group_ranks"), str(attrs.get("group", ""))
+    for op in ops:  # forward collectives carry the ranks; backward ones only the group name
+        ranks, name = op.attrs.get("group_ranks"), str(op.attrs.get("group", ""))
         if isinstance(ranks, str) and ranks and ranks != "WORLD_GROUP":
             known[name] = sorted(int(r) for r in ranks.split("-"))
-        nodes.append((node, prim, attrs))
     out = []
-    for node, prim, attrs in nodes:
-        name = str(attrs.get("group", ""))
-        if name.endswith("world_group") or attrs.get("group_ranks") == "WORLD_GROUP":
+    for op in ops:
+        name = str(op.attrs.get("group", ""))
+        if name.endswith("world_group") or op.attrs.get("group_ranks") == "WORLD_GROUP":
             group = list(range(world))
         else:
             group = known.get(name, [])
-        # Backward collectives carry only the group name "<size>-<hash>".
-        head = name.split("-", 1)[0]
+        head = name.split("-", 1)[0]  # "<size>-<hash>"
         size = len(group) or (int(head) if head.isdigit() else 0)
-        ranks = attrs.get("group_ranks")
-        out_shape, dtype = _shape_of(node)
-        in_shape = shapes.get(node.input[0], (out_shape, dtype))[0] if node.input else out_shape
-        scope = node.domain
-        keep = {k: v for k, v in attrs.items() if k in ("op", "sr_tag", "dest_rank", "src_rank",
-                                                         "split_dim", "concat_dim", "split_count",
-                                                         "fusion", "mean_flag")}
+        dst = graph.tensors[op.outputs[0]] if op.outputs else None
+        out_shape = _ints(dst.shape) if dst else []
+        src = graph.tensors[op.inputs[0]] if op.inputs else None
         out.append({
-            "type": "AlltoAll" if prim.op_type == "AllToAll" else prim.op_type,
-            "pass": "backward" if scope.startswith("Gradients/") else "forward",
-            "grad_sync": "_MirrorOperator" in scope or "Mirror" in scope,
+            "type": "AlltoAll" if op.type == "AllToAll" else op.type,
+            "pass": _pass(op.scope),
+            "grad_sync": "Mirror" in op.scope,
             "group": group, "group_size": size,
-            "in_shape": in_shape, "out_shape": out_shape, "dtype": dtype, "scope": scope,
-            "attrs": keep,
+            "in_shape": _ints(src.shape) if src else out_shape, "out_shape": out_shape,
+            "dtype": dst.dtype if dst else "float32", "scope": op.scope,
+            "attrs": {k: op.attrs[k] for k in _KEEP_ATTRS if k in op.attrs},
         })
     return out
+
+
+def compute_in(graph) -> list[dict]:
+    """Matrix products and convolutions (:data:`COMPUTE_TYPES`) of a flattened compiled graph, one
+    dict per call: ``type``, ``scope``, ``pass``, ``in_shapes`` (first two inputs, per-device
+    elements), ``out_shape``."""
+    out = []
+    for op in graph.ops:
+        if op.type not in COMPUTE_TYPES:
+            continue
+        shapes = [_ints(graph.tensors[t].shape) for t in op.inputs[:2]]
+        out.append({"type": op.type, "scope": op.scope, "pass": _pass(op.scope),
+                    "in_shapes": shapes + [None] * (2 - len(shapes)),
+                    "out_shape": _ints(graph.tensors[op.outputs[0]].shape) if op.outputs
+                    else None})
+    return out
+
+
+def collectives_from_model(model, world: int) -> list[dict]:
+    """Collectives of a compiled ``ModelProto``, sub-graph calls included (see
+    :func:`collectives_in` for the dict keys)."""
+    return collectives_in(flatten(model), world)
 
 
 def read_collectives(cell, phase: str) -> list[dict]:

@@ -234,10 +234,6 @@ PLANNERS = {
     "dynamic_programming": ("auto_parallel", "dynamic_programming"),
     "sharding_propagation": ("auto_parallel", "sharding_propagation"),
 }
-#: Operators whose per-device FLOPs the comparison counts (matrix products and convolutions).
-COMPUTE_TYPES = ("MatMul", "BatchMatMul", "MatMulExt", "BatchMatMulExt", "Dense", "Conv2D",
-                 "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv2DExt", "ConvolutionExt",
-                 "Conv3D")
 
 
 def _shard_of(prim):
@@ -348,7 +344,7 @@ def job_planner_compile(job: dict) -> dict:
     parallel passes).
     """
     from smsg_ms.graph.capture import compile_cell, path_hints, tag_primitives
-    from smsg_ms.integration.collectives import collectives_from_model
+    from smsg_ms.integration.collectives import collectives_in, compute_in, flatten
     from smsg_ms.networks import build_network
 
     planner = job["planner"]
@@ -381,16 +377,9 @@ def job_planner_compile(job: dict) -> dict:
     raw = {k: [[int(x) for x in s] for s in v]
            for k, v in _cell_graph_executor._graph_executor.get_strategy(phase).items()}
     model = _compiled_model(train, phase)
-    shapes, calls = _node_table(model)
+    _, calls = _node_table(model)
     by_path, notes = strategies_by_path(raw, calls, path_hints(prims), wrappers=2)
-    compute = []
-    for node, prim, _ in calls:
-        if prim.op_type not in COMPUTE_TYPES:
-            continue
-        compute.append({"type": prim.op_type, "scope": node.domain,
-                        "pass": "backward" if node.domain.startswith("Gradients/") else "forward",
-                        "in_shapes": [shapes.get(i) for i in node.input[:2]],
-                        "out_shape": shapes.get(node.output[0]) if node.output else None})
+    flat = flatten(model)  # sub-graph calls inlined, each call counted
     layouts = train.parameter_layout_dict or {}
     params = []
     for p in train.get_parameters():
@@ -400,8 +389,8 @@ def job_planner_compile(job: dict) -> dict:
                        "dtype": str(p.dtype).lower(), "role": _role(p.name, weights)})
     return {"planner": planner, "strategies_raw": raw, "strategies": by_path, "notes": notes,
             "cleared_shard": cleared,
-            "collectives": collectives_from_model(model, get_group_size()),
-            "parameters": params, "compute_ops": compute, "compile_seconds": seconds}
+            "collectives": collectives_in(flat, get_group_size()),
+            "parameters": params, "compute_ops": compute_in(flat), "compile_seconds": seconds}
 
 
 JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
