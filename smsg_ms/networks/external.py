@@ -75,7 +75,8 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
                          use_rope_slice=True, use_flash_attention=False, fused_rms_norm=False)
     config.disable_lazy_inline = True
     with _cpu_target():
-        net = LlamaForCausalLM(config)
+        # keyword: mindformers' lazy_inline decorator reads ``kwargs["config"]`` only
+        net = LlamaForCausalLM(config=config)
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     train_ids = ms.Tensor(np.zeros((batch, seq + 1), np.int32))
     return {"net": net, "inputs": (ids,), "train_inputs": (train_ids,), "loss_inside": True}
