@@ -185,27 +185,14 @@ def check_inputs_consistent(graph: OpGraph, inputs) -> None:
                                f"has rank {len(shape)}")
 
 
-#: Option of a network function that compiles identical layers once (see
-#: :func:`smsg_ms.networks.external.mindformers_llama`); captures turn it on unless given.
-REUSE_OPTION = "reuse_layers"
-
-
-def _check_spec(spec: str, options: dict) -> dict:
-    """Refuse an unknown spec or option here, before a child process is started.
-
-    Returns the options of the capture: ``options`` plus ``reuse_layers=True`` where the network
-    function takes that option and the caller did not set it.
-    """
+def _check_spec(spec: str, options: dict) -> None:
+    """Refuse an unknown spec or option here, before a child process is started."""
     from ..networks import NetworkSpecError, check_options
 
     try:
-        _, func, _ = check_options(spec, options)
+        check_options(spec, options)
     except NetworkSpecError as exc:
         raise CaptureError(str(exc)) from exc
-    if options.get(REUSE_OPTION) is None and \
-            REUSE_OPTION in inspect.signature(func).parameters:
-        return {**options, REUSE_OPTION: True}
-    return options
 
 
 def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
@@ -224,7 +211,7 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
     """
     from ..integration.dryrun import DryRunError, run_child
 
-    options = _check_spec(spec, options)
+    _check_spec(spec, options)
     try:
         result = run_child({"job": "capture", "spec": spec, "options": options}, devices=devices)
     except DryRunError as exc:
@@ -250,7 +237,7 @@ def capture_training_graph(spec: str, devices: int = 1, **options):
     """
     from ..integration.dryrun import DryRunError, run_child
 
-    options = _check_spec(spec, options)
+    _check_spec(spec, options)
     try:
         result = run_child({"job": "capture_train", "spec": spec, "options": options},
                            devices=devices)

@@ -4,7 +4,8 @@ Each function returns ``{"net", "inputs"}`` like the built-ins and raises :class
 (a :class:`~smsg_ms.networks.NetworkSpecError`) with the install command when the package is absent.
 Facts used (``shared/docs/mindspore-notes.md``, "Capturing networks of real size"): mindformers
 networks must be constructed under ``device_target="CPU"`` (the dry-run sets GPU, which is restored
-before the compile), with ``config.disable_lazy_inline = True`` and ``use_rope_slice=True``.
+before the compile), with ``config.disable_lazy_inline = True`` (read by mindformers'
+``get_lazy_inline`` from the ``config`` keyword only) and ``use_rope_slice=True``.
 """
 from __future__ import annotations
 
@@ -67,9 +68,11 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     ``layers`` inlined copies; the 70B training graph then compiles in seconds rather than minutes
     (``scripts/bench_capture.py``). The captured operators and primitive paths are the same (the
     MindIR reader renames each call's paths after the weights passed in, and drops the
-    ``TensorMove`` copies at the layer boundary). Off by default because the dry-run compile jobs
-    read collectives and strategies from the top graph only; :func:`smsg_ms.graph.capture.
-    capture_network` turns it on. mindformers' own ``@lazy_inline`` sits on
+    ``TensorMove`` copies at the layer boundary) in the 2-layer case tested, but not in every
+    case yet: at LLaMA-2-7B width the planner then sees an extra ``model.freqs_mgr.slice``
+    StridedSlice, and the dry-run compile jobs read collectives and strategies from the top
+    graph only. Off by default; ``scripts/bench_capture.py`` turns it on. mindformers' own
+    ``@lazy_inline`` sits on
     ``LlamaForCausalLM.__init__`` and is switched off (``disable_lazy_inline``).
 
     Raises:
