@@ -68,10 +68,10 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     ``layers`` inlined copies; the 70B training graph then compiles in seconds rather than minutes
     (``scripts/bench_capture.py``). The captured operators and primitive paths are the same (the
     MindIR reader renames each call's paths after the weights passed in, and drops the
-    ``TensorMove`` copies at the layer boundary) in the 2-layer case tested, but not in every
-    case yet: at LLaMA-2-7B width the planner then sees an extra ``model.freqs_mgr.slice``
-    StridedSlice, and the dry-run compile jobs read collectives and strategies from the top
-    graph only. Off by default; ``scripts/bench_capture.py`` turns it on. mindformers' own
+    ``TensorMove`` copies at the layer boundary) as a multiset (tests/test_networks.py); their
+    order differs, plans made from a reused capture are not yet checked against inlined ones, and
+    the dry-run compile jobs read collectives and strategies from the top graph only, so it is off
+    by default; ``scripts/bench_capture.py`` turns it on. mindformers' own
     ``@lazy_inline`` sits on
     ``LlamaForCausalLM.__init__`` and is switched off (``disable_lazy_inline``).
 
