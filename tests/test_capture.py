@@ -168,12 +168,15 @@ def _cells():
     return Linear, Branchy, Broken
 
 
-def test_wrong_input_rank_is_one_clear_error():
+def test_wrong_input_rank_is_one_clear_error_and_leaves_no_files(tmp_path, monkeypatch):
     import mindspore as ms
+    monkeypatch.chdir(tmp_path)
     linear, _, _ = _cells()
     with pytest.raises(CaptureError, match="could not compile Linear.*MatMul") as err:
         capture(linear(), ms.Tensor(np.ones((2, 2, 4), np.float32)))
     assert "C++ Call Stack" not in str(err.value)
+    # MindSpore writes rank_0/om/analyze_fail.ir on a failed compile: not in the user's folder
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_construct_that_does_not_compile_is_a_capture_error():

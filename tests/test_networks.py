@@ -130,3 +130,19 @@ def test_swin_tiny_dense_count(captured):
     assert len(dense) == 12 * 6 + 3 + 1
     head = [op for op in dense if op.prim_path == "classifier.matmul"]
     assert g.tensors[head[0].outputs[0]].shape == (1, 1000)
+
+
+@pytest.mark.mindformers
+def test_mindformers_reused_layers_capture_the_same_training_graph():
+    # oracle: MindSpore's own compile of the same network with every layer inlined
+    from smsg_ms.graph.capture import capture_training_graph
+
+    def ops(reuse):
+        g = capture_training_graph("mf-llama", reuse_layers=reuse, **MF).graph
+        return sorted((op.type, op.phase, op.prim_path or "", op.call_index,
+                       tuple(tuple(g.tensors[t].shape) for t in op.inputs)) for op in g.ops)
+
+    inlined, reused = ops(False), ops(True)
+    assert reused == inlined
+    paths = {p for _, phase, p, _, _ in reused if phase == "forward"}
+    assert {f"model.layers.{i}.attention.wq.matmul" for i in range(MF["layers"])} <= paths

@@ -15,9 +15,11 @@ compile, then read the MindIR (:mod:`smsg_ms.graph.mindir`).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +125,26 @@ def _first_paragraph(exc: BaseException, net_name: str) -> str:
     return f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
 
 
+@contextlib.contextmanager
+def _environment(**values: str):
+    """Set environment variables for the duration of the block, then restore them.
+
+    ``MS_OM_PATH``: MindSpore writes ``rank_<id>/om/analyze_fail.ir`` under it when a compile
+    fails (MindSpore's C++ ``GetEvalFailDatPath``; default: the working folder), read at each
+    failure.
+    """
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def capture(net, *inputs, name: str | None = None) -> OpGraph:
     """Capture the forward graph of a live ``nn.Cell`` called on ``inputs`` (this process).
 
@@ -130,6 +152,9 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
         net: the network (``mindspore.nn.Cell``).
         inputs: example inputs (``mindspore.Tensor``), global shapes.
         name: name recorded in the graph (default: the class name).
+
+    Nothing is written to the working folder: MindSpore's ``analyze_fail.ir`` of a failed compile
+    goes to a temporary folder that is removed.
 
     Raises:
         CaptureError: the construct does not compile (wrong input rank, unsupported syntax...).
@@ -139,16 +164,10 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
     if ms.get_context("mode") != ms.GRAPH_MODE:
         ms.set_context(mode=ms.GRAPH_MODE)
     tag_primitives(net)
-    old = os.environ.get("MS_DEV_PRECOMPILE_ONLY")
-    os.environ["MS_DEV_PRECOMPILE_ONLY"] = "1"
-    try:
+    with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
+            _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
         net.set_train(False)
         phase = compile_cell(net, inputs, phase="smsg_capture")
-    finally:
-        if old is None:
-            os.environ.pop("MS_DEV_PRECOMPILE_ONLY", None)
-        else:
-            os.environ["MS_DEV_PRECOMPILE_ONLY"] = old
     graph = read_mindir(net, phase, name or type(net).__name__)
     check_inputs_consistent(graph, inputs)
     return graph

@@ -16,7 +16,7 @@ from typing import Any
 from .model import OpGraph, OpNode, TensorInfo
 
 PLUMBING = {"Load", "UpdateState", "Depend", "MakeTuple", "TupleGetItem", "MakeList",
-            "ListGetItem", "Return"}
+            "ListGetItem", "Return", "TensorMove"}
 #: Attributes MindSpore adds to every primitive that say nothing about the operator's maths.
 _NOISE_ATTRS = {"smsg_path", "smsg_uid", "input_names", "output_names", "side_effect_propagate",
                 "primitive_target", "gen_strategy", "side_effect_mem", "side_effect_io", "side_effect_hidden"}
@@ -195,6 +195,8 @@ class _Walker:
         self.calls: dict[str, int] = {}
         self.n_calls = 0
         self.depth = 0
+        #: per active call: (cell path the sub-graph was parsed from, cell path of this call)
+        self.remap: list[tuple[str, str] | None] = []
 
     # names: a graph-local name "<graph>:x" becomes "<ns>x"; constants are global
     @staticmethod
@@ -306,9 +308,26 @@ class _Walker:
                 kind="parameter", requires_grad=self.trainable.get(pname, True)))
             self.alias[ns + self._local(p.name, func.name)] = pname
         self.depth += 1
+        self.remap.append(self._reuse_remap(func, args))
         outs = self.walk(func, ns)
+        self.remap.pop()
         self.depth -= 1
         self.alias[out_name] = outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _reuse_remap(self, func, args) -> tuple[str, str] | None:
+        """For a reused cell (one graph for identical layers, ``cell_init_args``): the graph's
+        primitives carry the tags of the instance it was parsed from; the weights passed in name
+        the instance called. Returns ``(parsed cell, called cell)`` when they differ."""
+        tags = [p.attribute for p in (self.prims.get(n.op_type[5:]) for n in func.node
+                                      if n.op_type.startswith("REF::")) if p is not None]
+        home = _common_prefix([decode_attribute(a) for attrs in tags for a in attrs
+                               if a.name == "smsg_path"])
+        params = [a for a in args if isinstance(a, str) and a in self.tensors
+                  and self.tensors[a].kind == "parameter"]
+        site = _common_prefix([p.rpartition(".")[0] for p in params])
+        if not home or not site or home == site or home.count(".") != site.count("."):
+            return None
+        return home, site
 
     def opaque(self, node, out_name: str) -> None:
         shape, dtype = _output_types(node)[0]
@@ -319,7 +338,7 @@ class _Walker:
         op_type = prim.op_type
         tensors, constants, alias = self.tensors, self.constants, self.alias
         if op_type in PLUMBING:
-            if op_type in ("Load", "Depend"):
+            if op_type in ("Load", "Depend", "TensorMove"):  # TensorMove: a copy (reused cells)
                 alias[out_name] = args[0]
             elif op_type in ("MakeTuple", "MakeList"):
                 alias[out_name] = tuple(args)
@@ -368,6 +387,9 @@ class _Walker:
         phase = pass_of_scope(node.domain)
         path = None if phase != "forward" else _primitive_path(
             pattrs.get("smsg_path"), op_type, node.domain, self.hints, self.warnings, self.wrappers)
+        remap = self.remap[-1] if self.remap else None
+        if path and remap and (path + ".").startswith(remap[0] + "."):
+            path = remap[1] + path[len(remap[0]):]
         op_id = len(self.ops)
         outs = []
         types = _output_types(node)
@@ -388,6 +410,19 @@ class _Walker:
             self.calls[path] = call_index + 1
         self.ops.append(OpNode(op_id, op_type, data_inputs, outs, attrs, path, call_index,
                                node.domain, phase))
+
+
+def _common_prefix(paths: list) -> str:
+    """Longest common dotted prefix of ``paths`` (``""`` when none or empty)."""
+    split = [p.split(".") for p in paths if isinstance(p, str) and p]
+    if not split:
+        return ""
+    out = []
+    for parts in zip(*split):
+        if any(x != parts[0] for x in parts):
+            break
+        out.append(parts[0])
+    return ".".join(out)
 
 
 def _jsonable(v) -> bool:

@@ -10,7 +10,8 @@ from .model import OpGraph
 def summarize(graph: OpGraph) -> dict:
     """Plain-data summary: ``op_counts`` (type → count, most frequent first), ``parameters``
     (count, elements, bytes), ``block_groups`` (container, prefixes, ops per block),
-    ``functional`` (type → count of calls without a primitive path), ``warnings``."""
+    ``functional`` (type → count of calls without a primitive path), ``unknown`` (type → count of
+    operators the cost model has no family for, :func:`unknown_operator_types`), ``warnings``."""
     counts = Counter(op.type for op in graph.ops)
     params = graph.parameters()
     functional = Counter(op.type for op in graph.ops if not op.shardable)
@@ -23,8 +24,25 @@ def summarize(graph: OpGraph) -> dict:
                        "bytes": sum(p.nbytes or 0 for p in params)},
         "block_groups": groups,
         "functional": sorted(functional.items(), key=lambda kv: (-kv[1], kv[0])),
+        "unknown": unknown_operator_types(graph),
         "warnings": list(graph.warnings),
     }
+
+
+def unknown_operator_types(graph: OpGraph) -> list[tuple[str, int]]:
+    """Operator types the cost model does not know, with their counts, most frequent first.
+
+    An operator is unknown when :meth:`smsg_ms.cost.model.CostModel.spec` returns ``None`` for it
+    and the cost model does not handle its type itself (``operators.SPECIAL``, e.g. Reshape): the
+    planner can then offer it only MindSpore's default batch-parallel layout.
+    """
+    from ..cost.model import CostModel  # lazily: graph/ does not depend on cost/ at import
+    from ..cost.operators import SPECIAL
+
+    model = CostModel(graph, 1)
+    counts = Counter(op.type for op in graph.ops
+                     if op.type not in SPECIAL and model.spec(op) is None)
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def print_summary(graph: OpGraph, console=None) -> None:
@@ -54,5 +72,11 @@ def print_summary(graph: OpGraph, console=None) -> None:
         total = sum(n for _, n in s["functional"])
         console.print(f"functional calls (cannot be sharded): {total}: "
                       + ", ".join(f"{t} ×{n}" for t, n in s["functional"]))
+    if s["unknown"]:
+        total = sum(n for _, n in s["unknown"])
+        console.print(f"[yellow]warning:[/] {total} operators of {len(s['unknown'])} types unknown "
+                      "to the cost model (batch-parallel layout only): "
+                      + ", ".join(f"{t} ×{n}" for t, n in s["unknown"]), markup=True,
+                      highlight=False)
     for w in s["warnings"]:
         console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)

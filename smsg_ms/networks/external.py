@@ -4,7 +4,8 @@ Each function returns ``{"net", "inputs"}`` like the built-ins and raises :class
 (a :class:`~smsg_ms.networks.NetworkSpecError`) with the install command when the package is absent.
 Facts used (``shared/docs/mindspore-notes.md``, "Capturing networks of real size"): mindformers
 networks must be constructed under ``device_target="CPU"`` (the dry-run sets GPU, which is restored
-before the compile), with ``config.disable_lazy_inline = True`` and ``use_rope_slice=True``.
+before the compile), with ``config.disable_lazy_inline = True`` (read by mindformers'
+``get_lazy_inline`` from the ``config`` keyword only) and ``use_rope_slice=True``.
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def _cpu_target():
 
 def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
                       kv_heads: int | None = None, ffn: int | None = 11008, vocab: int = 32000,
-                      seq: int = 4096, batch: int = 1, dtype: str = "float16"):
+                      seq: int = 4096, batch: int = 1, dtype: str = "float16",
+                      reuse_layers: bool = False):
     """mindformers 1.9.0 ``LlamaForCausalLM``; defaults are the LLaMA-2-7B width, sequence 4096.
 
     Shapes (elements): forward ``input_ids (batch, seq)`` int32; training ``(batch, seq + 1)`` (the
@@ -59,6 +61,19 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     ``wk, wv (kv_heads·hidden/heads, hidden)``, ``wo (hidden, hidden)``, ``feed_forward.w1, w3
     (ffn, hidden)``, ``w2 (hidden, ffn)``; ``lm_head (vocab, hidden)``. LLaMA-2-70B is
     ``layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672``.
+
+    ``reuse_layers``: mark the decoder layers as one reusable cell (MindSpore's cell reuse, the
+    mechanism behind ``mindspore.lazy_inline``: every layer carries the same ``cell_init_args``),
+    so the front end compiles one layer graph and calls it ``layers`` times instead of optimising
+    ``layers`` inlined copies; the 70B training graph then compiles in seconds rather than minutes
+    (``scripts/bench_capture.py``). The captured operators and primitive paths are the same (the
+    MindIR reader renames each call's paths after the weights passed in, and drops the
+    ``TensorMove`` copies at the layer boundary) as a multiset (tests/test_networks.py); their
+    order differs, plans made from a reused capture are not yet checked against inlined ones, and
+    the dry-run compile jobs read collectives and strategies from the top graph only, so it is off
+    by default; ``scripts/bench_capture.py`` turns it on. mindformers' own
+    ``@lazy_inline`` sits on
+    ``LlamaForCausalLM.__init__`` and is switched off (``disable_lazy_inline``).
 
     Raises:
         MissingPackage: mindformers is not installed.
@@ -75,7 +90,12 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
                          use_rope_slice=True, use_flash_attention=False, fused_rms_norm=False)
     config.disable_lazy_inline = True
     with _cpu_target():
-        net = LlamaForCausalLM(config)
+        # keyword: mindformers' lazy_inline decorator reads ``kwargs["config"]`` only
+        net = LlamaForCausalLM(config=config)
+    if reuse_layers:
+        for layer in net.model.layers:
+            # identical key for identical layers: MindSpore parses the first and reuses its graph
+            layer.cell_init_args = f"lazy_inline_{type(layer).__name__}_smsg_reuse"
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     train_ids = ms.Tensor(np.zeros((batch, seq + 1), np.int32))
     return {"net": net, "inputs": (ids,), "train_inputs": (train_ids,), "loss_inside": True}
