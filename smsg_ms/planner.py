@@ -15,6 +15,7 @@ different"): pairs of options that disagree on it cost ``inf``.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -57,9 +58,35 @@ class _Var:
     options: list[list]       # per option: list of OpCost, one per call
     keys: list
     written_back: bool
+    #: structural signature (identical signatures have identical options and edge matrices)
+    signature: tuple | None = None
+    #: tensor names of the variable whose options are shared → this variable's own names
+    rename: dict | None = None
 
 
-def _group_variables(graph: OpGraph, model) -> list[_Var]:
+def _tensor_side(graph: OpGraph, name: str) -> tuple:
+    t = graph.tensors[name]
+    return (tuple(t.shape), t.dtype, t.kind, bool(t.requires_grad))
+
+
+def op_signature(graph: OpGraph, op: OpNode) -> tuple:
+    """Everything :meth:`CostModel.options` reads of ``op``: type, attributes, shardability,
+    (shape, dtype, kind, requires_grad) of each input and output and which inputs are the same
+    tensor. Two operators with equal signatures get equal option lists, up to tensor names."""
+    return (op.type, json.dumps(op.attrs, sort_keys=True, default=str), op.shardable,
+            tuple(_tensor_side(graph, n) for n in op.inputs),
+            tuple(_tensor_side(graph, n) for n in op.outputs),
+            tuple(op.inputs.index(n) for n in op.inputs))
+
+
+def _names(ops: list[OpNode]) -> list[str]:
+    return [n for op in ops for n in op.inputs + op.outputs]
+
+
+def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
+    """Variables in topological order. With ``reuse``, a variable whose signature was seen
+    before shares that variable's option list (the options are computed once per signature);
+    its ``rename`` maps the shared options' tensor names to its own."""
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
@@ -70,14 +97,29 @@ def _group_variables(graph: OpGraph, model) -> list[_Var]:
         else:
             order.append((op.id, op.id))
     variables = []
+    seen: dict[tuple, _Var] = {}
+
+    def shared(name, ops, signature) -> bool:
+        rep = seen.get(signature) if reuse else None
+        if rep is None:
+            return False
+        rename = {a: b for a, b in zip(_names(rep.ops), _names(ops)) if a != b}
+        variables.append(_Var(name, ops, rep.options, rep.keys, rep.written_back, signature,
+                              rename))
+        return True
+
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
+            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops)
+            if shared(key, ops, signature):
+                continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
             if common:
                 variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
-                                      common, True))
+                                      common, True, signature))
+                seen[signature] = variables[-1]
                 continue
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
             # fits all, so the primitive is left to MindSpore's batch-parallel default.
@@ -87,15 +129,19 @@ def _group_variables(graph: OpGraph, model) -> list[_Var]:
                                   "common strategy: left to MindSpore's default")
                 variables.append(_Var(op.label, [op], [[cost]],
                                       [(_strategy_key(cost.strategy), tuple(cost.out_layouts))],
-                                      False))
+                                      False, ("default", op.id)))
         else:
             op = graph.ops[key]
+            signature = ("operator", op_signature(graph, op))
+            if shared(op.label, [op], signature):
+                continue
             opts = model.options(op)
             if not opts:
                 raise PlanningError(f"operator {op.label} ({op.type}) has no valid strategy on "
                                     f"{model.devices} devices")
             keys = [(_strategy_key(c.strategy), tuple(c.out_layouts)) for c in opts]
-            variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False))
+            variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
+            seen[signature] = variables[-1]
     return variables
 
 
@@ -103,25 +149,41 @@ def _strategy_key(strategy) -> tuple:
     return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
 
 
-def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
+def build_problem(graph: OpGraph, model, *, reuse: bool = True
+                  ) -> tuple[SearchProblem, list[_Var]]:
     """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
 
     Option cost = Σ over the variable's calls of ``model.seconds(OpCost)`` (seconds); option
     memory = Σ of the calls' memory bytes; edges = redistribution seconds.
+
+    ``reuse`` (default) computes options, option costs and edge matrices once per structural
+    signature (:func:`op_signature`; identical layers share them) and redistribution seconds
+    once per (shape, dtype, normalised source, normalised destination) layouts. This is exact:
+    the cost model reads nothing of an operator but its signature and tensor names (names only
+    label collectives, renamed through ``_Var.rename``), and a redistribution depends only on
+    the normal forms of its layouts (:func:`smsg_ms.cost.redistribution.redistribute` starts by
+    normalising). Shared edge matrices are read-only. ``reuse=False`` is the plain computation
+    (one option list per operator, one matrix per edge), kept as the reference.
     """
-    variables = _group_variables(graph, model)
+    variables = _group_variables(graph, model, reuse)
     var_of_op: dict[int, tuple[int, int]] = {}
     for vi, var in enumerate(variables):
         for ci, op in enumerate(var.ops):
             var_of_op[op.id] = (vi, ci)
     problem_vars = []
+    unary: dict[tuple, tuple] = {}
     for var in variables:
-        cost = [sum(model.seconds(c) for c in calls) for calls in var.options]
-        mem = [sum(sum(float(v) for v in c.memory.values()) for c in calls)
-               for calls in var.options]
-        problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys, cost, mem))
+        got = unary.get(var.signature) if reuse else None
+        if got is None:
+            got = ([sum(model.seconds(c) for c in calls) for calls in var.options],
+                   [sum(sum(float(v) for v in c.memory.values()) for c in calls)
+                    for calls in var.options])
+            unary[var.signature] = got
+        problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys,
+                                     np.array(got[0]), np.array(got[1])))
 
     pair: dict[tuple[int, int], np.ndarray] = {}
+    matrices: dict[tuple, np.ndarray] = {}
     redist_cache: dict = {}
 
     def redist_seconds(tensor, src, dst) -> float:
@@ -132,15 +194,32 @@ def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
             redist_cache[key] = model.seconds(model.redistribution(tensor, src, dst))
         return redist_cache[key]
 
+    def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
+        key = (U.signature, uc, out_idx, V.signature, vc, idx)
+        if reuse and key in matrices:
+            return matrices[key]
+        if reuse:
+            norm = model.normalized
+            src, src_of = _distinct([norm(ou[uc].out_layouts[out_idx]) for ou in U.options])
+            dst, dst_of = _distinct([norm(ov[vc].in_layouts[idx]) for ov in V.options])
+            small = np.array([[model.redistribution_seconds(tensor, a, b) for b in dst]
+                              for a in src])
+        else:
+            src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
+            dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
+            small = np.array([[redist_seconds(tensor, a, b) for b in dst] for a in src])
+        m = small[np.ix_(src_of, dst_of)]
+        if reuse:
+            m.flags.writeable = False
+            matrices[key] = m
+        return m
+
     for src_id, dst_id, tname, idx in graph.iter_edges():
         tensor = graph.tensors[tname]
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
         out_idx = graph.ops[src_id].outputs.index(tname)
-        U, V = variables[u], variables[v]
-        src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
-        dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
-        small = np.array([[redist_seconds(tensor, a, b) for b in dst] for a in src])
-        _add_pair(pair, problem_vars, u, v, small[np.ix_(src_of, dst_of)])
+        m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
+        _add_pair(pair, problem_vars, u, v, m)
 
     # one layout per parameter across its users
     users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
@@ -154,10 +233,17 @@ def build_problem(graph: OpGraph, model) -> tuple[SearchProblem, list[_Var]]:
             if u == v:
                 continue
             U, V = variables[u], variables[v]
-            a, a_of = _distinct([ou[uc].in_layouts[ui].cuts for ou in U.options])
-            b, b_of = _distinct([ov[vc].in_layouts[vi_].cuts for ov in V.options])
-            small = np.array([[0.0 if x == y else INF for y in b] for x in a])
-            _add_pair(pair, problem_vars, u, v, small[np.ix_(a_of, b_of)])
+            key = ("parameter", U.signature, uc, ui, V.signature, vc, vi_)
+            m = matrices.get(key) if reuse else None
+            if m is None:
+                a, a_of = _distinct([ou[uc].in_layouts[ui].cuts for ou in U.options])
+                b, b_of = _distinct([ov[vc].in_layouts[vi_].cuts for ov in V.options])
+                small = np.array([[0.0 if x == y else INF for y in b] for x in a])
+                m = small[np.ix_(a_of, b_of)]
+                if reuse:
+                    m.flags.writeable = False
+                    matrices[key] = m
+            _add_pair(pair, problem_vars, u, v, m)
 
     edges = [Edge(u, v, m) for (u, v), m in sorted(pair.items())]
     problem = SearchProblem(problem_vars, edges)
@@ -208,12 +294,14 @@ def _breakdown(model, calls) -> dict[str, float]:
     return dict(total)
 
 
-def _collectives(calls) -> list[dict]:
+def _collectives(calls, rename: dict | None = None) -> list[dict]:
+    rename = rename or {}
     out = []
     for c in calls:
         for coll in c.collectives:
             out.append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
-                        "bytes": float(coll.full_bytes), "tensor": coll.tensor})
+                        "bytes": float(coll.full_bytes),
+                        "tensor": rename.get(coll.tensor, coll.tensor)})
     return out
 
 
@@ -221,6 +309,9 @@ def _collectives(calls) -> list[dict]:
 #: it only strategies that use every device (MindSpore's ``fully_use_devices``), which keeps the
 #: option count, and the redistribution matrices, tractable.
 EXHAUSTIVE_UP_TO = 16
+#: :func:`plan_graph` builds its problem with ``build_problem(reuse=REUSE)``; ``False`` is the
+#: plain reference computation (same plan, slower).
+REUSE = True
 
 
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
@@ -254,7 +345,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     if exhaustive is None:
         exhaustive = devices <= EXHAUSTIVE_UP_TO
     model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
-    problem, variables = build_problem(graph, model)
+    problem, variables = build_problem(graph, model, reuse=REUSE)
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
         repeated = _repeated_variable_groups(graph, problem)
@@ -263,18 +354,19 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
 
     decisions = []
     totals: dict[str, float] = defaultdict(float)
+    incident = _incident_edges(problem)
     for vi, var in enumerate(variables):
         calls = var.options[choice[vi]]
         bd = _breakdown(model, calls)
         for k, v in bd.items():
             totals[k] += v
-        runner = _runner_up(problem, choice, vi)
+        runner = _runner_up(problem, choice, vi, incident[vi])
         strategy = [list(s) for s in calls[0].strategy] if var.written_back else None
         notes = sorted({n for c in calls for n in c.notes})
         decisions.append(OpDecision(
             name=var.name, op_type=var.ops[0].type, strategy=strategy,
             shardable=var.written_back, seconds=float(problem.variables[vi].cost[choice[vi]]),
-            breakdown=bd, collectives=_collectives(calls),
+            breakdown=bd, collectives=_collectives(calls, var.rename),
             runner_up=None if runner is None else {
                 "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
                 if var.written_back else None, "extra_seconds": runner[1]},
@@ -323,13 +415,23 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     return out
 
 
-def _runner_up(problem: SearchProblem, choice: list[int], vi: int):
-    """Best other option of variable ``vi`` with every other variable fixed: (index, extra s)."""
+def _incident_edges(problem: SearchProblem) -> list[list]:
+    """Edges touching each variable (index = variable)."""
+    out: list[list] = [[] for _ in problem.variables]
+    for e in problem.edges:
+        out[e.u].append(e)
+        out[e.v].append(e)
+    return out
+
+
+def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
+    """Best other option of variable ``vi`` with every other variable fixed: (index, extra s).
+    ``edges``: the edges touching ``vi`` (default: all of the problem's)."""
     var = problem.variables[vi]
     if len(var.keys) < 2:
         return None
     local = var.cost.copy()
-    for e in problem.edges:
+    for e in (problem.edges if edges is None else edges):
         if e.u == vi:
             local = local + e.cost[:, choice[e.v]]
         elif e.v == vi:

@@ -114,6 +114,8 @@ class TensorLayout:
         are equal.
         """
         keep = [i for i, s in enumerate(self.device_matrix) if s > 1]
+        if len(keep) == len(self.device_matrix):  # already normal
+            return self
         if not keep:
             return TensorLayout((self.devices,) if self.devices > 1 else (1,),
                                 (-1,) * len(self.tensor_map))

@@ -72,6 +72,8 @@ class CostModel:
         self.fully_use_devices = fully_use_devices
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
+        self._normal: dict[TensorLayout, TensorLayout] = {}
+        self._redist_seconds: dict[tuple, float] = {}
 
     # ---- helpers ---------------------------------------------------------------------------
     def _shapes(self, names):
@@ -156,6 +158,28 @@ class CostModel:
         (:mod:`smsg_ms.cost.redistribution`)."""
         return redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
                             tensor.name, self.enable_alltoall)
+
+    def normalized(self, layout: TensorLayout) -> TensorLayout:
+        """``layout.normalized()``, memoised (:meth:`TensorLayout.normalized`)."""
+        got = self._normal.get(layout)
+        if got is None:
+            got = self._normal[layout] = layout.normalized()
+        return got
+
+    def redistribution_seconds(self, tensor: TensorInfo, src: TensorLayout,
+                               dst: TensorLayout) -> float:
+        """``seconds(redistribution(tensor, src, dst))``, memoised by (shape, dtype, normalised
+        ``src``, normalised ``dst``): the collectives depend on nothing else
+        (:func:`~smsg_ms.cost.redistribution.redistribute` normalises both layouts first; the
+        tensor name only labels them). Layouts with equal normal forms cost 0 s."""
+        a, b = self.normalized(src), self.normalized(dst)
+        if a == b:
+            return 0.0
+        key = (tuple(tensor.shape), tensor.dtype, a, b)
+        got = self._redist_seconds.get(key)
+        if got is None:
+            got = self._redist_seconds[key] = self.seconds(self.redistribution(tensor, a, b))
+        return got
 
     def seconds(self, item: OpCost | list[Collective]) -> float:
         """BSP micro-step time: ``(w + g·h + l·L) / flops`` with ``w`` FLOPs forward + backward,

@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""Planning time at scale: the built-in ``llama`` at the LLaMA-2-70B shape, 8 and 80 layers.
+
+Network: smsg's own built-in ``llama`` (not mindformers' LLaMA; that capture is benchmarked in
+``bench_capture.py``) with hidden 8192, 64 heads (no grouped KV heads), FFN 28672, vocab 32000,
+seq 4096, batch ``--batch`` (default 8), fp16. The capture (dry-run child, no weights) is
+excluded from the planning time and cached as graph JSON under ``--cache`` (plain JSON, keyed by
+the network options).
+
+For each device count: wall seconds of :func:`smsg_ms.planner.plan_graph` (cost model, problem,
+search, plan) for 8 and 80 layers, their ratio, the plan's predicted step seconds, and, as the
+baseline in the same run, the wall seconds of MindSpore's own ``recursive_programming`` search
+compiling the same network (``auto_parallel``; CPU dry-run, ``planner_compile`` job; its
+``compile_seconds`` includes MindSpore's parallel passes) and the ratio smsg / MindSpore.
+
+Usage: ``PYTHONPATH=. python scripts/bench_plan.py [--devices 8 64 512 1024] [--layers 8 80]
+[--batch 8] [--no-mindspore] [--plain]`` (``--plain``: also time ``build_problem(reuse=False)``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+SHAPE = dict(hidden=8192, heads=64, ffn=28672, vocab=32000, seq=4096, dtype="float16")
+
+
+def network_options(layers: int, batch: int) -> dict:
+    return dict(SHAPE, layers=layers, batch=batch)
+
+
+def load_graph(options: dict, cache: Path):
+    """Captured graph (``OpGraph``) and capture seconds (0 when read from the cache)."""
+    from smsg_ms.graph.capture import capture_network
+    from smsg_ms.graph.model import OpGraph
+
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache / f"llama-{digest}.json"
+    if path.exists():
+        return OpGraph.from_json(path.read_text()), 0.0
+    t0 = time.perf_counter()
+    graph = capture_network("llama", **options)
+    seconds = time.perf_counter() - t0
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_text(graph.to_json())
+    return graph, seconds
+
+
+def time_plan(graph, devices: int, memory_gib) -> dict:
+    from smsg_ms.planner import plan_graph
+    from smsg_ms.search import NoFeasiblePlan
+
+    t0 = time.perf_counter()
+    try:
+        plan = plan_graph(graph, devices, memory_gib=memory_gib, progress=False)
+        step = plan.totals["step_seconds"]
+    except NoFeasiblePlan:
+        step = None
+    return {"seconds": time.perf_counter() - t0, "step": step}
+
+
+def time_plain_problem(graph, devices: int) -> float:
+    from smsg_ms.cost.model import CostModel
+    from smsg_ms.planner import EXHAUSTIVE_UP_TO, build_problem
+
+    t0 = time.perf_counter()
+    build_problem(graph, CostModel(graph, devices, fully_use_devices=devices > EXHAUSTIVE_UP_TO),
+                  reuse=False)
+    return time.perf_counter() - t0
+
+
+def time_mindspore(options: dict, devices: int, timeout: float):
+    """MindSpore recursive_programming compile seconds, or the error's first line."""
+    from smsg_ms.integration.dryrun import DryRunError, run_child
+
+    try:
+        out = run_child({"job": "planner_compile", "spec": "llama", "options": options,
+                         "planner": "recursive_programming"}, devices=devices, timeout=timeout)
+    except DryRunError as exc:
+        return str(exc).splitlines()[0][:60]
+    return float(out["compile_seconds"])
+
+
+def fmt(x, unit="s"):
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.3g} {unit}" if math.isfinite(x) else "inf"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--devices", type=int, nargs="+", default=[8, 64, 512, 1024])
+    ap.add_argument("--layers", type=int, nargs=2, default=[8, 80], metavar=("FEW", "MANY"))
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--memory-gib", type=float, default=1e6,
+                    help="per-device memory limit (default: unbounded, planning time only)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "smsg-bench-plan")
+    ap.add_argument("--no-mindspore", action="store_true")
+    ap.add_argument("--plain", action="store_true",
+                    help="also time the plain build_problem (no reuse) on the few-layer graph")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="MindSpore compile timeout (s)")
+    args = ap.parse_args(argv)
+    console = Console()
+    few, many = args.layers
+    graphs = {}
+    for layers in (few, many):
+        graphs[layers], cap = load_graph(network_options(layers, args.batch), args.cache)
+        console.print(f"{layers} layers: {len(graphs[layers].ops)} operators, capture "
+                      f"{'cached' if not cap else f'{cap:.1f} s'} (excluded)")
+    table = Table(title=f"plan_graph, built-in llama at the 70B shape, batch {args.batch}")
+    for col in ["devices", f"{few} layers", f"{many} layers", "ratio", "step (pred.)",
+                "MindSpore rec. prog.", "smsg / MindSpore"] + (["plain build"] if args.plain
+                                                                 else []):
+        table.add_column(col, justify="right")
+    for devices in args.devices:
+        a = time_plan(graphs[few], devices, args.memory_gib)
+        b = time_plan(graphs[many], devices, args.memory_gib)
+        ms = None if args.no_mindspore else time_mindspore(
+            network_options(many, args.batch), devices, args.timeout)
+        row = [str(devices), fmt(a["seconds"]), fmt(b["seconds"]),
+               f"{b['seconds'] / a['seconds']:.2f}", fmt(b["step"]), fmt(ms),
+               f"{b['seconds'] / ms:.3g}" if isinstance(ms, float) else "-"]
+        if args.plain:
+            row.append(fmt(time_plain_problem(graphs[few], devices)))
+        table.add_row(*row)
+        console.print(f"{devices} devices done: {row}")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
