@@ -221,6 +221,15 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
         _add_pair(pair, problem_vars, u, v, m)
 
+    # the training wrapper's loss reads each network output batch-parallel
+    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
+        tensor, U = graph.tensors[tname], variables[u]
+        need = model.normalized(loss_layout(tensor, model.devices))
+        extra = np.array([model.redistribution_seconds(
+            tensor, model.normalized(calls[uc].out_layouts[out_idx]), need)
+            for calls in U.options])
+        problem_vars[u].cost = problem_vars[u].cost + extra
+
     # one layout per parameter across its users
     users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for op in graph.ops:
@@ -249,6 +258,33 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     problem = SearchProblem(problem_vars, edges)
     problem.check()
     return problem, variables
+
+
+def loss_layout(tensor, devices: int):
+    """Layout the training wrapper's loss needs on a network output.
+
+    The loss cell's primitives carry no strategy, so semi-auto parallel gives them MindSpore's
+    batch-parallel default (``operator_info.cc``, ``GenerateBatchParallelStrategy``): the first
+    dimension cut ``devices``-way when it divides, the tensor replicated otherwise. A producer
+    with another layout pays the redistribution into it (a vocabulary-parallel LM head pays an
+    AllGather of the logits forward and a ReduceScatter backward).
+    """
+    from .cost.layout import TensorLayout
+
+    shape = tensor.shape
+    if shape and isinstance(shape[0], int) and shape[0] % devices == 0:
+        return TensorLayout.from_cuts((devices,) + (1,) * (len(shape) - 1), devices)
+    return TensorLayout.replicated(len(shape), devices)
+
+
+def _output_producers(graph: OpGraph, var_of_op):
+    """``(tensor, variable, call, output index)`` of every network output made by an operator."""
+    for tname in dict.fromkeys(graph.outputs):
+        t = graph.tensors[tname]
+        if t.producer is None:
+            continue
+        u, uc = var_of_op[t.producer]
+        yield tname, u, uc, graph.ops[t.producer].outputs.index(tname)
 
 
 def _distinct(items: list) -> tuple[list, np.ndarray]:
@@ -412,6 +448,13 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
+    for tname, u, uc, out_idx in _output_producers(graph, where):
+        tensor = graph.tensors[tname]
+        src = variables[u].options[choice[u]][uc].out_layouts[out_idx]
+        for coll in model.redistribution(tensor, src, loss_layout(tensor, model.devices)):
+            out[u].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "redistribution": True, "loss": True})
     return out
 
 

@@ -78,8 +78,11 @@ def predicted_collectives(plan: Plan) -> list[dict]:
 
 
 def predicted_key(c: dict) -> Key:
+    """Key of a predicted collective; redistributions into the loss (``"loss": True``, see
+    :func:`smsg_ms.planner.loss_layout`) are keyed with the loss's collectives."""
     kind = "AlltoAll" if c["kind"] in ("AllToAll", "AlltoAll") else c["kind"]
-    return kind, _phase(c.get("phase", "forward")), _group_size(c.get("group"))
+    phase = _phase(c.get("phase", "forward")) + (LOSS_SUFFIX if c.get("loss") else "")
+    return kind, phase, _group_size(c.get("group"))
 
 
 @dataclass
