@@ -163,6 +163,17 @@ def test_conv_cin_cut_allreduce_derivation(bank):
     assert cost.flops_fwd == 2 * 4 * 16 * 16 * 16 * 2 * 3 * 3
 
 
+def test_conv_halo_bytes_derivation(bank):
+    """H cut 4 of a 3×3 stride-1 convolution: each device sends kernel − stride = 2 rows of its
+    local (8/2, 8, ·, 16) slice, 2·4·8·16 fp32 = 4096 bytes, over the 8 devices of the stage."""
+    i = next(k for k, c in enumerate(CASES) if c[0] == "conv pad mode H cut (halo)")
+    op = next(o for o in bank.ops if o.prim_path == f"cases.{i}.steps.0.op")
+    cost = CostModel(bank, DEVICES).check(op, ((2, 1, 4, 1), (1, 1, 1, 1)))
+    halo = [(c.kind, c.group, int(c.full_bytes), c.phase) for c in cost.collectives
+            if c.kind == "NeighborExchangeV2"]
+    assert halo == [("NeighborExchangeV2", 8, 2 * 4 * 8 * 16 * 4, "forward")]
+
+
 @pytest.fixture(scope="module")
 def rejection_bank():
     from smsg_ms.graph.capture import capture_network

@@ -3,8 +3,11 @@
 Letters: input ``n c h w``, weight ``o c`` + kernel, output ``n o h w``; device matrix
 ``(n, c, h, w, o)`` (``InferDevMatrixShape``). Rules kept from MindSpore: the kernel dimensions
 uncut; the input's and the weight's C_in cut equal; with ``group != 1`` neither C_in nor C_out
-cut; H/W cut only in ``same``/``valid`` pad mode (never ``pad``), the output's H/W divisible by
-the cut, the input slice divisible by the stride. Cutting C_in (contracting) leaves partial sums:
+cut; an H/W cut needs the output's H/W divisible by the cut, and (MindSpore 2.10,
+``CheckHWStrategyPadModeByDimension`` / ``...ValidMode``): 'valid' mode kernel ≤ stride and the
+slice divisible by the stride; 'pad'/'same' mode with kernel ≤ stride no padding and the slice
+divisible by the stride, with kernel > stride ``(in + pads − k) % s == 0`` and
+``(out·s − in) % cut == 0``. Cutting C_in (contracting) leaves partial sums:
 forward AllReduce of the local output, bprop AllReduce. Cutting C_out or N: no collective.
 
 An H/W cut with kernel (dilated) > stride in 'pad'/'same' mode makes MindSpore exchange halo
@@ -136,5 +139,5 @@ def describe(op, in_shapes, out_shapes):
                   flops_fwd=flops, flops_bwd_per_grad=flops, saves=("in0", "in1"),
                   rule=conv_hw_rule(mode, x[2:], (h_out, w_out), kernel, stride, pads),
                   output_sizes={h: h_out, w: w_out}, halo=halo,
-                  notes=["Conv2D: C_in cut → AllReduce of the output; H/W cut only without "
-                         "halo exchange"])
+                  notes=["Conv2D: C_in cut → AllReduce of the output; H/W cut with kernel > "
+                         "stride → forward NeighborExchangeV2 of the halo rows"])
