@@ -20,7 +20,7 @@ from .layout import TensorLayout
 Strategy = tuple[tuple[int, ...], ...]
 
 COLLECTIVE_KINDS = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Send", "Receive",
-                    "NeighborExchange")
+                    "NeighborExchange", "NeighborExchangeV2")
 PASSES = ("forward", "backward", "grad_sync")
 
 
@@ -35,7 +35,7 @@ def ring_volume(kind: str, group: int, full_bytes):
         return 2 * (group - 1) * full_bytes / group
     if kind in ("AllGather", "ReduceScatter", "AlltoAll"):
         return (group - 1) * full_bytes / group
-    if kind in ("Send", "Receive", "NeighborExchange"):
+    if kind in ("Send", "Receive", "NeighborExchange", "NeighborExchangeV2"):
         return full_bytes
     raise ValueError(f"unknown collective kind {kind!r}")
 

@@ -2,10 +2,11 @@
 
 ``build(cases=[...])`` makes one Cell per case (``cases.{i}``) holding a short chain of steps
 (``cases.{i}.steps.{j}``, operator attribute ``op``). Each operator input is
-``["param", shape]`` (a weight ``w{k}``), ``["act", shape]`` (``pre{k}`` = Add(data, weight), an
+``["param", shape]`` (a weight ``w{k}``), ``["state", shape]`` (a weight without gradient, as
+BatchNorm's moving mean), ``["act", shape]`` (``pre{k}`` = Add(data, weight), an
 activation with a gradient), ``["index", shape, high]`` (an int32 data input) or ``["prev"]``
 (the previous step's output). Init keywords in ``init``, trailing constant call arguments in
-``args``. Every case's output is summed to a scalar outside the case cells, so collectives under
+``args``; ``"pack": true`` passes the inputs as one tuple (Concat). Every case's output is summed to a scalar outside the case cells, so collectives under
 scope ``cases-CellList/{i}-Case`` belong to case ``i``. Shapes are global (full_batch).
 """
 from __future__ import annotations
@@ -30,9 +31,10 @@ def build(cases: list):
             kinds, slots = [], []
             for k, inp in enumerate(step["inputs"]):
                 kinds.append(inp[0])
-                if inp[0] == "param":
+                if inp[0] in ("param", "state"):
                     setattr(self, f"w{k}", Parameter(initializer("normal", inp[1], ms.float32),
-                                                     name=f"w{tag}_{k}"))
+                                                     name=f"w{tag}_{k}",
+                                                     requires_grad=inp[0] == "param"))
                 elif inp[0] == "act":
                     setattr(self, f"w{k}", Parameter(initializer("zeros", inp[1], ms.float32),
                                                      name=f"b{tag}_{k}"))
@@ -47,10 +49,11 @@ def build(cases: list):
                     slots.append(-1)
             self.kinds, self.slots, self.n = tuple(kinds), tuple(slots), len(kinds)
             self.base = 0
+            self.pack = bool(step.get("pack", False))  # inputs passed as one tuple (Concat)
 
         def value(self, k, prev, data):
             kind = self.kinds[k]
-            if kind == "param":
+            if kind in ("param", "state"):
                 return getattr(self, f"w{k}")
             if kind == "act":
                 return getattr(self, f"pre{k}")(data[self.slots[k] - self.base],
@@ -64,13 +67,20 @@ def build(cases: list):
                 return self.op(args[0])
             if len(args) == 2:
                 return self.op(args[0], args[1])
-            return self.op(args[0], args[1], args[2])
+            if len(args) == 3:
+                return self.op(args[0], args[1], args[2])
+            if len(args) == 4:
+                return self.op(args[0], args[1], args[2], args[3])
+            return self.op(args[0], args[1], args[2], args[3], args[4])
 
         def construct(self, prev, data):
             args = ()
             for k in range(self.n):
                 args = args + (self.value(k, prev, data),)
-            out = self.call(args + self.extra)
+            if self.pack:
+                out = self.op(args)
+            else:
+                out = self.call(args + self.extra)
             if isinstance(out, tuple):
                 return out[0]
             return out

@@ -85,6 +85,12 @@ class Einsum:
     #: (cut per letter, devices) -> True when MindSpore puts the repeated-calculation axis on
     #: the left of the device matrix
     repeat_left: Callable[[dict, int], bool] | None = None
+    #: global size of a letter where the outputs see it differently from the inputs (a
+    #: convolution's or pooling's H and W); only output byte counts use it
+    output_sizes: dict[str, Any] = field(default_factory=dict)
+    #: (cut per letter, local size per letter) -> elements of input 0 each device sends to its
+    #: neighbours before computing (a convolution's halo rows), 0 when none
+    halo: Callable[[dict, dict], Any] | None = None
 
     def scatter_active(self, cuts: dict) -> bool:
         """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
@@ -251,6 +257,9 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
     """
     sizes = dict(spec.sizes if sizes is None else sizes)
     local = {ch: div(sizes[ch], cuts.get(ch, 1)) for ch in sizes}
+    local_out = dict(local)
+    for ch, size in spec.output_sizes.items():
+        local_out[ch] = div(size, cuts.get(ch, 1))
     strat_inputs = [x for x in spec.inputs if x is not None]
     flops_fwd = spec.flops_fwd(local)
     grads = sum(1 for side in ins if side.needs_grad)
@@ -259,7 +268,7 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
     contracting = [ch for ch in spec.contracting if cuts.get(ch, 1) != 1]
     if contracting:
         group = prod(cuts[ch] for ch in contracting)
-        nbytes = numel(spec.outputs[0], local) * outs[0].nbytes_per_elem
+        nbytes = numel(spec.outputs[0], local_out) * outs[0].nbytes_per_elem
         reason = f"partial sums over cut {', '.join(contracting)} ({spec.reduce_op})"
         if spec.scatter_active(cuts):
             colls.append(("ReduceScatter", group, nbytes, "forward", outs[0].name,
@@ -270,6 +279,10 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
             colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason))
             colls.append(("AllReduce", group, nbytes, "backward", outs[0].name,
                           "bprop of the forward AllReduce"))
+    halo = spec.halo(cuts, local) if spec.halo is not None else 0
+    if not (isinstance(halo, int) and halo == 0):
+        colls.append(("NeighborExchangeV2", devices, halo * ins[0].nbytes_per_elem, "forward",
+                      ins[0].name, "halo rows of a cut H/W exchanged with the neighbours"))
     memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
     for letters, side in zip(strat_inputs, ins):
         if side.kind != "parameter":
@@ -291,6 +304,8 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
                 continue
         else:
             side, letters = outs[idx], spec.outputs[idx]
+            memory["activation"] += numel(letters, local_out) * side.nbytes_per_elem
+            continue
         memory["activation"] += numel(letters, local) * side.nbytes_per_elem
     return {"flops_fwd": flops_fwd, "flops_bwd": flops_bwd, "collectives": colls,
             "memory": memory}
