@@ -24,6 +24,7 @@ from .cost.pipeline import LayerCost, Links, ParamSlice
 from .graph.blocks import block_prefix
 from .graph.model import DTYPE_BYTES, OpGraph
 from .plan import Plan
+from .planner import loss_layout
 
 
 class PipelinePlanningError(ValueError):
@@ -160,6 +161,12 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
         dst = cost_of[dst_id].in_layouts[idx]
         if src != dst:
             coll_seconds(model.redistribution(graph.tensors[tname], src, dst), block[dst_id])
+    for tname in dict.fromkeys(graph.outputs):  # into the loss (planner.loss_layout)
+        t = graph.tensors[tname]
+        if t.producer is not None:
+            src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
+            coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
+                         block[t.producer])
     out_b, in_b = [0.0] * n, [0.0] * n
     for name, (i, j), nbytes in boundary_tensors(sol):
         out_b[i] += nbytes
