@@ -74,7 +74,16 @@ def test_check_cli_and_explain(two_stage):
     assert res.returncode == 0, res.stderr
     assert "pipeline: 2 stages x 4 devices, 4 micro-batches of 2" in res.stdout
     assert "bubble fraction (p-1)/(m+p-1): 0.200" in res.stdout
-    assert "layers.0 .. layers.1" in res.stdout and "layers.2 .. layers.3" in res.stdout
+    # the stage split shown is the record's: contiguous, non-decreasing, every stage used, and
+    # each stage's first block named on its row
+    stages = [plan.pipeline["stage_of_block"][b] for b in sorted(
+        plan.pipeline["stage_of_block"], key=lambda b: int(b.rsplit(".", 1)[1]))]
+    assert stages == sorted(stages) and set(stages) == {0, 1}
+    rows = [line for line in res.stdout.splitlines() if line.startswith(("│ 0 ", "│ 1 "))]
+    assert len(rows) == 2
+    for stage, line in enumerate(rows):
+        first = stages.index(stage)
+        assert f"layers.{first}" in line, line
 
 
 def test_four_stages_on_16_devices(tmp_path):
