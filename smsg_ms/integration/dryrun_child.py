@@ -87,6 +87,23 @@ def job_capture_train(job: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _shard_all(prims: dict, strategies: dict) -> list[str]:
+    """Replace every strategy the network carries by ``strategies`` (``{path: in_strategy}``).
+
+    Returns the paths whose own ``shard()`` was dropped.
+
+    Raises:
+        KeyError: a path the network does not have (the plan is for another network).
+    """
+    unknown = sorted(set(strategies) - set(prims))
+    if unknown:
+        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    cleared = clear_shard(prims)
+    for path, strategy in sorted(strategies.items()):
+        prims[path].shard(tuple(tuple(s) for s in strategy))
+    return cleared
+
+
 def job_compile(job: dict) -> dict:
     from smsg_ms.graph.capture import compile_cell, tag_primitives
     from smsg_ms.integration.collectives import read_collectives
@@ -96,17 +113,7 @@ def job_compile(job: dict) -> dict:
     ms = _setup(parallel_mode=job.get("parallel_mode", "semi_auto_parallel"),
                 extra_context=job.get("context", {"full_batch": True}))
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    prims = tag_primitives(built.net)
-    clear_shard(prims)
-    unknown = []
-    for path, strategy in sorted(job.get("strategies", {}).items()):
-        prim = prims.get(path)
-        if prim is None:
-            unknown.append(path)
-            continue
-        prim.shard(tuple(tuple(s) for s in strategy))
-    if unknown:
-        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
+    _shard_all(tag_primitives(built.net), job.get("strategies", {}))
     train = built.train_cell(ms)
     phase = compile_cell(train, built.train_inputs, phase="train")
     from mindspore.graph.api import _cell_graph_executor
@@ -140,13 +147,7 @@ def job_plan_compile(job: dict) -> dict:
         inputs = [ms.Tensor(np.zeros(tuple(d // c for d, c in zip(t.shape, cuts))), dtype=t.dtype)
                   for t, cuts in zip(inputs, ranks)]
         ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
-    prims = tag_primitives(built.net)
-    unknown = sorted(set(job.get("strategies", {})) - set(prims))
-    if unknown:
-        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
-    clear_shard(prims)
-    for path, strategy in sorted(job.get("strategies", {}).items()):
-        prims[path].shard(tuple(tuple(s) for s in strategy))
+    _shard_all(tag_primitives(built.net), job.get("strategies", {}))
     train = built.train_cell(ms)
     phase = compile_cell(train, tuple(inputs), phase="train")
     from mindspore.graph.api import _cell_graph_executor
@@ -196,13 +197,7 @@ def job_pipeline_compile(job: dict) -> dict:
     from mindspore.communication import get_group_size
     check_pipeline(pipeline, get_group_size())
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    prims = tag_primitives(built.net)
-    unknown = sorted(set(job.get("strategies", {})) - set(prims))
-    if unknown:
-        raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
-    clear_shard(prims)
-    for path, strategy in sorted(job.get("strategies", {}).items()):
-        prims[path].shard(tuple(tuple(s) for s in strategy))
+    _shard_all(tag_primitives(built.net), job.get("strategies", {}))
     marked = mark_cells(built.net, pipeline)
     net = built.net
 
