@@ -16,13 +16,24 @@ def _network_options(args) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _add_network_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("network", nargs="?", default=DEFAULT_NETWORK,
                    help=f"built-in name ({', '.join(sorted(BUILTINS))}) or package.module:function "
                         f"(default: {DEFAULT_NETWORK})")
-    p.add_argument("--batch", type=int, help="global batch size (network option)")
-    p.add_argument("--seq", type=int, help="sequence length (network option)")
-    p.add_argument("--layers", type=int, help="number of layers (network option)")
+    p.add_argument("--batch", type=positive_int, help="global batch size (network option)")
+    p.add_argument("--seq", type=positive_int, help="sequence length (network option)")
+    p.add_argument("--layers", type=positive_int, help="number of layers (network option)")
 
 
 def cmd_graph(args) -> int:
@@ -33,10 +44,12 @@ def cmd_graph(args) -> int:
     return 0
 
 
-def default_plan_path(network: str, devices: int) -> str:
-    """``<network>-<N>dev.plan.json`` in the working folder (``:``/``.``/``/`` → ``-``)."""
+def default_plan_path(network: str, devices: int, options: dict | None = None) -> str:
+    """``<network>[-<option><value>...]-<N>dev.plan.json`` in the working folder (``:``/``.``/``/``
+    → ``-``), so plans of other shapes do not overwrite each other (``llama-batch16-8dev``)."""
     safe = "".join(c if c.isalnum() or c in "_-" else "-" for c in network)
-    return f"{safe}-{devices}dev.plan.json"
+    shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
+    return f"{safe}{shape}-{devices}dev.plan.json"
 
 
 def _check_writable(path: str) -> None:
@@ -61,7 +74,7 @@ def cmd_plan(args) -> int:
     if args.memory is not None and not args.memory > 0:
         raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     resolve_spec(args.network)
-    out = args.out or default_plan_path(args.network, args.devices)
+    out = args.out or default_plan_path(args.network, args.devices, _network_options(args))
     _check_writable(out)
     try:
         from . import planner

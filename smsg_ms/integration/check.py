@@ -69,7 +69,14 @@ def inserted_key(c: dict, loss: bool = False) -> Key:
 
 
 def inserted_bytes(c: dict) -> int:
-    return prod(max(int(d), 0) for d in c["in_shape"]) * DTYPE_BYTES.get(c["dtype"], 4)
+    """``S``, bytes of the group's whole tensor, the convention of the predictions
+    (:class:`smsg_ms.cost.api.Collective`): an AllGather's or AlltoAll's input is one device's
+    slice, so ``S`` is the input times the group size; for AllReduce and ReduceScatter ``S`` is
+    the input."""
+    local = prod(max(int(d), 0) for d in c["in_shape"]) * DTYPE_BYTES.get(c["dtype"], 4)
+    if c["type"] in ("AllGather", "AlltoAll", "AllToAll"):
+        return local * max(int(c.get("group_size") or 1), 1)
+    return local
 
 
 def predicted_collectives(plan: Plan) -> list[dict]:
@@ -100,8 +107,14 @@ class CollectiveRow:
         return not self.key[1].endswith(LOSS_SUFFIX)
 
     @property
+    def bytes_agree(self) -> bool:
+        """Total bytes within 1% (or both zero)."""
+        top = max(self.predicted_bytes, self.inserted_bytes)
+        return top == 0 or abs(self.predicted_bytes - self.inserted_bytes) <= 0.01 * top
+
+    @property
     def ok(self) -> bool:
-        return not self.planned or self.predicted == self.inserted
+        return not self.planned or (self.predicted == self.inserted and self.bytes_agree)
 
 
 def compare_collectives(predicted: list[dict], inserted: list[dict]) -> list[CollectiveRow]:
@@ -271,12 +284,13 @@ def print_report(report: CheckReport, console) -> None:
             continue
         table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
         for col in ("collective", "phase", "group", "predicted", "pred. MiB", "inserted",
-                    "ins. MiB", ""):
+                    "ins. MiB", "verdict"):
             table.add_column(col, justify="right" if col not in ("collective", "phase") else "left")
         for row in r.rows:
             kind, phase, size = row.key
-            mark = ("not planned" if not row.planned else "ok" if row.ok else
-                    "-" if not report.has_predictions else "MISMATCH")
+            mark = ("loss (not compared)" if not row.planned else "ok" if row.ok else
+                    "-" if not report.has_predictions else
+                    "MISMATCH (bytes)" if row.predicted == row.inserted else "MISMATCH")
             table.add_row(kind, phase, str(size), str(row.predicted),
                           f"{row.predicted_bytes / 2**20:.3f}", str(row.inserted),
                           f"{row.inserted_bytes / 2**20:.3f}", mark)

@@ -275,5 +275,23 @@ def run_child(job: dict, devices: int, rank: int = 0, timeout: float = 900.0) ->
                               f"a result:\n{tail}", "crash", log)
         result = json.loads(result_file.read_text())
     if not result.get("ok"):
-        raise DryRunError(result.get("error", "unknown error"), result.get("kind", "compile"), log)
+        message = result.get("error", "unknown error")
+        reason = parallel_error(log)
+        if reason and reason not in message:
+            message = f"{message} (MindSpore: {reason})"
+        raise DryRunError(message, result.get("kind", "compile"), log)
     return result
+
+
+_PARALLEL_ERROR = re.compile(r"\[ERROR\] PARALLEL\([^)]*\):[^\]]*\] (?:\w+\] )?(.*)$")
+
+
+def parallel_error(log: str) -> str | None:
+    """The first reason MindSpore's parallel front end logged for rejecting a strategy, e.g.
+    ``MatMulInfo11: Invalid strategy for mat_a [4, 1] and mat_b [1, 3] ...`` (its ``[ERROR]
+    PARALLEL`` log lines; the exception itself only says "operator MatMul init failed")."""
+    for line in log.splitlines():
+        match = _PARALLEL_ERROR.search(line)
+        if match:
+            return match.group(1).strip()
+    return None
