@@ -409,8 +409,20 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             block=_block_of(var.name), notes=notes))
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
+    loss_seconds = 0.0
+    var_of_op = {op.id: (vi, ci) for vi, var in enumerate(variables)
+                 for ci, op in enumerate(var.ops)}
+    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
+        tensor = graph.tensors[tname]
+        src = model.normalized(variables[u].options[choice[u]][uc].out_layouts[out_idx])
+        extra = model.redistribution_seconds(
+            tensor, src, model.normalized(loss_layout(tensor, model.devices)))
+        if extra:
+            bd = decisions[u].breakdown
+            bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
+            loss_seconds += extra
     edge_seconds = sum(float(e.cost[choice[e.u], choice[e.v]]) for e in problem.edges)
-    totals["redistribution_seconds"] = edge_seconds
+    totals["redistribution_seconds"] = edge_seconds + loss_seconds
     totals["step_seconds"] = float(solution.cost)
     totals["memory_bytes"] = float(solution.memory)
     dp = data_parallel_choice(problem, variables, graph, devices)
