@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .devices import nearest_device_counts, valid_device_count
 from .graph.model import OpGraph, OpNode
 from .plan import OpDecision, Plan
 from .search.problem import Edge, SearchProblem, Variable
@@ -43,10 +44,9 @@ def check_device_count(devices: int) -> None:
     """
     if not isinstance(devices, int) or devices < 1:
         raise PlanningError(f"device count must be a positive integer, got {devices!r}")
-    if devices in (1, 2, 4) or devices % 8 == 0:
+    if valid_device_count(devices):
         return
-    below = max(d for d in [1, 2, 4] + list(range(8, devices, 8)) if d < devices)
-    above = 4 if devices < 4 else (devices // 8 + 1) * 8
+    below, above = nearest_device_counts(devices)
     raise PlanningError(f"MindSpore 2.10 cannot run on {devices} devices (it accepts 1, 2, 4 or a "
                         f"multiple of 8); nearest counts that work: {below} and {above}")
 

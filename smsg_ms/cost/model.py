@@ -14,6 +14,7 @@ from math import prod
 
 import sympy
 
+from ..devices import valid_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
 from .api import Collective, OpCost, Strategy, StrategyError
@@ -26,11 +27,6 @@ from .redistribution import redistribute
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
 MEMORY_KINDS = ("parameter", "gradient", "optimizer", "activation")
-
-
-def valid_device_count(devices: int) -> bool:
-    """MindSpore 2.10 accepts 1, 2, 4 or a multiple of 8 devices (``mindspore-notes.md``)."""
-    return devices in (1, 2, 4) or (devices > 0 and devices % 8 == 0)
 
 
 class CostModel:

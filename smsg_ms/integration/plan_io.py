@@ -12,19 +12,14 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..devices import nearest_device_counts, valid_device_count
 from ..plan import PLAN_FORMAT, Plan
 
 #: Device counts MindSpore 2.10 accepts: 1, 2, 4 or a multiple of 8 (``mindspore-notes.md``).
-SMALL_DEVICE_COUNTS = (1, 2, 4)
 
 
 class PlanError(ValueError):
     """A plan file cannot be read, was edited, or does not fit the network; one-line message."""
-
-
-def valid_device_count(devices: int) -> bool:
-    """True for the device counts MindSpore 2.10 initialises (1, 2, 4, 8k)."""
-    return devices in SMALL_DEVICE_COUNTS or (devices > 0 and devices % 8 == 0)
 
 
 def check_device_count(devices: int) -> None:
@@ -39,8 +34,7 @@ def check_device_count(devices: int) -> None:
         raise PlanError(f"device count must be at least 1, got {devices}")
     if valid_device_count(devices):
         return
-    lower = max(c for c in range(1, devices) if valid_device_count(c))
-    upper = min(c for c in range(devices + 1, devices + 9) if valid_device_count(c))
+    lower, upper = nearest_device_counts(devices)
     raise PlanError(f"MindSpore 2.10 does not accept {devices} devices (only 1, 2, 4 or a "
                     f"multiple of 8): use {lower} or {upper}")
 

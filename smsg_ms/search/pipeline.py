@@ -125,7 +125,7 @@ def _pareto(options):
     out = []
     best: dict[float, float] = {}       # working set -> most saved so far
     for opt in sorted(options, key=lambda o: (o[0], o[2], -o[1], o[3])):
-        r, saved, work = opt[0], opt[1], opt[2]
+        saved, work = opt[1], opt[2]
         if any(w <= work and s >= saved for w, s in best.items()):
             continue
         out.append(opt)
