@@ -95,13 +95,9 @@ CASES = [
 
 #: (case name, phase) pairs the model still gets wrong, each documented with its reason in
 #: docs/known-differences.md. The test fails if one of them starts to match (keep this honest).
-#: Only forward phases: backward collectives are compared over the whole bank (see
-#: :func:`backward_difference`), where the only difference left is D3's, mirrored.
-KNOWN = {
-    ("matmul transpose_a", "forward"),                   # D3: re-placement gathers' sizes
-    ("transpose then relu", "forward"),                  # D3
-    ("gather row split -> relu other cut", "forward"),   # D3: gathers before the split
-}
+#: Forward and gradient phases per case; backward collectives are compared over the whole bank
+#: (see :func:`backward_difference`). None left since D1–D3 were resolved.
+KNOWN: set = set()
 
 #: bprop of each forward collective kind (``mindspore/ops/_grad_experimental/grad_comm_ops.py``)
 MIRROR = {"AllGather": "ReduceScatter", "ReduceScatter": "AllGather", "AllReduce": "AllReduce",

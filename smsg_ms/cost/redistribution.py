@@ -11,7 +11,14 @@ unified axis, in MindSpore's order:
 3. *concat* (axis used by the source, unused by the destination): AllGather over the axis.
 
 Adjacent unified axes that come from one source axis and take the same action form one
-collective. Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
+collective. Every slice (split, and the slice after a permute's AllGather) is taken after all the
+AllGathers, so each AllGather carries the tensor as the previous gathers left it, unsliced: in
+the dry-run MindSpore's gathers grow that way (``tests/test_cost_vs_mindspore.py``: Transpose
+(2,4,1) → ReLU (4,2,1) gathers 4, 8, 16 KiB; a Gather row split (4,1) → ReLU (2,4) gathers the
+whole first dimension before slicing). The order of the gathers follows the steps below, which
+gives MindSpore's sizes in every checked case; MindSpore's own order comes from iterating a hash
+map of the expanded tensor map (``RedistributionOperatorInfer::InferRedistributionOperator``).
+Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
 AlltoAll, slice → none (seen in the dry-run, ``tests/test_cost_vs_mindspore.py``).
 
 Sizes: ``full_bytes`` of an AllGather/ReduceScatter is the gathered tensor per device (``S`` of
@@ -139,16 +146,14 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
                 src_owner.pop(x, None)
                 dst_owner.pop(x, None)
             gather(d, list(common), "axis order within a dimension differs")
-            for x in common:
-                if x in d_axes[d]:
-                    local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d]
-                    cur[d].append(x)
-    # 1. split: axis free in the source
-    for x in range(len(sizes)):
-        if x not in src_owner and x in dst_owner:
-            d = dst_owner[x]
-            local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
-    deferred: list[tuple[int, int]] = []
+            cur[d].extend(x for x in common if x in d_axes[d])  # sliced again after the gathers
+    # 1. split: axis free in the source: a slice, taken after every gather (module doc); with
+    # AlltoAll (not checked against the dry-run) the slice comes first, as MindSpore's split step
+    if enable_alltoall:
+        for x in range(len(sizes)):
+            if x not in src_owner and x in dst_owner:
+                d = dst_owner[x]
+                local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
     # 2. permute: axis moves from one dimension to another
     for run in groups(lambda x: x in src_owner and x in dst_owner
                       and src_owner[x] != dst_owner[x]):
@@ -164,9 +169,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             for x in run:
                 cur[ds].remove(x)
             local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
-        else:  # gather now, slice once the axis is free (after every gather)
+        else:  # gather now, slice after every gather
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
-            deferred.append((dd, g))
     # 3. concat: axis used by the source only
     for run in groups(lambda x: x in src_owner and x not in dst_owner):
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
