@@ -15,9 +15,12 @@ collective. Every slice (split, and the slice after a permute's AllGather) is ta
 AllGathers, so each AllGather carries the tensor as the previous gathers left it, unsliced: in
 the dry-run MindSpore's gathers grow that way (``tests/test_cost_vs_mindspore.py``: Transpose
 (2,4,1) → ReLU (4,2,1) gathers 4, 8, 16 KiB; a Gather row split (4,1) → ReLU (2,4) gathers the
-whole first dimension before slicing). The order of the gathers follows the steps below, which
-gives MindSpore's sizes in every checked case; MindSpore's own order comes from iterating a hash
-map of the expanded tensor map (``RedistributionOperatorInfer::InferRedistributionOperator``).
+whole first dimension before slicing). Permutes run from the destination's last dimension
+and, within a dimension, from its minor axis: MindSpore iterates the entries of its expanded
+tensor map (one per sub-dimension) from the last (``RedistributionOperatorInfer::
+InferRedistributionOperator``, observed order of its hash map), so a 3-D (2,1,4) → (1,8,1)
+gathers dimension 2 before dimension 0. Not modelled: MindSpore sometimes gathers two pieces of
+one source axis in one AllGather (docs/known-differences.md, D3).
 Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
 AlltoAll, slice → none (seen in the dry-run, ``tests/test_cost_vs_mindspore.py``).
 
@@ -155,8 +158,10 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
                 d = dst_owner[x]
                 local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
     # 2. permute: axis moves from one dimension to another
-    for run in groups(lambda x: x in src_owner and x in dst_owner
-                      and src_owner[x] != dst_owner[x]):
+    moves = groups(lambda x: x in src_owner and x in dst_owner and src_owner[x] != dst_owner[x])
+    # in MindSpore's order: the destination's sub-dimensions from the last one (minor first)
+    moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
+    for run in moves:
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
         g = prod(sizes[x] for x in run)
         if enable_alltoall:
