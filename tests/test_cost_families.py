@@ -9,7 +9,9 @@ Differences kept on purpose are in docs/known-differences.md (D6).
 from __future__ import annotations
 
 import pytest
-from test_cost_vs_mindspore import observed, predicted
+from collections import Counter
+
+from test_cost_vs_mindspore import backward_difference, mirror, observed, predicted
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
@@ -149,9 +151,13 @@ def test_collectives_equal_mindspore(bank):
                               devices=DEVICES)
     model = CostModel(bank, DEVICES)
     mismatches, fixed = [], []
+    got_all, fwd_seen, fwd_got = [], Counter(), Counter()
     for i, (name, *_rest) in enumerate(CASES):
         want, got = observed(result["collectives"], i), predicted(bank, model, i, strats)
-        for phase in ("forward", "backward", "grad_sync"):
+        got_all.append(got)
+        fwd_seen += Counter({k: v for k, v in want.items() if k[1] == "forward"})
+        fwd_got += Counter({k: v for k, v in got.items() if k[1] == "forward"})
+        for phase in ("forward", "grad_sync"):
             w = sorted((k, v) for k, v in want.items() if k[1] == phase)
             g = sorted((k, v) for k, v in got.items() if k[1] == phase)
             if (name, phase) in KNOWN:
@@ -161,6 +167,10 @@ def test_collectives_equal_mindspore(bank):
                 mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
     assert not mismatches, "\n".join(mismatches)
     assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
+    # backward over the whole compile (MindSpore's backward scopes are not per case, D1)
+    missing, extra = backward_difference(result["collectives"], got_all)
+    assert missing == mirror(fwd_seen - fwd_got), f"MindSpore's backward has more: {missing}"
+    assert extra == mirror(fwd_got - fwd_seen), f"the model's backward has more: {extra}"
 
 
 def test_conv_cin_cut_allreduce_derivation(bank):

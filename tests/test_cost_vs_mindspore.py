@@ -149,8 +149,10 @@ def observed(collectives, i):
 
 
 def mirror(counter):
-    """The bprop of each forward collective: kind mirrored, same group and bytes."""
-    return Counter({(MIRROR[k[0]], "backward", k[2], k[3]): v for k, v in counter.items()})
+    """The bprop of each forward collective: kind mirrored, same group and bytes (kinds without
+    a bprop collective in the dry-run's list, as NeighborExchangeV2, are left out)."""
+    return Counter({(MIRROR[k[0]], "backward", k[2], k[3]): v for k, v in counter.items()
+                    if k[0] in MIRROR})
 
 
 def backward_difference(collectives, predicted_by_case):
