@@ -103,6 +103,18 @@ CASES = [
     ("relu rows -> rows and columns", [
         ("ReLU", {}, [act(64, 32)], [], [[8, 1]]),
         ("ReLU", {}, [PREV], [], [[2, 2]])]),
+    ("relu rows -> columns with replicas", [
+        ("ReLU", {}, [act(64, 32)], [], [[8, 1]]),
+        ("ReLU", {}, [PREV], [], [[1, 4]])]),
+    ("relu rows -> half columns", [
+        ("ReLU", {}, [act(64, 32)], [], [[8, 1]]),
+        ("ReLU", {}, [PREV], [], [[1, 2]])]),
+    ("relu both cut -> half columns", [
+        ("ReLU", {}, [act(64, 32)], [], [[2, 4]]),
+        ("ReLU", {}, [PREV], [], [[1, 2]])]),
+    ("relu columns -> half rows", [
+        ("ReLU", {}, [act(64, 32)], [], [[1, 8]]),
+        ("ReLU", {}, [PREV], [], [[2, 1]])]),
 ]
 
 #: (case name, phase) pairs the model still gets wrong, each documented with its reason in

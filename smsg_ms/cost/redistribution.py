@@ -3,12 +3,16 @@
 
 Both device matrices are first refined to a common one (``UnifyDeviceArrangement``: the union of
 their prefix products), so each tensor dimension is cut by a list of unified axes. Then, per
-unified axis, in MindSpore's order:
+unified axis, in the order the dry-run shows:
 
 1. *split* (axis unused by the source, used by the destination): a local slice, no collective;
-2. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
-   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default);
-3. *concat* (axis used by the source, unused by the destination): AllGather over the axis.
+2. *concat* (axis used by the source, unused by the destination): AllGather over the axis;
+3. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
+   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default).
+
+Concat before permute: ReLU (8,1) → (1,4) gathers the axis the destination replicates (2 KiB)
+before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → (1,2),
+(1,8) → (2,1) likewise (``tests/test_cost_vs_mindspore.py``).
 
 Adjacent unified axes that come from one source axis and take the same action form one
 collective. Every slice (split, and the slice after a permute's AllGather) is taken after all the
@@ -157,9 +161,12 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             if x not in src_owner and x in dst_owner:
                 d = dst_owner[x]
                 local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
-    # 2. permute: axis moves from one dimension to another
+    # 2. concat: axis used by the source only (before the permutes, as in the dry-run)
+    for run in groups(lambda x: x in src_owner and x not in dst_owner):
+        gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
+    # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
+    # destination's sub-dimensions from the last one (minor first)
     moves = groups(lambda x: x in src_owner and x in dst_owner and src_owner[x] != dst_owner[x])
-    # in MindSpore's order: the destination's sub-dimensions from the last one (minor first)
     moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
     for run in moves:
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
@@ -176,7 +183,4 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
         else:  # gather now, slice after every gather
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
-    # 3. concat: axis used by the source only
-    for run in groups(lambda x: x in src_owner and x not in dst_owner):
-        gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     return out
