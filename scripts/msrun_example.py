@@ -11,11 +11,8 @@ the 8 ranks as 8 plain dry-run processes (``RANK_ID=0..7``) instead. Both collec
 each rank logs and exit non-zero unless all ranks agree. Each rank builds the network, calls
 ``smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg", ...)``
 (or wraps the training cell in ``smsg_ms.AutoParallel`` with ``--wrapper``) and compiles one
-training step: the first compile plans the network (or loads ``--plan``) and shards it.
-
-``--planner data-parallel`` plans with the stand-in below (every operator cuts its batch axis,
-weights whole) instead of ``smsg_ms.planner``; it exists so that the write-back path can be run
-before/without the smsg planner, and is not a planner of smsg-ms.
+training step: the first compile plans the network with smsg-ms (or loads ``--plan``) and shards
+it.
 """
 from __future__ import annotations
 
@@ -27,30 +24,6 @@ import subprocess
 import sys
 
 HASH_LINE = re.compile(r"rank (\d+): plan ([0-9a-f]{64})")
-
-
-def data_parallel_planner(graph, devices, hardware="ascend910b", memory_gib=None):
-    """Stand-in planner: pure data parallel (batch axis of activations cut ``devices`` ways)."""
-    from smsg_ms.plan import OpDecision, Plan
-
-    decisions, done = [], set()
-    for op in graph.ops:
-        if not op.prim_path or op.prim_path in done:
-            continue
-        done.add(op.prim_path)
-        strategy = []
-        for name in op.inputs:
-            t = graph.tensors[name]
-            if t.kind == "constant":
-                continue
-            cuts = [1] * len(t.shape)
-            if t.kind != "parameter" and cuts:
-                cuts[0] = devices
-            strategy.append(cuts)
-        decisions.append(OpDecision(op.prim_path, op.type, strategy))
-    return Plan(network=graph.name, fingerprint=graph.fingerprint(), devices=devices,
-                options={}, input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
-                hardware=hardware, decisions=decisions).seal()
 
 
 def run_rank(args) -> int:
@@ -66,7 +39,6 @@ def run_rank(args) -> int:
     if dryrun:
         ms.set_context(device_target="GPU")
     init()
-    planner = data_parallel_planner if args.planner == "data-parallel" else None
     # Weights without data (no_init_parameters) save memory in the dry-run; the wrapper path
     # builds under stand-alone mode, where MindSpore then fails to capture such weights.
     built = build_network(args.network, no_init=dryrun and not args.wrapper,
@@ -76,11 +48,11 @@ def run_rank(args) -> int:
         ms.set_auto_parallel_context(device_num=get_group_size(), global_rank=get_rank())
         train = nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
                                     nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
-        net = smsg_ms.AutoParallel(train, plan=args.plan, planner=planner)
+        net = smsg_ms.AutoParallel(train, plan=args.plan)
     else:
         smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg",
                                           device_num=get_group_size(), global_rank=get_rank(),
-                                          smsg_plan_file=args.plan, smsg_planner=planner)
+                                          smsg_plan_file=args.plan)
         net = nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
                                   nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
     net.set_train(True)
@@ -93,8 +65,8 @@ def run_rank(args) -> int:
 
 
 def _rank_argv(args) -> list[str]:
-    argv = [os.path.abspath(__file__), "--network", args.network, "--options", args.options,
-            "--planner", args.planner] + (["--plan", args.plan] if args.plan else [])
+    argv = [os.path.abspath(__file__), "--network", args.network, "--options", args.options]
+    argv += ["--plan", args.plan] if args.plan else []
     return argv + (["--wrapper"] if args.wrapper else [])
 
 
@@ -157,7 +129,6 @@ def main() -> int:
     parser.add_argument("--options", default='{"batch": 64, "d_in": 64, "hidden": 128, '
                                              '"d_out": 32}', help="network options (JSON)")
     parser.add_argument("--plan", help="plan file to load instead of planning")
-    parser.add_argument("--planner", choices=("smsg", "data-parallel"), default="smsg")
     parser.add_argument("--wrapper", action="store_true", help="use smsg_ms.AutoParallel")
     parser.add_argument("--simulate-ranks", type=int, metavar="N",
                         help="run N ranks as dry-run processes on this CPU machine")

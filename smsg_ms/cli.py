@@ -129,7 +129,7 @@ def cmd_explain(args) -> int:
     plan = load_plan(args.file)
     if args.plot:
         _check_writable(args.plot)
-    print_explain(plan, Console())
+    print_explain(plan, Console(), show_all=args.all)
     if args.plot:
         from .report.plots import plot_plan
         plot_plan(plan, args.plot)
@@ -169,8 +169,15 @@ def cmd_export(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (the house rule for bad input)."""
+
+    def error(self, message: str):
+        self.exit(2, f"smsg-ms: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="smsg-ms", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="smsg-ms", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("graph", help="capture a network and summarise its operator graph")
@@ -192,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
     p.add_argument("file", help="plan file")
     p.add_argument("--plot", metavar="PNG", help="also draw time and memory per layer")
+    p.add_argument("--all", action="store_true",
+                   help="show every block instance (default: instances with the first "
+                        "instance's strategies are folded into one line)")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "

@@ -25,13 +25,20 @@ class OpDecision:
         strategy: in_strategy (one cut tuple per tensor input); ``None`` where MindSpore sets the
             layout itself (Reshape, functional calls).
         shardable: ``False`` for functional calls / Reshape (reported, not written back).
-        seconds: predicted micro-step time of its calls under the chosen strategy (s).
-        breakdown: seconds by kind (compute, AllReduce, ..., redistribution) and memory bytes.
+        seconds: predicted time of its calls under the chosen strategy (s): their micro-steps
+            plus the redistributions into them (an edge between two primitives is charged to
+            the later one in graph order; into the loss, to the producer), so the decisions'
+            seconds add up to the plan's ``step_seconds``.
+        breakdown: seconds by kind (compute, AllReduce, ..., ``redistribution``,
+            ``redistribution_into_loss``) and memory bytes.
         collectives: predicted collectives of its calls: ``{kind, group, phase, bytes, tensor}``
             (``bytes`` = the group's whole tensor, before ring volumes).
         runner_up: second-best strategy and its extra cost in seconds, when one exists.
         block: repeated block this primitive belongs to (``layers.*``), if any.
         notes: the cost model's remarks (fallback strategy, unknown operator ...).
+        symbolic: the chosen strategy's cost as formulas (:func:`smsg_ms.cost.explain.describe`:
+            einsum, letter sizes, cut counts, terms with formula and value), ``None`` where the
+            operator has no einsum description.
     """
 
     name: str
@@ -44,6 +51,7 @@ class OpDecision:
     runner_up: dict[str, Any] | None = None
     block: str | None = None
     notes: list[str] = field(default_factory=list)
+    symbolic: dict[str, Any] | None = None
 
 
 @dataclass

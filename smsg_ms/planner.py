@@ -304,10 +304,15 @@ def _add_pair(pair, problem_vars, u: int, v: int, m: np.ndarray) -> None:
 
 
 def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: OpGraph,
-                         devices: int) -> list[int]:
+                         devices: int) -> list[int] | None:
     """Option index per variable of the pure data-parallel plan (MindSpore's batch parallel:
     every non-parameter input cut ``devices``-way on its first dimension, weights replicated),
-    or the variable's first option where that strategy is not available."""
+    or the variable's first option where that strategy is not available; ``None`` when a data
+    input's first dimension does not divide by ``devices`` (no pure data-parallel plan)."""
+    for name in graph.inputs:
+        shape = graph.tensors[name].shape
+        if shape and isinstance(shape[0], int) and shape[0] % devices:
+            return None
     choice = []
     for var in variables:
         op = var.ops[0]
@@ -391,6 +396,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     decisions = []
     totals: dict[str, float] = defaultdict(float)
     incident = _incident_edges(problem)
+    symbolic_cache: dict = {}
     for vi, var in enumerate(variables):
         calls = var.options[choice[vi]]
         bd = _breakdown(model, calls)
@@ -406,7 +412,9 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             runner_up=None if runner is None else {
                 "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
                 if var.written_back else None, "extra_seconds": runner[1]},
-            block=_block_of(var.name), notes=notes))
+            block=_block_of(var.name), notes=notes,
+            symbolic=_symbolic(model, graph, var.ops[0], calls[0].strategy, symbolic_cache)
+            if var.written_back else None))
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
     loss_seconds = 0.0
@@ -421,14 +429,21 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             bd = decisions[u].breakdown
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
             loss_seconds += extra
-    edge_seconds = sum(float(e.cost[choice[e.u], choice[e.v]]) for e in problem.edges)
+    edge_seconds = 0.0
+    for e in problem.edges:     # u < v in graph order: charged to the later primitive
+        extra = float(e.cost[choice[e.u], choice[e.v]])
+        if extra:
+            edge_seconds += extra
+            decisions[e.v].breakdown["redistribution"] = (
+                decisions[e.v].breakdown.get("redistribution", 0.0) + extra)
+            decisions[e.v].seconds += extra
     totals["redistribution_seconds"] = edge_seconds + loss_seconds
     totals["step_seconds"] = float(solution.cost)
     totals["memory_bytes"] = float(solution.memory)
     dp = data_parallel_choice(problem, variables, graph, devices)
-    dp_cost = problem.total(dp)
+    dp_cost = problem.total(dp) if dp is not None else math.inf
     totals["data_parallel_step_seconds"] = dp_cost if math.isfinite(dp_cost) else None
-    totals["data_parallel_memory_bytes"] = problem.memory(dp)
+    totals["data_parallel_memory_bytes"] = problem.memory(dp) if dp is not None else None
     totals["relative_to_data_parallel"] = (float(solution.cost) / dp_cost
                                            if math.isfinite(dp_cost) and dp_cost > 0 else None)
     dataset = _dataset_strategy(graph, variables, choice)
@@ -440,6 +455,17 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                         for k, v in sorted(totals.items())},
                 dataset_strategy=dataset)
     return plan.seal()
+
+
+def _symbolic(model, graph: OpGraph, op: OpNode, strategy, cache: dict) -> dict | None:
+    """:func:`smsg_ms.cost.explain.describe` of ``op``'s first call, cached by (operator
+    signature, strategy) so identical layers are described once."""
+    from .cost.explain import describe
+
+    key = (op_signature(graph, op), tuple(tuple(c) for c in strategy))
+    if key not in cache:
+        cache[key] = describe(model, graph, op, strategy)
+    return cache[key]
 
 
 def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[int]):

@@ -68,7 +68,11 @@ def plans(captured, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli-plans")
     good = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
     good.decisions[0].runner_up = {"strategy": [[4, 1], [1, 1]], "extra_seconds": 2.5e-4}
-    good.decisions[0].notes = ["symbolic: 2*b*d_in*hidden/8"]
+    good.decisions[0].symbolic = {
+        "einsum": "bi,ih->bh", "sizes": {"b": 64, "i": 64, "h": 128},
+        "cuts": {"c_b": 8, "c_i": 1, "c_h": 1}, "D": 8,
+        "terms": [{"term": "FLOPs forward", "unit": "FLOPs", "formula": "2*b*d_in*hidden/8",
+                   "value": 2 * 64 * 64 * 128 / 8}]}
     save_plan(good.seal(), folder / "good.json")
     good.dataset_strategy = [[8, 1]]  # the batch split at the source, as fc1 wants it
     save_plan(good.seal(), folder / "good-dataset.json")
@@ -84,6 +88,12 @@ def plans(captured, tmp_path_factory):
 
 
 # ---- plan: bad input ---------------------------------------------------------------------------
+def test_malformed_argument_is_one_line(work):
+    one_line_error(smsg(["plan", "--devices", "abc"], work), "--devices", "'abc'")
+    one_line_error(smsg(["frobnicate"], work), "invalid choice")
+    assert files(work) == []
+
+
 def test_unknown_network(work):
     one_line_error(smsg(["plan", "nosuch", "--devices", "8"], work), "unknown network 'nosuch'")
     assert files(work) == []
@@ -141,7 +151,7 @@ def test_plan_with_no_arguments_plans_the_default_network(work):
     assert proc.returncode == 0, proc.stderr
     assert files(work) == ["llama-8dev.plan.json"]
     assert "layers.*" in proc.stdout and "attention.wq.matmul" in proc.stdout
-    assert "relative_to_data_parallel" in proc.stdout
+    assert "step / pure data parallel" in proc.stdout
 
 
 @needs_planner
@@ -163,6 +173,7 @@ def test_explain_and_plot(work, plans):
     assert proc.returncode == 0, proc.stderr
     assert "fc2.matmul" in proc.stdout and "(8,1)(1,1)" in proc.stdout
     assert "(4,1)(1,1) (+0.250 ms)" in proc.stdout and "2*b*d_in*hidden/8" in proc.stdout
+    assert "1.31e+05 FLOPs" in proc.stdout and "bi,ih->bh" in proc.stdout
     assert files(work) == ["layers.png"]
     import matplotlib.image
     assert matplotlib.image.imread(work / "layers.png").ndim == 3

@@ -87,8 +87,7 @@ def test_mindspore_compiles_with_the_planned_strategies(megatron_plan_file, wrap
 def test_live_planning_gives_one_hash_on_every_rank(wrapper):
     hashes = []
     for rank in (0, 3):
-        proc = run_rank(["--planner", "data-parallel"] + (["--wrapper"] if wrapper else []),
-                        devices=4, rank=rank)
+        proc = run_rank(["--wrapper"] if wrapper else [], devices=4, rank=rank)
         assert proc.returncode == 0, proc.stderr[-2000:]
         log = proc.stdout + proc.stderr
         hashes += [l.split("plan ")[1].split()[0] for l in log.splitlines()

@@ -200,7 +200,9 @@ class CostModel:
         return out
 
     def symbolic(self, op: OpNode, strategy: Strategy) -> dict[str, sympy.Expr]:
-        """Sympy expressions of ``op`` under ``strategy`` for ``explain``.
+        """Sympy expressions of ``op`` under ``strategy`` for ``explain``, factored
+        (``sympy.factor``: ~20x cheaper than ``simplify`` and as readable for these
+        products and quotients).
 
         Symbols: one per dimension letter for its global size (a symbolic dimension keeps its
         own name), ``c_<letter>`` for its cut count, ``D`` for the device count. Keys:
@@ -220,14 +222,14 @@ class CostModel:
         dev = sympy.Symbol("D", positive=True, integer=True)
         ins, outs = self._sides(op, spec)
         raw = einsum_cost(spec, cuts, dev, ins, outs, self.states, sizes=sizes)
-        out = {"flops_fwd": sympy.simplify(raw["flops_fwd"]),
-               "flops_bwd": sympy.simplify(raw["flops_bwd"])}
+        out = {"flops_fwd": sympy.factor(raw["flops_fwd"]),
+               "flops_bwd": sympy.factor(raw["flops_bwd"])}
         for kind, group, nbytes, phase, tensor, _ in raw["collectives"]:
             factor = 2 if kind == "AllReduce" else 1
             key = f"{phase}:{kind}:{tensor}"
-            out[key] = out.get(key, 0) + sympy.simplify(factor * (group - 1) * nbytes / group)
+            out[key] = sympy.factor(out.get(key, 0) + factor * (group - 1) * nbytes / group)
         for kind, value in raw["memory"].items():
-            out[f"memory:{kind}"] = sympy.simplify(value)
+            out[f"memory:{kind}"] = sympy.factor(value)
         return out
 
     # ---- special operators -----------------------------------------------------------------

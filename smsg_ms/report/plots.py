@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..plan import Plan
-from .tables import is_memory_key, relative_name
+from .tables import LABELS, is_memory_key, relative_name
 
 
 def layer_sums(plan: Plan) -> tuple[list[str], "OrderedDict[str, list[float]]",
@@ -63,7 +63,7 @@ def plot_plan(plan: Plan, path: str) -> None:
         bottom = [0.0] * len(labels)
         for kind, values in series.items():
             scaled = [v * scale for v in values]
-            ax.bar(x, scaled, bottom=bottom, label=kind)
+            ax.bar(x, scaled, bottom=bottom, label=LABELS.get(kind, kind))
             bottom = [b + v for b, v in zip(bottom, scaled)]
         ax.set_ylabel(unit)
         if series:

@@ -77,6 +77,25 @@ def summary_rows(plan: Plan) -> list[tuple[str, str, str]]:
     return rows
 
 
+#: Readable names of breakdown and totals keys (others are shown as they are).
+LABELS = {
+    "compute": "computation",
+    "grad_sync": "gradient sync",
+    "redistribution": "redistribution in",
+    "redistribution_into_loss": "redistribution into loss",
+    "redistribution_seconds": "redistribution",
+    "activation_bytes": "activations",
+    "parameter_bytes": "parameters",
+    "gradient_bytes": "gradients",
+    "optimizer_bytes": "optimizer state",
+    "memory_bytes": "memory per device",
+    "step_seconds": "step (predicted)",
+    "data_parallel_step_seconds": "pure data parallel: step",
+    "data_parallel_memory_bytes": "pure data parallel: memory",
+    "relative_to_data_parallel": "step / pure data parallel",
+}
+
+
 def _fmt_total(key: str, value) -> str:
     if "relative" in key:
         return f"{float(value):.3f}"
@@ -92,16 +111,16 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
     for key in sorted(plan.totals):
         value = plan.totals[key]
         if isinstance(value, dict):
-            rows += [(f"{key}.{sub}", _fmt_total(key, value[sub])) for sub in sorted(value)
-                     if isinstance(value[sub], (int, float))]
+            rows += [(f"{LABELS.get(key, key)}.{sub}", _fmt_total(key, value[sub]))
+                     for sub in sorted(value) if isinstance(value[sub], (int, float))]
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            rows.append((key, _fmt_total(key, value)))
+            rows.append((LABELS.get(key, key), _fmt_total(key, value)))
         else:
-            rows.append((key, "-" if value is None else str(value)))
+            rows.append((LABELS.get(key, key), "n/a" if value is None else str(value)))
     step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
     if ("relative_to_data_parallel" not in plan.totals and isinstance(step, (int, float))
             and isinstance(dp, (int, float)) and dp > 0):
-        rows.append(("relative_to_data_parallel", f"{step / dp:.3f}"))
+        rows.append((LABELS["relative_to_data_parallel"], f"{step / dp:.3f}"))
     return rows
 
 
@@ -154,15 +173,6 @@ def fmt_runner_up(runner_up: dict | None) -> str:
     return strategy
 
 
-def symbolic_text(decision: OpDecision) -> str:
-    """The symbolic cost expression the decision holds (``runner_up``/``notes`` entries starting
-    with ``symbolic``), else ``-``."""
-    for note in decision.notes:
-        if note.startswith("symbolic"):
-            return note.partition(":")[2].strip() or note
-    return "-"
-
-
 def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     """Per stage of a pipelined plan: ``(stage, blocks, recomputed blocks, seconds per
     micro-batch, memory per device)``; ``[]`` without a pipeline record."""
@@ -204,20 +214,100 @@ def print_pipeline(plan: Plan, console) -> None:
                   f"super-step: {fmt_seconds(rec.get('step_seconds'))}")
 
 
-def print_explain(plan: Plan, console) -> None:
-    """Per operator: strategy, predicted time, breakdown, symbolic cost, runner-up."""
-    from rich.table import Table
+def _fmt_value(value, unit: str) -> str:
+    if value is None:
+        return "?"
+    if unit == "bytes":
+        value = float(value)
+        return fmt_bytes(value) if value >= 2**20 else (f"{value / 1024:.1f} KiB" if value else "0")
+    return f"{float(value):.3g} FLOPs"
 
-    table = Table(title=f"{plan.network}: {plan.devices} devices (plan {plan.content_hash[:12]})")
-    for col in ("operator", "type", "strategy", "time", "breakdown", "symbolic cost",
-                "runner-up (loss)"):
-        table.add_column(col, overflow="fold")
-    for d in plan.decisions:
-        table.add_row(d.name, d.op_type, fmt_strategy(d.strategy) if d.shardable else "(MindSpore)",
-                      fmt_seconds(d.seconds), fmt_breakdown(d.breakdown), symbolic_text(d),
-                      fmt_runner_up(d.runner_up))
-    console.print(table)
-    notes = [(d.name, n) for d in plan.decisions for n in d.notes if not n.startswith("symbolic")]
-    for name, note in notes:
-        console.print(f"note: {name}: {note}")
+
+def symbolic_lines(decision: OpDecision) -> list[tuple[str, str, str]]:
+    """``(term, formula, value)`` rows of the decision's symbolic cost (empty without one),
+    headed by the einsum with its letters' sizes and cut counts."""
+    sym = decision.symbolic
+    if not sym:
+        return []
+    sizes = " ".join(f"{ch}={n}" for ch, n in sym.get("sizes", {}).items() if n != 1)
+    cuts = " ".join(f"{k}={v}" for k, v in sym.get("cuts", {}).items())
+    rows = [(sym.get("einsum", ""), f"{sizes}; {cuts}; D={sym.get('D')}", "")]
+    for term in sym.get("terms", []):
+        rows.append((term["term"], term["formula"], _fmt_value(term.get("value"), term["unit"])))
+    return rows
+
+
+def explained_decisions(plan: Plan, show_all: bool = False) -> list:
+    """``(decision, None)`` for each decision to show in full, ``(None, line)`` for each block
+    instance folded into the block's first instance (same strategies, primitive for
+    primitive); ``show_all`` shows every instance."""
+    groups: OrderedDict = OrderedDict()
+    for i, d in enumerate(plan.decisions):
+        _, inst = relative_name(d)
+        key = (d.block, inst) if inst is not None and not show_all else (None, i)
+        groups.setdefault(key, []).append(d)
+    first: dict[str, tuple] = {}
+    rows: list = []
+    for (block, inst), members in groups.items():
+        if block is None:
+            rows += [(d, None) for d in members]
+            continue
+        name = block.replace("*", inst)
+        strategies = [(relative_name(d)[0], fmt_strategy(d.strategy)) for d in members]
+        if block in first and first[block][1] == strategies:
+            seconds = sum(d.seconds for d in members)
+            rows.append((None, f"{name}: same strategies as {first[block][0]} "
+                               f"({len(members)} primitives, {fmt_seconds(seconds)})"))
+            continue
+        first.setdefault(block, (name, strategies))
+        rows += [(d, None) for d in members]
+    return rows
+
+
+def print_explain(plan: Plan, console, show_all: bool = False) -> None:
+    """Per operator: strategy, predicted time with its breakdown, memory, runner-up and the
+    symbolic cost (formula and value of each term). Readable at 80 columns: one block of
+    lines per operator. Block instances with the strategies of the block's first instance are
+    folded into one line unless ``show_all``."""
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    totals = plan.totals
+    head = (f"{plan.network}: {plan.devices} devices, {plan.hardware}, plan "
+            f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))}")
+    rel = totals.get("relative_to_data_parallel")
+    if isinstance(rel, (int, float)):
+        head += f" ({rel:.3f} x pure data parallel)"
+    console.print(Text(head, style="bold"))
+    for d, line in explained_decisions(plan, show_all):
+        if d is None:
+            console.print(Text(line, style="dim"))
+            continue
+        strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
+        console.print()
+        console.print(Text.assemble((d.name, "bold cyan"), f"  {d.op_type}  {strategy}  ",
+                                    (fmt_seconds(d.seconds), "bold")))
+        times = [f"{LABELS.get(k, k)} {fmt_seconds(v)}" for k, v in sorted(d.breakdown.items())
+                 if isinstance(v, (int, float)) and v and not is_memory_key(k)]
+        mems = [f"{LABELS.get(k, k)} {fmt_bytes(v)}" for k, v in sorted(d.breakdown.items())
+                if isinstance(v, (int, float)) and v and is_memory_key(k)]
+        if times:
+            console.print("  time: " + " · ".join(times))
+        if mems:
+            console.print("  memory: " + " · ".join(mems))
+        if d.runner_up and d.shardable:
+            console.print(f"  runner-up: {fmt_runner_up(d.runner_up)}")
+        sym = symbolic_lines(d)
+        if sym:
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(style="dim", overflow="fold")
+            grid.add_column(overflow="fold")
+            grid.add_column(justify="right", no_wrap=True)
+            for row in sym:
+                grid.add_row(*row)
+            console.print("  symbolic cost:")
+            console.print(Padding(grid, (0, 0, 0, 4)))
+        for note in d.notes:
+            console.print(f"  note: {note}")
     print_pipeline(plan, console)
