@@ -147,14 +147,6 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
         bwd[i] += float(c.flops_bwd) / hw.flops
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
-        for idx, name in enumerate(op.inputs):
-            t = graph.tensors[name]
-            if t.kind == "parameter" and all(name not in p for p in params):
-                layout = c.in_layouts[idx]
-                sl = _slice(t.shape, layout)
-                params[i][name] = ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
-                                             sol.devices // layout.shards,
-                                             float(t.nbytes or 0))
     for src_id, dst_id, tname, idx in graph.iter_edges():
         src_op = graph.ops[src_id]
         src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
@@ -167,6 +159,8 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
             coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
                          block[t.producer])
+    for name, (i, prm) in parameter_slices(sol).items():
+        params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
     for name, (i, j), nbytes in boundary_tensors(sol):
         out_b[i] += nbytes
@@ -174,6 +168,33 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
                       tuple(params[i][k] for k in sorted(params[i])), names[i])
             for i in range(n)]
+
+
+def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
+    """Every parameter of a stage solution as one device holds it: ``{name: (block index,
+    ParamSlice)}``, from the layout its first consumer (graph order) needs, in graph order."""
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    out: dict[str, tuple[int, ParamSlice]] = {}
+    for op in graph.ops:
+        for idx, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.kind == "parameter" and name not in out:
+                layout = cost_of[op.id].in_layouts[idx]
+                sl = _slice(t.shape, layout)
+                out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
+                                                      sol.devices // layout.shards,
+                                                      float(t.nbytes or 0)))
+    return out
+
+
+def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
+    """Parameters MindSpore shards under ``enable_parallel_optimizer`` and their shard count
+    (the replicas of the slice: :meth:`ParamSlice.optimizer_shardable`), sorted by name."""
+    return {name: prm.replicas for name, (_, prm) in sorted(parameter_slices(sol).items())
+            if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()}
 
 
 def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
@@ -251,7 +272,7 @@ class StageCosts:
 def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
-                           **network_options) -> Plan:
+                           optimizer_sharding: bool | None = None, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -263,12 +284,16 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         micro_batches: fixed micro-batch count (default: every divisor of the global batch with
             ``m >= p``; ``p = 1`` is planned with the whole batch, ``m = 1``).
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
+            searched).
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
         The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
         ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
-        ``global_batch``, ``boundary_shape``, ``boundary_dtype``); ``None`` for ``p = 1``.
+        ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
+        ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
+        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise).
 
     Raises:
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
@@ -300,11 +325,13 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     limit = memory_gib * 2**30 if memory_gib is not None else hw.memory
     costs = StageCosts(spec, hw, **network_options)
     links = links_of(hw)
+    sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
     results = []
     if 1 in p_list:     # one stage: the whole batch at once
         try:
             results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=[1], micro_batches=[1]))
+                                         links=links, stages=[1], micro_batches=[1],
+                                         optimizer_sharding=sharding))
         except NoFeasiblePipeline:
             pass
     deep = [p for p in p_list if p > 1]
@@ -312,7 +339,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         m_list = [micro_batches] if micro_batches is not None else None
         try:
             results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=deep, micro_batches=m_list))
+                                         links=links, stages=deep, micro_batches=m_list,
+                                         optimizer_sharding=sharding))
         except NoFeasiblePipeline:
             if not results:
                 raise
@@ -327,6 +355,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     record = best.as_plan_dict()
     record["global_batch"] = global_batch
     record["candidates"] = best.candidates + sum(r.candidates for r in results if r is not best)
+    record["optimizer_sharded"] = (optimizer_sharded(costs.solution(d, b))
+                                   if best.optimizer_sharding else {})
     if best.stages > 1:
         sol = costs.solution(d, b)
         names = record["stage_of_block"]
@@ -358,5 +388,6 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
-           "layer_costs_of", "links_of", "plan_network_pipelined", "solve_stage",
+           "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
+           "plan_network_pipelined", "solve_stage",
            "stage_of_decision"]

@@ -97,6 +97,8 @@ def test_four_stages_on_16_devices(tmp_path):
     for r in report.ranks:
         assert r.error is None, r.error
         assert r.p2p and all(row.ok for row in r.p2p), r.p2p
+        # operator collectives too (the loss's scalar AllReduce gradient is the loss's)
+        assert all(row.ok for row in r.rows), [row for row in r.rows if not row.ok]
         # inner stages receive and send both ways: 4 kinds x 4 micro-batches; ends 2 kinds
         inner = 0 < r.stage < 3
         assert sum(row.inserted for row in r.p2p) == (16 if inner else 8)
