@@ -197,17 +197,38 @@ def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
             if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()}
 
 
+def weight_dependent(graph: OpGraph) -> set[str]:
+    """Names of the tensors computed (transitively) from a trained parameter.
+
+    Only these cross a stage boundary as Send/Receive: a tensor computed from the data inputs and
+    constants alone (mindformers' causal mask, RoPE tables) is computed again on the stage that
+    reads it (observed in the dry-run on mindformers LLaMA: only the hidden state is sent)."""
+    out: set[str] = {n for n, t in graph.tensors.items()
+                     if t.kind == "parameter" and t.requires_grad}
+    size = -1
+    while size != len(out):            # one pass when graph.ops is in topological order
+        size = len(out)
+        for op in graph.ops:
+            if any(name in out for name in op.inputs):
+                out.update(op.outputs)
+    return out
+
+
 def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
     """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
     per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
-    producer's chosen layout."""
+    producer's chosen layout; only tensors computed from trained weights
+    (:func:`weight_dependent`)."""
     graph = sol.graph
     _, block = block_of_ops(graph)
     cost_of = {op.id: c for vi, var in enumerate(sol.variables)
                for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    sent = weight_dependent(graph)
     out = []
     for op in graph.ops:
         for k, name in enumerate(op.outputs):
+            if name not in sent:
+                continue
             later = sorted({block[c] for c in graph.tensors[name].consumers
                             if block[c] > block[op.id]})
             if later:
@@ -219,18 +240,20 @@ def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], flo
 
 
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
-    """Per-device slice shape and dtype of the (first) tensor crossing from block ``boundary`` to
-    a later block, under the producer's layout: what MindSpore Sends between stages."""
+    """Per-device slice shape and dtype of the (first) tensor computed from trained weights that
+    crosses from block ``boundary`` to a later block, under the producer's layout: what MindSpore
+    Sends between stages."""
     graph = sol.graph
     _, block = block_of_ops(graph)
     cost_of = {op.id: c for vi, var in enumerate(sol.variables)
                for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    sent = weight_dependent(graph)
     for op in graph.ops:
         if block[op.id] != boundary:
             continue
         for k, name in enumerate(op.outputs):
             t = graph.tensors[name]
-            if any(block[c] > boundary for c in t.consumers):
+            if name in sent and any(block[c] > boundary for c in t.consumers):
                 return list(_slice(t.shape, cost_of[op.id].out_layouts[k])), t.dtype
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
@@ -389,5 +412,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "plan_network_pipelined", "solve_stage",
+           "plan_network_pipelined", "solve_stage", "weight_dependent",
            "stage_of_decision"]

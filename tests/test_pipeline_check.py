@@ -74,3 +74,34 @@ def test_sharded_parameters_in_record():
     assert set(sharded.values()) == {4}
     assert len(sharded) == 2 * 1 + NET["layers"] * BLOCK_SHARDED     # embedding, head
     assert not any("norm" in name for name in sharded)
+
+
+# ---- mindformers LLaMA ------------------------------------------------------------------------
+MF_NET = {"seq": 64, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 512}
+
+
+@pytest.mark.parametrize("layers,stages", [(2, 2), (4, 4)])
+def test_mindformers_llama_pipelined_send_receive(layers, stages):
+    """mindformers' ``LlamaForCausalLM`` cut into ``stages`` stages on 8 devices: every stage's
+    rank compiles (mindformers' own parallel config follows the context's ``pipeline_stages``, our
+    record marks ``model.layers.i``), and MindSpore sends exactly the hidden state: per boundary
+    and micro-batch one forward Send/Receive and one backward pair (derived count: ``m`` of each
+    kind per neighbour), of the slice the plan predicts; the causal mask that also crosses the
+    block boundary in the graph is recomputed by the later stage, not sent."""
+    pytest.importorskip("mindformers")
+    from smsg_ms.pipeline_planner import plan_network_pipelined
+
+    micro = 4
+    plan = plan_network_pipelined("mf-llama", 8, global_batch=8, stages=stages,
+                                  micro_batches=micro, layers=layers, **MF_NET)
+    assert list(plan.pipeline["stage_of_block"]) == [f"model.layers.{i}" for i in range(layers)]
+    assert list(plan.pipeline["stage_of_block"].values()) == list(range(stages))
+    shape = plan.pipeline["boundary_shape"]
+    assert shape[-1] == MF_NET["hidden"] and plan.pipeline["boundary_dtype"] == "float16"
+    report = check_plan(plan, ranks_per_stage(8, stages))
+    for r in report.ranks:
+        assert r.error is None, r.error
+        assert all(row.ok for row in r.p2p), r.p2p
+        neighbours = (r.stage > 0) + (r.stage < stages - 1)
+        assert sum(row.inserted for row in r.p2p) == 2 * micro * neighbours
+        assert {row.key[2] for row in r.p2p} == {tuple(shape)}
