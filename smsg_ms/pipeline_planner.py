@@ -11,8 +11,9 @@ live on the first and last stage.
 
 :func:`plan_network_pipelined` runs the outer search and returns the stage plan (strategies for
 ``devices / p`` devices, network options with ``batch`` = micro-batch size) with
-``Plan.pipeline`` filled. ``p = 1`` is the plain operator-level plan of the global batch (no
-gradient accumulation is written back).
+``Plan.pipeline`` filled. ``p = 1`` is the plain operator-level plan of the global batch, or of
+one micro-batch with gradient accumulation (``GradAccumulation``) when asked for or when the whole
+batch does not fit.
 """
 from __future__ import annotations
 
@@ -295,7 +296,8 @@ class StageCosts:
 def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
-                           optimizer_sharding: bool | None = None, **network_options) -> Plan:
+                           optimizer_sharding: bool | None = None, recompute: bool = True,
+                           **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -305,10 +307,13 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         devices: all devices; global_batch: samples per step.
         stages: ``"auto"`` (every divisor of ``devices`` up to the block count) or a count.
         micro_batches: fixed micro-batch count (default: every divisor of the global batch with
-            ``m >= p``; ``p = 1`` is planned with the whole batch, ``m = 1``).
+            ``m >= p``). ``p = 1`` is planned with the whole batch (``m = 1``) unless
+            ``stages == 1`` and ``micro_batches`` is given, or the whole batch does not fit in
+            memory: then with gradient accumulation over ``m`` micro-batches (written back as
+            ``mindspore.parallel.nn.GradAccumulation``).
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
         optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
-            searched).
+            searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -350,20 +355,25 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     links = links_of(hw)
     sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
     results = []
-    if 1 in p_list:     # one stage: the whole batch at once
-        try:
-            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=[1], micro_batches=[1],
-                                         optimizer_sharding=sharding))
-        except NoFeasiblePipeline:
-            pass
+    if 1 in p_list:
+        # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked for
+        # or when the whole batch does not fit (it never saves time: m slots of b/m samples)
+        tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
+        for m_one in tries:
+            try:
+                results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
+                                             links=links, stages=[1], micro_batches=m_one,
+                                             optimizer_sharding=sharding, recompute=recompute))
+                break
+            except NoFeasiblePipeline:
+                pass
     deep = [p for p in p_list if p > 1]
     if deep:
         m_list = [micro_batches] if micro_batches is not None else None
         try:
             results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
                                          links=links, stages=deep, micro_batches=m_list,
-                                         optimizer_sharding=sharding))
+                                         optimizer_sharding=sharding, recompute=recompute))
         except NoFeasiblePipeline:
             if not results:
                 raise

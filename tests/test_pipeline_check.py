@@ -105,3 +105,55 @@ def test_mindformers_llama_pipelined_send_receive(layers, stages):
         neighbours = (r.stage > 0) + (r.stage < stages - 1)
         assert sum(row.inserted for row in r.p2p) == 2 * micro * neighbours
         assert {row.key[2] for row in r.p2p} == {tuple(shape)}
+
+
+# ---- one stage, gradient accumulation -----------------------------------------------------------
+GA_NET = {"layers": 2, "seq": 64, "hidden": 128, "heads": 4, "ffn": 256, "vocab": 256}
+
+
+def test_gradient_accumulation_one_stage_matches_mindspore():
+    """``p = 1`` with 4 micro-batches is written back as ``GradAccumulation(net, 4)`` under
+    ``build_train_network``; MindSpore unrolls the micro-batch loop, so each forward/backward
+    collective of the plan appears 4 times, while gradient synchronisation (and optimizer
+    sharding's AllGather/ReduceScatter) happens once per step: derived, 5 norm weights (two per
+    block and the final one, 512 B, below the 64 KB threshold) keep one AllReduce each."""
+    from smsg_ms.pipeline_planner import plan_network_pipelined
+
+    m = 4
+    plan = plan_network_pipelined("llama", 8, global_batch=8, stages=1, micro_batches=m,
+                                  optimizer_sharding=True, **GA_NET)
+    rec = plan.pipeline
+    assert (rec["stages"], rec["micro_batches"], plan.options["batch"]) == (1, m, 2)
+    assert rec["bubble_fraction"] == 0
+    report = check_plan(plan, [0])
+    (rank,) = report.ranks
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [row for row in rank.rows if not row.ok]
+    got = {row.key: row.inserted for row in rank.rows if row.planned}
+    assert got[("AllReduce", "grad_sync", 8)] == 5
+    per_micro = sum(1 for d in plan.decisions for c in d.collectives
+                    if c["phase"] == "forward" and not c.get("loss"))
+    sharded = len(rec["optimizer_sharded"])
+    assert sum(n for k, n in got.items() if k[1] == "forward") == m * per_micro + sharded
+
+
+def test_gradient_accumulation_when_the_batch_does_not_fit():
+    """Derived: one micro-batch of ``b/m`` samples stores ``1/m`` of the activations, so with a
+    memory limit between the 2-micro-batch and the whole-batch need (recompute and optimizer
+    sharding off, so the whole batch has no other way to shrink), one stage must accumulate
+    (``m >= 2``) and fit; without a limit the whole batch (``m = 1``) is never slower."""
+    from smsg_ms.pipeline_planner import plan_network_pipelined
+
+    opts = dict(GA_NET, seq=256, optimizer_sharding=False, recompute=False)
+    whole = plan_network_pipelined("llama", 8, global_batch=16, stages=1, **opts)
+    two = plan_network_pipelined("llama", 8, global_batch=16, stages=1, micro_batches=2, **opts)
+    assert whole.pipeline["micro_batches"] == 1 and two.pipeline["micro_batches"] == 2
+    need_whole = whole.pipeline["stage_memory_bytes"][0]
+    need_two = two.pipeline["stage_memory_bytes"][0]
+    assert need_two < need_whole
+    assert whole.pipeline["step_seconds"] <= two.pipeline["step_seconds"]
+    limit = (need_two + need_whole) / 2
+    tight = plan_network_pipelined("llama", 8, global_batch=16, stages=1,
+                                   memory_gib=limit / 2**30, **opts)
+    assert tight.pipeline["micro_batches"] >= 2
+    assert tight.pipeline["stage_memory_bytes"][0] <= limit

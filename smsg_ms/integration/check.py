@@ -176,7 +176,12 @@ class CheckReport:
 
 
 def pipelined(plan: Plan) -> bool:
-    return bool(plan.pipeline) and int(plan.pipeline.get("stages", 1)) > 1
+    """The plan's record changes MindSpore's training step: more than one stage, gradient
+    accumulation (``micro_batches > 1``) or optimizer sharding of some parameter; it is then
+    compiled with the record written back (``pipeline_compile``) and compared per stage."""
+    rec = plan.pipeline or {}
+    return bool(rec) and (int(rec.get("stages", 1)) > 1 or int(rec.get("micro_batches", 1)) > 1
+                          or bool(rec.get("optimizer_sharded")))
 
 
 def stage_of_rank(plan: Plan, rank: int) -> int:
@@ -263,8 +268,8 @@ def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list
 
 def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
     """The dry-run job for ``plan`` (see ``dryrun_child``): ``plan_compile``, or
-    ``pipeline_compile`` for a plan with more than one pipeline stage."""
-    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+    ``pipeline_compile`` for a plan whose record changes the training step (:func:`pipelined`)."""
+    if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
                 "options": plan.options, "pipeline": plan.pipeline,
                 "strategies": plan.strategies}

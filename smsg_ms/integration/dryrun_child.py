@@ -221,7 +221,7 @@ def job_pipeline_compile(job: dict) -> dict:
 
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
     train = pipeline_train_cell(_WithLoss(), opt, pipeline)
-    micro = int(pipeline["micro_batches"]) if int(pipeline["stages"]) > 1 else 1
+    micro = int(pipeline.get("micro_batches", 1))
     inputs = tuple(ms.Tensor(np.tile(x.asnumpy(), (micro,) + (1,) * (x.ndim - 1)))
                    for x in built.train_inputs)
     phase = compile_cell(train, inputs, phase="train")
