@@ -93,6 +93,7 @@ class StageSolution:
     model: object
     variables: list
     choice: list[int]
+    problem: object = None      # the SearchProblem (smsg_ms.search.problem)
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
@@ -107,7 +108,7 @@ def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
                       fully_use_devices=devices > EXHAUSTIVE_UP_TO)
     problem, variables = build_problem(graph, model)
     solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
-    return StageSolution(graph, devices, model, variables, list(solution.choice))
+    return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
 
 
 def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
@@ -265,8 +266,13 @@ class StageCosts:
     Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
     (MindSpore's device counts, an operator without a valid strategy)."""
 
-    def __init__(self, spec: str, hardware, **network_options):
+    def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
+                 devices: int | None = None, **network_options):
+        """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
+        plan so that every stage of the even cut fits, ``p = devices / d``
+        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit."""
         self.spec, self.hardware = spec, hardware
+        self.stage_limit, self.devices = stage_limit, devices
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
         self.graphs: dict[int, OpGraph] = {}
         self.solutions: dict[tuple[int, int], StageSolution] = {}
@@ -280,7 +286,12 @@ class StageCosts:
 
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
-            self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+            if self.stage_limit is None:
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+            else:
+                from .pipeline_memory import solve_stage_within
+                self.solutions[(d, b)] = solve_stage_within(
+                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit)
         return self.solutions[(d, b)]
 
     def __call__(self, d: int, b: int) -> list[LayerCost] | None:
@@ -354,36 +365,48 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     costs = StageCosts(spec, hw, **network_options)
     links = links_of(hw)
     sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
-    results = []
-    if 1 in p_list:
-        # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked for
-        # or when the whole batch does not fit (it never saves time: m slots of b/m samples)
-        tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
-        for m_one in tries:
+
+    def search(stage_costs) -> list:
+        found = []
+        if 1 in p_list:
+            # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
+            # for or when the whole batch does not fit (it never saves time: m slots of b/m)
+            tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
+            for m_one in tries:
+                try:
+                    found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                               memory_limit=limit, links=links, stages=[1],
+                                               micro_batches=m_one, optimizer_sharding=sharding,
+                                               recompute=recompute))
+                    break
+                except NoFeasiblePipeline:
+                    pass
+        deep = [p for p in p_list if p > 1]
+        if deep:
+            m_list = [micro_batches] if micro_batches is not None else None
             try:
-                results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                             links=links, stages=[1], micro_batches=m_one,
-                                             optimizer_sharding=sharding, recompute=recompute))
-                break
+                found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                           memory_limit=limit, links=links, stages=deep,
+                                           micro_batches=m_list, optimizer_sharding=sharding,
+                                           recompute=recompute))
             except NoFeasiblePipeline:
                 pass
-    deep = [p for p in p_list if p > 1]
-    if deep:
-        m_list = [micro_batches] if micro_batches is not None else None
-        try:
-            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=deep, micro_batches=m_list,
-                                         optimizer_sharding=sharding, recompute=recompute))
-        except NoFeasiblePipeline:
-            if not results:
-                raise
+        return found
+
+    results = search(costs)
+    if not results:
+        # the fastest stage plans do not fit: plan every stage within the memory limit
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, **network_options)
+        lean.graphs = costs.graphs
+        costs, results = lean, search(lean)
     if not results:
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     options = dict(network_options, batch=b)
+    fixed = costs.solution(d, b).choice if costs.stage_limit is not None else None
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
-                      network=spec, progress=False)
+                      network=spec, progress=False, choice=fixed)
     plan.devices = devices
     record = best.as_plan_dict()
     record["global_batch"] = global_batch
@@ -397,6 +420,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                   if c > a]
         shape, dtype = boundary_slice(sol, bounds[0])
         record["boundary_shape"], record["boundary_dtype"] = shape, dtype
+    if costs.stage_limit is not None:
+        record["stage_plan_memory_limit"] = costs.stage_limit
     plan.pipeline = record
     plan.totals = dict(plan.totals, pipeline_step_seconds=best.step_seconds)
     return plan.seal()
