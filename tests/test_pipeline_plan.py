@@ -110,6 +110,9 @@ def test_bad_pipeline_flags_one_line(tmp_path):
     res = smsg(["plan", "llama", "--devices", "8", "--layers", "4", "--pipeline", "4",
                 "--micro-batches", "2"], tmp_path)
     assert res.returncode != 0 and "micro-batches 2 < stages 4" in res.stderr
+    res = smsg(["plan", "llama", "--devices", "8", "--layers", "4", "--optimizer-sharding", "on"],
+               tmp_path)
+    assert res.returncode != 0 and "need --pipeline" in res.stderr
     assert not list(tmp_path.glob("*.plan.json"))
 
 
