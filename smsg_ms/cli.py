@@ -80,6 +80,10 @@ def cmd_plan(args) -> int:
         from . import planner
     except ImportError as exc:
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
+    if args.pipeline is None and (args.micro_batches is not None
+                                  or args.optimizer_sharding != "auto"):
+        raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
+                        "--pipeline 1 for one stage)")
     if args.pipeline is None:
         plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
                                     memory_gib=args.memory, **_network_options(args))
@@ -117,7 +121,9 @@ def _plan_pipelined(args):
         batch = param.default
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
-                                  hardware=args.hardware, memory_gib=args.memory, **options)
+                                  hardware=args.hardware, memory_gib=args.memory,
+                                  optimizer_sharding={"on": True, "off": False}.get(
+                                      args.optimizer_sharding), **options)
 
 
 def cmd_explain(args) -> int:
@@ -194,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
+    p.add_argument("--optimizer-sharding", choices=("auto", "on", "off"), default="auto",
+                   help="MindSpore's enable_parallel_optimizer with --pipeline (default: searched)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")

@@ -11,8 +11,9 @@ live on the first and last stage.
 
 :func:`plan_network_pipelined` runs the outer search and returns the stage plan (strategies for
 ``devices / p`` devices, network options with ``batch`` = micro-batch size) with
-``Plan.pipeline`` filled. ``p = 1`` is the plain operator-level plan of the global batch (no
-gradient accumulation is written back).
+``Plan.pipeline`` filled. ``p = 1`` is the plain operator-level plan of the global batch, or of
+one micro-batch with gradient accumulation (``GradAccumulation``) when asked for or when the whole
+batch does not fit.
 """
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ class StageSolution:
     model: object
     variables: list
     choice: list[int]
+    problem: object = None      # the SearchProblem (smsg_ms.search.problem)
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
@@ -106,7 +108,7 @@ def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
                       fully_use_devices=devices > EXHAUSTIVE_UP_TO)
     problem, variables = build_problem(graph, model)
     solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
-    return StageSolution(graph, devices, model, variables, list(solution.choice))
+    return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
 
 
 def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
@@ -147,14 +149,6 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
         bwd[i] += float(c.flops_bwd) / hw.flops
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
-        for idx, name in enumerate(op.inputs):
-            t = graph.tensors[name]
-            if t.kind == "parameter" and all(name not in p for p in params):
-                layout = c.in_layouts[idx]
-                sl = _slice(t.shape, layout)
-                params[i][name] = ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
-                                             sol.devices // layout.shards,
-                                             float(t.nbytes or 0))
     for src_id, dst_id, tname, idx in graph.iter_edges():
         src_op = graph.ops[src_id]
         src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
@@ -167,6 +161,8 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
             coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
                          block[t.producer])
+    for name, (i, prm) in parameter_slices(sol).items():
+        params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
     for name, (i, j), nbytes in boundary_tensors(sol):
         out_b[i] += nbytes
@@ -176,17 +172,65 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             for i in range(n)]
 
 
-def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
-    """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
-    per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
-    producer's chosen layout."""
+def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
+    """Every parameter of a stage solution as one device holds it: ``{name: (block index,
+    ParamSlice)}``, from the layout its first consumer (graph order) needs, in graph order."""
     graph = sol.graph
     _, block = block_of_ops(graph)
     cost_of = {op.id: c for vi, var in enumerate(sol.variables)
                for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    out: dict[str, tuple[int, ParamSlice]] = {}
+    for op in graph.ops:
+        for idx, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.kind == "parameter" and name not in out:
+                layout = cost_of[op.id].in_layouts[idx]
+                sl = _slice(t.shape, layout)
+                out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
+                                                      sol.devices // layout.shards,
+                                                      float(t.nbytes or 0)))
+    return out
+
+
+def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
+    """Parameters MindSpore shards under ``enable_parallel_optimizer`` and their shard count
+    (the replicas of the slice: :meth:`ParamSlice.optimizer_shardable`), sorted by name."""
+    return {name: prm.replicas for name, (_, prm) in sorted(parameter_slices(sol).items())
+            if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()}
+
+
+def weight_dependent(graph: OpGraph) -> set[str]:
+    """Names of the tensors computed (transitively) from a trained parameter.
+
+    Only these cross a stage boundary as Send/Receive: a tensor computed from the data inputs and
+    constants alone (mindformers' causal mask, RoPE tables) is computed again on the stage that
+    reads it (observed in the dry-run on mindformers LLaMA: only the hidden state is sent)."""
+    out: set[str] = {n for n, t in graph.tensors.items()
+                     if t.kind == "parameter" and t.requires_grad}
+    size = -1
+    while size != len(out):            # one pass when graph.ops is in topological order
+        size = len(out)
+        for op in graph.ops:
+            if any(name in out for name in op.inputs):
+                out.update(op.outputs)
+    return out
+
+
+def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
+    """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
+    per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
+    producer's chosen layout; only tensors computed from trained weights
+    (:func:`weight_dependent`)."""
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    sent = weight_dependent(graph)
     out = []
     for op in graph.ops:
         for k, name in enumerate(op.outputs):
+            if name not in sent:
+                continue
             later = sorted({block[c] for c in graph.tensors[name].consumers
                             if block[c] > block[op.id]})
             if later:
@@ -198,18 +242,20 @@ def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], flo
 
 
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
-    """Per-device slice shape and dtype of the (first) tensor crossing from block ``boundary`` to
-    a later block, under the producer's layout: what MindSpore Sends between stages."""
+    """Per-device slice shape and dtype of the (first) tensor computed from trained weights that
+    crosses from block ``boundary`` to a later block, under the producer's layout: what MindSpore
+    Sends between stages."""
     graph = sol.graph
     _, block = block_of_ops(graph)
     cost_of = {op.id: c for vi, var in enumerate(sol.variables)
                for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    sent = weight_dependent(graph)
     for op in graph.ops:
         if block[op.id] != boundary:
             continue
         for k, name in enumerate(op.outputs):
             t = graph.tensors[name]
-            if any(block[c] > boundary for c in t.consumers):
+            if name in sent and any(block[c] > boundary for c in t.consumers):
                 return list(_slice(t.shape, cost_of[op.id].out_layouts[k])), t.dtype
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
@@ -220,8 +266,13 @@ class StageCosts:
     Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
     (MindSpore's device counts, an operator without a valid strategy)."""
 
-    def __init__(self, spec: str, hardware, **network_options):
+    def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
+                 devices: int | None = None, **network_options):
+        """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
+        plan so that every stage of the even cut fits, ``p = devices / d``
+        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit."""
         self.spec, self.hardware = spec, hardware
+        self.stage_limit, self.devices = stage_limit, devices
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
         self.graphs: dict[int, OpGraph] = {}
         self.solutions: dict[tuple[int, int], StageSolution] = {}
@@ -235,7 +286,12 @@ class StageCosts:
 
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
-            self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+            if self.stage_limit is None:
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+            else:
+                from .pipeline_memory import solve_stage_within
+                self.solutions[(d, b)] = solve_stage_within(
+                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit)
         return self.solutions[(d, b)]
 
     def __call__(self, d: int, b: int) -> list[LayerCost] | None:
@@ -251,6 +307,7 @@ class StageCosts:
 def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
+                           optimizer_sharding: bool | None = None, recompute: bool = True,
                            **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
@@ -261,14 +318,21 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         devices: all devices; global_batch: samples per step.
         stages: ``"auto"`` (every divisor of ``devices`` up to the block count) or a count.
         micro_batches: fixed micro-batch count (default: every divisor of the global batch with
-            ``m >= p``; ``p = 1`` is planned with the whole batch, ``m = 1``).
+            ``m >= p``). ``p = 1`` is planned with the whole batch (``m = 1``) unless
+            ``stages == 1`` and ``micro_batches`` is given, or the whole batch does not fit in
+            memory: then with gradient accumulation over ``m`` micro-batches (written back as
+            ``mindspore.parallel.nn.GradAccumulation``).
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
+            searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
         The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
         ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
-        ``global_batch``, ``boundary_shape``, ``boundary_dtype``); ``None`` for ``p = 1``.
+        ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
+        ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
+        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise).
 
     Raises:
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
@@ -300,33 +364,55 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     limit = memory_gib * 2**30 if memory_gib is not None else hw.memory
     costs = StageCosts(spec, hw, **network_options)
     links = links_of(hw)
-    results = []
-    if 1 in p_list:     # one stage: the whole batch at once
-        try:
-            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=[1], micro_batches=[1]))
-        except NoFeasiblePipeline:
-            pass
-    deep = [p for p in p_list if p > 1]
-    if deep:
-        m_list = [micro_batches] if micro_batches is not None else None
-        try:
-            results.append(plan_pipeline(costs, devices, global_batch, memory_limit=limit,
-                                         links=links, stages=deep, micro_batches=m_list))
-        except NoFeasiblePipeline:
-            if not results:
-                raise
+    sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
+
+    def search(stage_costs) -> list:
+        found = []
+        if 1 in p_list:
+            # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
+            # for or when the whole batch does not fit (it never saves time: m slots of b/m)
+            tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
+            for m_one in tries:
+                try:
+                    found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                               memory_limit=limit, links=links, stages=[1],
+                                               micro_batches=m_one, optimizer_sharding=sharding,
+                                               recompute=recompute))
+                    break
+                except NoFeasiblePipeline:
+                    pass
+        deep = [p for p in p_list if p > 1]
+        if deep:
+            m_list = [micro_batches] if micro_batches is not None else None
+            try:
+                found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                           memory_limit=limit, links=links, stages=deep,
+                                           micro_batches=m_list, optimizer_sharding=sharding,
+                                           recompute=recompute))
+            except NoFeasiblePipeline:
+                pass
+        return found
+
+    results = search(costs)
+    if not results:
+        # the fastest stage plans do not fit: plan every stage within the memory limit
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, **network_options)
+        lean.graphs = costs.graphs
+        costs, results = lean, search(lean)
     if not results:
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     options = dict(network_options, batch=b)
+    fixed = costs.solution(d, b).choice if costs.stage_limit is not None else None
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
-                      network=spec, progress=False)
+                      network=spec, progress=False, choice=fixed)
     plan.devices = devices
     record = best.as_plan_dict()
     record["global_batch"] = global_batch
     record["candidates"] = best.candidates + sum(r.candidates for r in results if r is not best)
+    record["optimizer_sharded"] = (optimizer_sharded(costs.solution(d, b))
+                                   if best.optimizer_sharding else {})
     if best.stages > 1:
         sol = costs.solution(d, b)
         names = record["stage_of_block"]
@@ -334,6 +420,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                   if c > a]
         shape, dtype = boundary_slice(sol, bounds[0])
         record["boundary_shape"], record["boundary_dtype"] = shape, dtype
+    if costs.stage_limit is not None:
+        record["stage_plan_memory_limit"] = costs.stage_limit
     plan.pipeline = record
     plan.totals = dict(plan.totals, pipeline_step_seconds=best.step_seconds)
     return plan.seal()
@@ -358,5 +446,6 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
-           "layer_costs_of", "links_of", "plan_network_pipelined", "solve_stage",
+           "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
+           "plan_network_pipelined", "solve_stage", "weight_dependent",
            "stage_of_decision"]

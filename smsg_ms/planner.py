@@ -358,7 +358,7 @@ REUSE = True
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
-               exhaustive: bool | None = None) -> Plan:
+               exhaustive: bool | None = None, choice: list[int] | None = None) -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -372,6 +372,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             graph when ``None``.
         exhaustive: propose replicated strategies too (default: up to
             :data:`EXHAUSTIVE_UP_TO` devices).
+        choice: option index per search variable to use instead of searching (a pipeline stage
+            plan solved under per-stage memory rows, :mod:`smsg_ms.pipeline_planner`).
 
     Raises:
         PlanningError: device count MindSpore refuses, operator without options.
@@ -390,7 +392,14 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
         repeated = _repeated_variable_groups(graph, problem)
-    solution = solve(problem, memory_limit=limit, repeated=repeated, progress=progress)
+    if choice is None:
+        solution = solve(problem, memory_limit=limit, repeated=repeated, progress=progress)
+    else:
+        from .search.problem import Solution
+        if len(choice) != len(problem.variables):
+            raise PlanningError(f"choice has {len(choice)} entries, the problem "
+                                f"{len(problem.variables)} variables")
+        solution = Solution(list(choice), problem.total(choice), problem.memory(choice))
     choice = solution.choice
 
     decisions = []

@@ -97,6 +97,8 @@ def test_four_stages_on_16_devices(tmp_path):
     for r in report.ranks:
         assert r.error is None, r.error
         assert r.p2p and all(row.ok for row in r.p2p), r.p2p
+        # operator collectives too (the loss's scalar AllReduce gradient is the loss's)
+        assert all(row.ok for row in r.rows), [row for row in r.rows if not row.ok]
         # inner stages receive and send both ways: 4 kinds x 4 micro-batches; ends 2 kinds
         inner = 0 < r.stage < 3
         assert sum(row.inserted for row in r.p2p) == (16 if inner else 8)
@@ -108,6 +110,9 @@ def test_bad_pipeline_flags_one_line(tmp_path):
     res = smsg(["plan", "llama", "--devices", "8", "--layers", "4", "--pipeline", "4",
                 "--micro-batches", "2"], tmp_path)
     assert res.returncode != 0 and "micro-batches 2 < stages 4" in res.stderr
+    res = smsg(["plan", "llama", "--devices", "8", "--layers", "4", "--optimizer-sharding", "on"],
+               tmp_path)
+    assert res.returncode != 0 and "need --pipeline" in res.stderr
     assert not list(tmp_path.glob("*.plan.json"))
 
 

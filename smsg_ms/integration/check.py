@@ -117,14 +117,16 @@ class CollectiveRow:
         return not self.planned or (self.predicted == self.inserted and self.bytes_agree)
 
 
-def compare_collectives(predicted: list[dict], inserted: list[dict]) -> list[CollectiveRow]:
-    """Rows for every key seen on either side, sorted by key."""
+def compare_collectives(predicted: list[dict], inserted: list[dict],
+                        loss: set[int] | None = None) -> list[CollectiveRow]:
+    """Rows for every key seen on either side, sorted by key; ``loss``: indices of ``inserted``
+    that are the loss's (default :func:`loss_collectives`)."""
     pc, pb, ic, ib = Counter(), Counter(), Counter(), Counter()
     for c in predicted:
         k = predicted_key(c)
         pc[k] += 1
         pb[k] += float(c.get("bytes", 0) or 0)
-    loss = loss_collectives(inserted)
+    loss = loss_collectives(inserted) if loss is None else loss
     for i, c in enumerate(inserted):
         k = inserted_key(c, i in loss)
         ic[k] += 1
@@ -174,7 +176,12 @@ class CheckReport:
 
 
 def pipelined(plan: Plan) -> bool:
-    return bool(plan.pipeline) and int(plan.pipeline.get("stages", 1)) > 1
+    """The plan's record changes MindSpore's training step: more than one stage, gradient
+    accumulation (``micro_batches > 1``) or optimizer sharding of some parameter; it is then
+    compiled with the record written back (``pipeline_compile``) and compared per stage."""
+    rec = plan.pipeline or {}
+    return bool(rec) and (int(rec.get("stages", 1)) > 1 or int(rec.get("micro_batches", 1)) > 1
+                          or bool(rec.get("optimizer_sharded")))
 
 
 def stage_of_rank(plan: Plan, rank: int) -> int:
@@ -184,17 +191,62 @@ def stage_of_rank(plan: Plan, rank: int) -> int:
 
 def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     """Collectives of the decisions on ``stage``: forward/backward ones once per micro-batch
-    (PipelineCell unrolls the micro-batch loop), gradient synchronisation once per step."""
+    (PipelineCell unrolls the micro-batch loop), gradient synchronisation once per step.
+
+    With optimizer sharding (``optimizer_sharded`` in the record: ``{parameter: shard count}``)
+    a sharded parameter's gradient AllReduce becomes what MindSpore inserts instead, once per step
+    over the same group (the parameter's replicas): a forward AllGather of the weight
+    (``_MicroStepAllGather``, slice / r → slice) and a backward ReduceScatter of its accumulated
+    gradient (slice → slice / r); both carry the slice's bytes (``S`` convention of
+    :func:`inserted_bytes`). Parameters below MindSpore's 64 KB threshold or whose slice's first
+    axis does not divide r keep the AllReduce (:meth:`ParamSlice.optimizer_shardable`).
+    Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
+    """
     from ..pipeline_planner import stage_of_decision
 
     where = stage_of_decision(plan)
     m = int(plan.pipeline["micro_batches"])
+    sharded = plan.pipeline.get("optimizer_sharded") or {}
     out = []
     for d in plan.decisions:
         if where[d.name] != stage:
             continue
         for c in d.collectives:
-            out.extend([dict(c, op=d.name)] * (1 if c.get("phase") == "grad_sync" else m))
+            if c.get("phase") != "grad_sync":
+                out.extend([dict(c, op=d.name)] * m)
+            elif c.get("tensor") in sharded:
+                for kind, phase in (("AllGather", "forward"), ("ReduceScatter", "backward")):
+                    out.append(dict(c, op=d.name, kind=kind, phase=phase,
+                                    optimizer_sharding=True))
+            else:
+                out.append(dict(c, op=d.name))
+    return out
+
+
+def stage_loss_collectives(inserted: list[dict]) -> set[int]:
+    """:func:`loss_collectives` of one pipeline stage's compile, plus the backward transposes of
+    the loss's forward collectives that MindSpore files under a network cell's scope there (the
+    scalar AllReduce of the mean's gradient lands in the last block's ``Grad_AllReduce``): per
+    forward loss collective (AllReduce ↔ AllReduce, AllGather ↔ ReduceScatter, shapes swapped)
+    one unclaimed backward collective of that kind and shapes is the loss's."""
+    out = loss_collectives(inserted)
+    transpose = {"AllReduce": "AllReduce", "AllGather": "ReduceScatter",
+                 "ReduceScatter": "AllGather"}
+    want = Counter()
+    for i in sorted(out):
+        c = inserted[i]
+        if c["pass"] == "forward" and c["type"] in transpose:
+            want[(transpose[c["type"]], tuple(c["out_shape"]), tuple(c["in_shape"]))] += 1
+    for i in sorted(out):
+        c = inserted[i]
+        key = (c["type"], tuple(c["in_shape"]), tuple(c["out_shape"]))
+        if c["pass"] == "backward" and want[key] > 0:
+            want[key] -= 1
+    for i, c in enumerate(inserted):
+        key = (c["type"], tuple(c["in_shape"]), tuple(c["out_shape"]))
+        if i not in out and c["pass"] == "backward" and not c["grad_sync"] and want[key] > 0:
+            want[key] -= 1
+            out.add(i)
     return out
 
 
@@ -216,8 +268,8 @@ def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list
 
 def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
     """The dry-run job for ``plan`` (see ``dryrun_child``): ``plan_compile``, or
-    ``pipeline_compile`` for a plan with more than one pipeline stage."""
-    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
+    ``pipeline_compile`` for a plan whose record changes the training step (:func:`pipelined`)."""
+    if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
                 "options": plan.options, "pipeline": plan.pipeline,
                 "strategies": plan.strategies}
@@ -267,7 +319,8 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
             stage = stage_of_rank(plan, rank)
             ops = [c for c in out["collectives"] if c["type"] not in ("Send", "Receive")]
             results.append(RankCheck(
-                rank, rows=compare_collectives(predicted_stage_collectives(plan, stage), ops),
+                rank, rows=compare_collectives(predicted_stage_collectives(plan, stage), ops,
+                                               stage_loss_collectives(ops)),
                 p2p=compare_point_to_point(plan, stage, out["collectives"]), stage=stage))
             continue
         results.append(RankCheck(rank, rows=compare_collectives(predicted, out["collectives"])))

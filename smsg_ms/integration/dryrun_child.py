@@ -178,7 +178,9 @@ def job_pipeline_compile(job: dict) -> dict:
 
     Job keys: ``spec``, ``options`` (network options; ``batch`` is the *micro-batch* size the network
     is built for), ``pipeline`` (the ``Plan.pipeline`` record), ``strategies``. The data inputs are
-    the built ones tiled ``micro_batches`` times along the batch axis (the global batch).
+    the built training inputs (labels too; mindformers' ``seq + 1`` tokens) tiled
+    ``micro_batches`` times along the batch axis (the global batch); the network's loss (if it
+    has one outside) is applied, as in ``BuiltNetwork.train_cell``.
     """
     import numpy as np
 
@@ -201,20 +203,30 @@ def job_pipeline_compile(job: dict) -> dict:
     marked = mark_cells(built.net, pipeline)
     net = built.net
 
+    loss_fn = built.loss
+    n_labels = len(built.labels) if loss_fn is not None else 0
+
     class _WithLoss(nn.Cell):
         def __init__(self):
             super().__init__(auto_prefix=False)
             self.network = net
+            self.loss_fn = loss_fn
             self.mean = ops.ReduceMean()
+            self.square = ops.Square()
 
         def construct(self, *args):
-            return self.mean(self.network(*args))
+            out = self.network(*args[:len(args) - n_labels])
+            if self.loss_fn is None:
+                # mean(out²), not mean(out): its gradient depends on the micro-batch, so the
+                # compiler cannot merge the micro-batches' backward passes as common terms
+                return self.mean(self.square(out))
+            return self.loss_fn(out, *args[len(args) - n_labels:])
 
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
     train = pipeline_train_cell(_WithLoss(), opt, pipeline)
-    micro = int(pipeline["micro_batches"]) if int(pipeline["stages"]) > 1 else 1
+    micro = int(pipeline.get("micro_batches", 1))
     inputs = tuple(ms.Tensor(np.tile(x.asnumpy(), (micro,) + (1,) * (x.ndim - 1)))
-                   for x in built.inputs)
+                   for x in built.train_inputs)
     phase = compile_cell(train, inputs, phase="train")
     return {"collectives": read_collectives(train, phase), "marked": marked,
             "seconds": time.perf_counter() - t0}

@@ -11,7 +11,12 @@ bool) and ``optimizer_sharding``. MindSpore 2.10 wants (``shared/docs/mindspore-
    ``cell.recompute()`` on the recomputed blocks (:func:`mark_cells`);
 3. ``nn.PipelineCell(net_with_loss, micro)`` with micro >= P, then
    ``ms.amp.build_train_network(pipe, opt, level="O0")`` (gradient accumulation; a plain
-   ``TrainOneStepCell`` fails) (:func:`pipeline_train_cell`).
+   ``TrainOneStepCell`` fails) (:func:`pipeline_train_cell`). One stage with ``micro > 1``
+   micro-batches (gradient accumulation without stages) is
+   ``build_train_network(mindspore.parallel.nn.GradAccumulation(net_with_loss, micro), opt)``
+   (checked in the dry-run: forward/backward collectives once per micro-batch, gradient
+   synchronisation once per step); the ``grad_accumulation_step`` context is deprecated in 2.10
+   and refuses values above 1.
 
 Only these functions import MindSpore, and only when called.
 """
@@ -85,13 +90,22 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
 
 def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     """``build_train_network(PipelineCell(net_with_loss, micro), optimizer, level="O0")`` for more
-    than one stage, ``TrainOneStepCell`` otherwise; the result has ``set_train()`` called."""
+    than one stage; for one stage and ``micro > 1`` micro-batches the same with
+    ``mindspore.parallel.nn.GradAccumulation(net_with_loss, micro)`` (gradient accumulation:
+    ``build_train_network`` then yields ``_TrainGradAccuStepCell``); ``TrainOneStepCell``
+    otherwise. The result has ``set_train()`` called."""
     import mindspore as ms
     from mindspore import nn
 
+    micro = int(pipeline.get("micro_batches", 1))
     if int(pipeline["stages"]) > 1:
-        pipe = nn.PipelineCell(net_with_loss, int(pipeline["micro_batches"]))
+        pipe = nn.PipelineCell(net_with_loss, micro)
         train = ms.amp.build_train_network(pipe, optimizer, level="O0")
+    elif micro > 1:
+        from mindspore.parallel.nn import GradAccumulation
+
+        train = ms.amp.build_train_network(GradAccumulation(net_with_loss, micro), optimizer,
+                                           level="O0")
     else:
         train = nn.TrainOneStepCell(net_with_loss, optimizer)
     train.set_train(True)

@@ -89,6 +89,9 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
                          vocab_size=vocab, compute_dtype=dtype, param_init_type=dtype,
                          use_rope_slice=True, use_flash_attention=False, fused_rms_norm=False)
     config.disable_lazy_inline = True
+    # mindformers refuses a pipeline_stages context that its parallel config does not repeat, and
+    # puts the embedding on stage 0, the final norm and the head on the last stage from it
+    config.parallel_config.pipeline_stage = int(ms.get_auto_parallel_context("pipeline_stages"))
     with _cpu_target():
         # keyword: mindformers' lazy_inline decorator reads ``kwargs["config"]`` only
         net = LlamaForCausalLM(config=config)
