@@ -202,8 +202,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             norm = model.normalized
             src, src_of = _distinct([norm(ou[uc].out_layouts[out_idx]) for ou in U.options])
             dst, dst_of = _distinct([norm(ov[vc].in_layouts[idx]) for ov in V.options])
-            small = np.array([[model.redistribution_seconds(tensor, a, b) for b in dst]
-                              for a in src])
+            small = _redistribution_block(model, tensor, src, dst)
         else:
             src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
             dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
@@ -285,6 +284,23 @@ def _output_producers(graph: OpGraph, var_of_op):
             continue
         u, uc = var_of_op[t.producer]
         yield tname, u, uc, graph.ops[t.producer].outputs.index(tname)
+
+
+def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
+    """``model.redistribution_seconds(tensor, a, b)`` for ``a`` in ``src``, ``b`` in ``dst``
+    (normalised layouts): the numpy fast path where it applies (power-of-two devices, AllGather
+    redistribution; equal to the reference, tests/test_redistribution_fast.py), else the reference
+    one pair at a time."""
+    from .cost.redistribution import gather_seconds_matrix
+    from .graph.model import DTYPE_BYTES
+
+    if not model.enable_alltoall:
+        hw = model.hardware
+        m = gather_seconds_matrix(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
+                                  hw.bandwidth, hw.latency)
+        if m is not None:
+            return m
+    return np.array([[model.redistribution_seconds(tensor, a, b) for b in dst] for a in src])
 
 
 def _distinct(items: list) -> tuple[list, np.ndarray]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from .api import Collective
 from .layout import TensorLayout
 
@@ -171,3 +173,119 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     for run in groups(lambda x: x in src_owner and x not in dst_owner):
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     return out
+
+
+# ---- fast path: seconds of many redistributions at once ------------------------------------------
+#
+# For a power-of-two device count every axis size is a power of two, so every device matrix
+# refines to ``log2(devices)`` binary axes ("bits", left to right) and ``unify`` never fails.
+# A layout becomes, per bit, the tensor dimension that bit cuts (-1: replica). Redistribution
+# actions are constant on each unified axis and runs are unions of unified axes, so
+# :func:`redistribute` read in bits gives, per (source, destination) pair (derivation in the
+# comments of :func:`gather_seconds_matrix`):
+#
+# * per dimension ``d`` whose source and destination bits overlap but start at different bits:
+#   one AllGather over the overlap on the source slice (``order`` re-gather, bits retired);
+# * split bits (replica in the source, cut in the destination) only shrink the local slice;
+# * runs of adjacent bits of one source dimension cut in both but on other dimensions
+#   (permute), then runs cut in the source only (concat): one AllGather each, on the slice
+#   grown by every gather so far.
+#
+# Each AllGather has its ReduceScatter twin in backward, so seconds = 2 · Σ t in collective order,
+# t = (g−1)·S/g / bandwidth + latency: the sum CostModel.seconds forms over the same list.
+
+
+def _bits(layout: TensorLayout, rank: int, nbits: int) -> list[int] | None:
+    """Owner dimension of each binary axis (left to right), ``None`` if an axis is not 2^e."""
+    owner_of_axis = {len(layout.device_matrix) - 1 - m: d
+                     for d, m in enumerate(layout.tensor_map) if m != -1}
+    out: list[int] = []
+    for i, s in enumerate(layout.device_matrix):
+        e = s.bit_length() - 1
+        if s != 1 << e:
+            return None
+        out += [owner_of_axis.get(i, -1) if s > 1 else -1] * e
+    return out if len(out) == nbits and len(layout.tensor_map) == rank else None
+
+
+def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
+                          dsts: list[TensorLayout], bandwidth: float, latency: float):
+    """Seconds of :func:`redistribute` (``enable_alltoall`` off) for every pair of ``srcs`` ×
+    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``2 · Σ_i ((g_i−1)·S_i/g_i /
+    bandwidth + latency)`` over the forward AllGathers in order (each with its backward
+    ReduceScatter), ``S_i`` bytes, ``g_i`` devices. Bit-for-bit equal to the reference
+    (tests/test_redistribution_fast.py), computed in numpy.
+
+    Args:
+        shape: global shape (int elements per dimension).
+        elem_bytes: bytes per element.
+        srcs, dsts: layouts of one device count.
+        bandwidth: bytes/s; latency: seconds per collective.
+
+    Returns:
+        ``(len(srcs), len(dsts))`` float array, or ``None`` when the fast path does not apply
+        (device count not a power of two or 1, a symbolic dimension, sizes that could lose
+        precision in float64): use the reference then.
+    """
+    if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
+        return None
+    devices = srcs[0].devices
+    nbits = devices.bit_length() - 1
+    if devices < 2 or devices != 1 << nbits or any(x.devices != devices for x in srcs + dsts):
+        return None
+    rank = len(shape)
+    if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
+        return None
+    a_bits = [_bits(x, rank, nbits) for x in srcs]
+    b_bits = [_bits(x, rank, nbits) for x in dsts]
+    if any(x is None for x in a_bits + b_bits):
+        return None
+    A = np.array(a_bits, dtype=np.int64).reshape(len(srcs), 1, nbits)
+    B = np.array(b_bits, dtype=np.int64).reshape(1, len(dsts), nbits)
+    cut_a = np.array([x.cuts for x in srcs], dtype=np.int64).reshape(len(srcs), rank)
+    dims = np.array(shape, dtype=np.int64)
+    src_local = dims[None, :] // cut_a                               # (na, rank)
+    src_bytes = elem_bytes * np.prod(src_local, axis=1)[:, None]     # (na, 1)
+    pairs = (len(srcs), len(dsts))
+    total = np.zeros(pairs)
+
+    def add(mask, g, nbytes):
+        nonlocal total
+        g = np.broadcast_to(g, pairs)
+        t = ((g - 1) * nbytes) / g / bandwidth + latency
+        total = total + np.where(mask, t, 0.0)   # adding 0.0 leaves a float sum unchanged
+
+    # re-gather: a dimension kept in both layouts whose cut starts at another bit
+    retired = np.zeros(pairs + (nbits,), dtype=bool)
+    first = np.arange(nbits)
+    for d in range(rank):
+        sd, dd = A == d, B == d
+        common = sd & dd
+        n_common = common.sum(axis=-1)
+        start_s = np.where(sd.any(-1), np.where(sd, first, nbits).min(-1), -1)
+        start_d = np.where(dd.any(-1), np.where(dd, first, nbits).min(-1), -2)
+        hit = (n_common > 0) & (start_s != start_d)
+        g = np.left_shift(1, n_common)
+        add(hit, g, src_bytes * g)
+        retired |= common & hit[..., None]
+    so = np.where(retired, -1, A)
+    do = np.where(retired, -1, B)
+    # split: bits replicated in the source shrink the destination dimension's local slice
+    split = (so == -1) & (do != -1) & ~retired
+    local = np.ones(pairs, dtype=np.int64) * elem_bytes
+    for d in range(rank):
+        n_split = (split & (do == d)).sum(axis=-1)
+        local = local * (dims[d] // (cut_a[:, d][:, None] << n_split))
+    grown = np.zeros(pairs, dtype=np.int64)
+    for pred in ((so != -1) & (do != -1) & (so != do), (so != -1) & (do == -1)):
+        # a run continues at bit x when bit x-1 is in it and both cut the same source dimension
+        cont = np.zeros(pred.shape, dtype=bool)
+        cont[..., 1:] = pred[..., 1:] & pred[..., :-1] & (so[..., 1:] == so[..., :-1])
+        run = np.zeros(pairs, dtype=np.int64)
+        for x in range(nbits):
+            run = np.where(pred[..., x], np.where(cont[..., x], run + 1, 1), 0)
+            ends = pred[..., x] & ~(cont[..., x + 1] if x + 1 < nbits else False)
+            grown = grown + np.where(ends, run, 0)
+            g = np.left_shift(1, run)
+            add(ends, g, local << grown)
+    return total + total
