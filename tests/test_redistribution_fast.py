@@ -6,9 +6,11 @@ reference's semantics (or of how seconds are summed) makes these tests fail.
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from smsg_ms import planner
@@ -66,6 +68,7 @@ def _reference(devices, shape, elem_bytes, srcs, dsts) -> np.ndarray:
 @given(cases())
 def test_fast_seconds_equal_reference(case):
     devices, shape, elem_bytes, srcs, dsts = case
+    assume(elem_bytes * prod(shape) * devices < 2 ** 53)   # beyond: the fast path declines
     fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency)
     assert fast is not None
     ref = _reference(devices, shape, elem_bytes, srcs, dsts)

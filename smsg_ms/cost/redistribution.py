@@ -179,33 +179,56 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
 #
 # For a power-of-two device count every axis size is a power of two, so every device matrix
 # refines to ``log2(devices)`` binary axes ("bits", left to right) and ``unify`` never fails.
-# A layout becomes, per bit, the tensor dimension that bit cuts (-1: replica). Redistribution
-# actions are constant on each unified axis and runs are unions of unified axes, so
-# :func:`redistribute` read in bits gives, per (source, destination) pair (derivation in the
-# comments of :func:`gather_seconds_matrix`):
+# A layout becomes, per tensor dimension, the set of bits cutting it (a bit mask; one contiguous
+# run, since a dimension is cut by one axis). Redistribution actions are constant on each unified
+# axis and :func:`redistribute`'s runs are unions of unified axes, so it reads, in bits:
 #
-# * per dimension ``d`` whose source and destination bits overlap but start at different bits:
-#   one AllGather over the overlap on the source slice (``order`` re-gather, bits retired);
-# * split bits (replica in the source, cut in the destination) only shrink the local slice;
-# * runs of adjacent bits of one source dimension cut in both but on other dimensions
-#   (permute), then runs cut in the source only (concat): one AllGather each, on the slice
-#   grown by every gather so far.
+# * order: a dimension cut in both layouts on overlapping bits that start at different bits:
+#   one AllGather over the overlap, on the source slice. The overlap bits are then dropped from
+#   both owners, which changes nothing below (they are cut in both layouts, on one dimension);
+# * split: bits replicated in the source and cut in the destination shrink the local slice
+#   (floor division, as the reference);
+# * permute: runs of adjacent bits cutting one source dimension and another destination
+#   dimension; then concat: runs cut in the source, replicated in the destination. One AllGather
+#   per run, on the slice grown by every gather so far (gathers only multiply the slice).
 #
-# Each AllGather has its ReduceScatter twin in backward, so seconds = 2 · Σ t in collective order,
-# t = (g−1)·S/g / bandwidth + latency: the sum CostModel.seconds forms over the same list.
+# Each AllGather has its ReduceScatter twin in backward, so seconds = 2 · Σ t over the forward
+# gathers in order, t = (g−1)·S/g / bandwidth + latency, the sum CostModel.seconds forms over
+# the same list (float additions in the same order; adding 0.0 changes no sum).
+
+#: largest device count (as bits) the fast path takes (its popcount table has 2^bits entries)
+FAST_MAX_BITS = 16
 
 
-def _bits(layout: TensorLayout, rank: int, nbits: int) -> list[int] | None:
-    """Owner dimension of each binary axis (left to right), ``None`` if an axis is not 2^e."""
-    owner_of_axis = {len(layout.device_matrix) - 1 - m: d
-                     for d, m in enumerate(layout.tensor_map) if m != -1}
-    out: list[int] = []
+def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
+    """Per tensor dimension, the mask of bits cutting it (bit ``x`` = ``1 << x``, ``x`` counted
+    from the left of the device matrix); ``None`` for an axis that is not a power of two."""
+    masks = [0] * rank
+    n, lo = len(layout.device_matrix), 0
+    dim_of_axis = {n - 1 - m: d for d, m in enumerate(layout.tensor_map) if m != -1}
     for i, s in enumerate(layout.device_matrix):
         e = s.bit_length() - 1
         if s != 1 << e:
             return None
-        out += [owner_of_axis.get(i, -1) if s > 1 else -1] * e
-    return out if len(out) == nbits and len(layout.tensor_map) == rank else None
+        if i in dim_of_axis:
+            masks[dim_of_axis[i]] |= ((1 << e) - 1) << lo
+        lo += e
+    return masks if lo == nbits else None
+
+
+def _side(layouts, rank: int, nbits: int):
+    """Arrays of one side: masks ``(rank, n)``, owned mask, same-dimension-as-left-neighbour
+    mask, first bit per dimension (``-1`` uncut), cuts ``(rank, n)``; ``None`` if not binary."""
+    masks = [_bit_masks(x, rank, nbits) for x in layouts]
+    if any(m is None for m in masks):
+        return None
+    m = np.array(masks, dtype=np.int64).T.reshape(rank, len(layouts))
+    owned = np.bitwise_or.reduce(m, axis=0)
+    same = np.bitwise_or.reduce(m & (m << 1), axis=0)
+    low = m & -m
+    first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int64), -1)
+    cuts = np.array([x.cuts for x in layouts], dtype=np.int64).T.reshape(rank, len(layouts))
+    return m, owned, same, first, cuts
 
 
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
@@ -214,7 +237,7 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     ``dsts``, as ``CostModel.seconds`` sums its collectives: ``2 · Σ_i ((g_i−1)·S_i/g_i /
     bandwidth + latency)`` over the forward AllGathers in order (each with its backward
     ReduceScatter), ``S_i`` bytes, ``g_i`` devices. Bit-for-bit equal to the reference
-    (tests/test_redistribution_fast.py), computed in numpy.
+    (tests/test_redistribution_fast.py), computed in numpy over all pairs at once.
 
     Args:
         shape: global shape (int elements per dimension).
@@ -224,68 +247,61 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
 
     Returns:
         ``(len(srcs), len(dsts))`` float array, or ``None`` when the fast path does not apply
-        (device count not a power of two or 1, a symbolic dimension, sizes that could lose
-        precision in float64): use the reference then.
+        (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a symbolic dimension,
+        sizes that could lose precision in float64): use the reference then.
     """
     if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
         return None
     devices = srcs[0].devices
     nbits = devices.bit_length() - 1
-    if devices < 2 or devices != 1 << nbits or any(x.devices != devices for x in srcs + dsts):
+    if not 1 <= nbits <= FAST_MAX_BITS or devices != 1 << nbits or \
+            any(x.devices != devices for x in srcs + dsts):
         return None
     rank = len(shape)
     if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
         return None
-    a_bits = [_bits(x, rank, nbits) for x in srcs]
-    b_bits = [_bits(x, rank, nbits) for x in dsts]
-    if any(x is None for x in a_bits + b_bits):
+    a, b = _side(srcs, rank, nbits), _side(dsts, rank, nbits)
+    if a is None or b is None:
         return None
-    A = np.array(a_bits, dtype=np.int64).reshape(len(srcs), 1, nbits)
-    B = np.array(b_bits, dtype=np.int64).reshape(1, len(dsts), nbits)
-    cut_a = np.array([x.cuts for x in srcs], dtype=np.int64).reshape(len(srcs), rank)
+    sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
+    sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
+    popcount = np.array([bin(i).count("1") for i in range(1 << nbits)], dtype=np.int64)
     dims = np.array(shape, dtype=np.int64)
-    src_local = dims[None, :] // cut_a                               # (na, rank)
-    src_bytes = elem_bytes * np.prod(src_local, axis=1)[:, None]     # (na, 1)
+    src_bytes = elem_bytes * np.prod(dims[:, None, None] // cut_a, axis=0)    # (na, 1)
     pairs = (len(srcs), len(dsts))
     total = np.zeros(pairs)
 
-    def add(mask, g, nbytes):
-        nonlocal total
-        g = np.broadcast_to(g, pairs)
+    def add(mask, run, nbytes):
+        g = np.left_shift(1, run)
         t = ((g - 1) * nbytes) / g / bandwidth + latency
-        total = total + np.where(mask, t, 0.0)   # adding 0.0 leaves a float sum unchanged
+        np.add(total, t, out=total, where=mask)
 
-    # re-gather: a dimension kept in both layouts whose cut starts at another bit
-    retired = np.zeros(pairs + (nbits,), dtype=bool)
-    first = np.arange(nbits)
+    # order: one gather per dimension, in dimension order
     for d in range(rank):
-        sd, dd = A == d, B == d
-        common = sd & dd
-        n_common = common.sum(axis=-1)
-        start_s = np.where(sd.any(-1), np.where(sd, first, nbits).min(-1), -1)
-        start_d = np.where(dd.any(-1), np.where(dd, first, nbits).min(-1), -2)
-        hit = (n_common > 0) & (start_s != start_d)
-        g = np.left_shift(1, n_common)
-        add(hit, g, src_bytes * g)
-        retired |= common & hit[..., None]
-    so = np.where(retired, -1, A)
-    do = np.where(retired, -1, B)
-    # split: bits replicated in the source shrink the destination dimension's local slice
-    split = (so == -1) & (do != -1) & ~retired
-    local = np.ones(pairs, dtype=np.int64) * elem_bytes
+        common = sa[d] & sb[d]
+        hit = (common != 0) & (first_a[d] != first_b[d])
+        if hit.any():
+            g = popcount[common]
+            add(hit, g, src_bytes * np.left_shift(1, g))
+    # split: source replica bits cut in the destination
+    local = np.full(pairs, elem_bytes, dtype=np.int64)
     for d in range(rank):
-        n_split = (split & (do == d)).sum(axis=-1)
-        local = local * (dims[d] // (cut_a[:, d][:, None] << n_split))
+        n_split = popcount[~owned_a & sb[d] & (devices - 1)]
+        local = local * (dims[d] // (cut_a[d] << n_split))
+    same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
+    permute = owned_a & owned_b & ~same_dim
+    concat = owned_a & ~owned_b
     grown = np.zeros(pairs, dtype=np.int64)
-    for pred in ((so != -1) & (do != -1) & (so != do), (so != -1) & (do == -1)):
-        # a run continues at bit x when bit x-1 is in it and both cut the same source dimension
-        cont = np.zeros(pred.shape, dtype=bool)
-        cont[..., 1:] = pred[..., 1:] & pred[..., :-1] & (so[..., 1:] == so[..., :-1])
+    for pred in (permute, concat):
+        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
+        ends = pred & ~(cont >> 1)
         run = np.zeros(pairs, dtype=np.int64)
         for x in range(nbits):
-            run = np.where(pred[..., x], np.where(cont[..., x], run + 1, 1), 0)
-            ends = pred[..., x] & ~(cont[..., x + 1] if x + 1 < nbits else False)
-            grown = grown + np.where(ends, run, 0)
-            g = np.left_shift(1, run)
-            add(ends, g, local << grown)
+            inside = (pred >> x) & 1 == 1
+            if not inside.any():
+                continue
+            run = np.where(inside, np.where((cont >> x) & 1 == 1, run + 1, 1), 0)
+            end = (ends >> x) & 1 == 1
+            grown = grown + np.where(end, run, 0)
+            add(end, run, local << grown)
     return total + total
