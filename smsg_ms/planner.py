@@ -325,6 +325,7 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
     every non-parameter input cut ``devices``-way on its first dimension, weights replicated),
     or the variable's first option where that strategy is not available."""
     choice = []
+    found_in: dict[tuple, int | None] = {}   # (id of a shared option list, wanted strategy)
     for var in variables:
         op = var.ops[0]
         want = tuple(
@@ -332,8 +333,11 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
             ("parameter", "constant") or not graph.tensors[t].shape
             else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
             for t in op.inputs)
-        found = next((i for i, calls in enumerate(var.options)
-                      if _strategy_key(calls[0].strategy) == want), None)
+        key = (id(var.options), want)
+        if key not in found_in:
+            found_in[key] = next((i for i, calls in enumerate(var.options)
+                                  if _strategy_key(calls[0].strategy) == want), None)
+        found = found_in[key]
         choice.append(0 if found is None else found)
     return choice
 

@@ -31,11 +31,20 @@ def expand(f: Factor, scope: tuple[int, ...], sizes) -> np.ndarray:
     return f.table.reshape([sizes[v] if v in mine else 1 for v in scope])
 
 
-def add_factors(factors: list[Factor], scope: tuple[int, ...], sizes) -> np.ndarray:
-    """Sum of ``factors`` as a full table over ``scope`` (which contains all their scopes)."""
-    out = np.zeros([sizes[v] for v in scope])
+def add_factors(factors: list[Factor], scope: tuple[int, ...], sizes, last: int | None = None
+                ) -> np.ndarray:
+    """Sum of ``factors`` as a full table over ``scope`` (which contains all their scopes).
+
+    ``last``: a variable of ``scope`` whose axis is moved to the end (the others keep their
+    order), so that a reduction over it runs along contiguous memory."""
+    move = scope.index(last) if last is not None else None
+    shape = [sizes[v] for v in scope]
+    if move is not None:
+        shape.append(shape.pop(move))
+    out = np.zeros(shape)
     for f in factors:
-        out = out + expand(f, scope, sizes)
+        x = expand(f, scope, sizes)
+        np.add(out, x if move is None else np.moveaxis(x, move, -1), out=out)   # same sums
     return out
 
 
@@ -130,12 +139,12 @@ def eliminate(factors: list[Factor], kept, sizes, order: list[int] | None = None
     for v in order:
         bucket = buckets.pop(v, [])
         scope = tuple(sorted(set().union(*[f.scope for f in bucket]) | {v}))
-        table = add_factors(bucket, scope, sizes)
-        axis = scope.index(v)
-        arg = np.argmin(table, axis=axis)
-        new_scope = scope[:axis] + scope[axis + 1:]
+        table = add_factors(bucket, scope, sizes, last=v)   # v's axis last: contiguous argmin
+        arg = np.argmin(table, axis=-1)
+        new_scope = tuple(u for u in scope if u != v)
         steps.append((v, new_scope, arg))
-        place(Factor(new_scope, np.min(table, axis=axis)))
+        # the entries argmin picked are the minima (NaN-free tables): no second pass over table
+        place(Factor(new_scope, np.take_along_axis(table, arg[..., None], -1)[..., 0]))
     return Elimination(kept, add_factors(rest, kept, sizes), steps)
 
 
