@@ -51,7 +51,7 @@ def layouts(draw, devices: int, rank: int):
 @st.composite
 def cases(draw, power_of_two: bool = True):
     devices = 2 ** draw(st.integers(1, 10)) if power_of_two else draw(st.sampled_from([24, 48]))
-    rank = draw(st.integers(1, 4))
+    rank = draw(st.integers(0, 4))
     shape = tuple(draw(st.sampled_from(SIZES)) for _ in range(rank))
     srcs = draw(st.lists(layouts(devices, rank), min_size=1, max_size=4))
     dsts = draw(st.lists(layouts(devices, rank), min_size=1, max_size=4))

@@ -19,6 +19,7 @@ Sizes: ``full_bytes`` of an AllGather/ReduceScatter is the gathered tensor per d
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from math import prod
 
 import numpy as np
@@ -200,9 +201,10 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
 FAST_MAX_BITS = 16
 
 
+@lru_cache(maxsize=65536)
 def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
     """Per tensor dimension, the mask of bits cutting it (bit ``x`` = ``1 << x``, ``x`` counted
-    from the left of the device matrix); ``None`` for an axis that is not a power of two."""
+    from the left of the device matrix), then the cuts; ``None`` for an axis not a power of two."""
     masks = [0] * rank
     n, lo = len(layout.device_matrix), 0
     dim_of_axis = {n - 1 - m: d for d, m in enumerate(layout.tensor_map) if m != -1}
@@ -213,21 +215,29 @@ def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
         if i in dim_of_axis:
             masks[dim_of_axis[i]] |= ((1 << e) - 1) << lo
         lo += e
-    return masks if lo == nbits else None
+    return tuple(masks) + layout.cuts if lo == nbits else None
+
+
+@lru_cache(maxsize=None)
+def _popcount(nbits: int) -> np.ndarray:
+    """Set bits of every integer below ``2 << nbits`` (read-only)."""
+    table = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int64)
+    table.flags.writeable = False
+    return table
 
 
 def _side(layouts, rank: int, nbits: int):
     """Arrays of one side: masks ``(rank, n)``, owned mask, same-dimension-as-left-neighbour
     mask, first bit per dimension (``-1`` uncut), cuts ``(rank, n)``; ``None`` if not binary."""
-    masks = [_bit_masks(x, rank, nbits) for x in layouts]
-    if any(m is None for m in masks):
+    rows = [_bit_masks(x, rank, nbits) for x in layouts]
+    if any(r is None for r in rows):
         return None
-    m = np.array(masks, dtype=np.int64).T.reshape(rank, len(layouts))
+    both = np.array(rows, dtype=np.int64).T
+    m, cuts = both[:rank], both[rank:]
     owned = np.bitwise_or.reduce(m, axis=0)
     same = np.bitwise_or.reduce(m & (m << 1), axis=0)
     low = m & -m
     first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int64), -1)
-    cuts = np.array([x.cuts for x in layouts], dtype=np.int64).T.reshape(rank, len(layouts))
     return m, owned, same, first, cuts
 
 
@@ -265,7 +275,7 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
         return None
     sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
     sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
-    popcount = np.array([bin(i).count("1") for i in range(1 << nbits)], dtype=np.int64)
+    popcount = _popcount(nbits)
     dims = np.array(shape, dtype=np.int64)
     src_bytes = elem_bytes * np.prod(dims[:, None, None] // cut_a, axis=0)    # (na, 1)
     pairs = (len(srcs), len(dsts))
@@ -294,14 +304,15 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     grown = np.zeros(pairs, dtype=np.int64)
     for pred in (permute, concat):
         cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
-        ends = pred & ~(cont >> 1)
-        run = np.zeros(pairs, dtype=np.int64)
-        for x in range(nbits):
-            inside = (pred >> x) & 1 == 1
-            if not inside.any():
-                continue
-            run = np.where(inside, np.where((cont >> x) & 1 == 1, run + 1, 1), 0)
-            end = (ends >> x) & 1 == 1
-            grown = grown + np.where(end, run, 0)
-            add(end, run, local << grown)
+        starts, ends = pred & ~cont, pred & ~(cont >> 1)
+        while True:                               # runs from the lowest bit up, one per pass
+            live = starts != 0
+            if not live.any():
+                break
+            low_start, low_end = starts & -starts, ends & -ends
+            run = popcount[(low_end << 1) - low_start]        # bits low_start .. low_end
+            grown += run
+            add(live, run, local << grown)
+            starts &= starts - 1
+            ends &= ends - 1
     return total + total
