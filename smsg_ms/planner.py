@@ -411,9 +411,13 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     decisions = []
     totals: dict[str, float] = defaultdict(float)
     incident = _incident_edges(problem)
+    breakdowns: dict[tuple, dict] = {}   # (id of a shared option list, option) → breakdown
     for vi, var in enumerate(variables):
         calls = var.options[choice[vi]]
-        bd = _breakdown(model, calls)
+        key = (id(var.options), choice[vi])
+        if key not in breakdowns:
+            breakdowns[key] = _breakdown(model, calls)
+        bd = dict(breakdowns[key])
         for k, v in bd.items():
             totals[k] += v
         runner = _runner_up(problem, choice, vi, incident[vi])
@@ -467,16 +471,23 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
+    made: dict[tuple, list] = {}
     for src_id, dst_id, tname, idx in graph.iter_edges():
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
             graph.ops[src_id].outputs.index(tname)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
-        if src == dst or (tname, src.normalized(), dst.normalized()) in seen:
+        key = (tname, model.normalized(src), model.normalized(dst))
+        if src == dst or key in seen:
             continue
-        seen.add((tname, src.normalized(), dst.normalized()))
-        for coll in model.redistribution(graph.tensors[tname], src, dst):
+        seen.add(key)
+        tensor = graph.tensors[tname]
+        # the collectives depend on shape, dtype and normal forms only (names are set below)
+        same = (tuple(tensor.shape), tensor.dtype) + key[1:]
+        if same not in made:
+            made[same] = model.redistribution(tensor, src, dst)
+        for coll in made[same]:
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
