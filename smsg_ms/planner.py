@@ -523,11 +523,11 @@ def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
         elif e.v == vi:
             local = local + e.cost[choice[e.u], :]
     base = local[choice[vi]]
-    best, best_i = INF, None
-    for i, c in enumerate(local):
-        if i != choice[vi] and c < best:
-            best, best_i = c, i
-    if best_i is None or not math.isfinite(best):
+    others = local.copy()
+    others[choice[vi]] = INF
+    best_i = int(np.argmin(others))      # the first of the cheapest other options
+    best = others[best_i]
+    if not math.isfinite(best):
         return None
     return best_i, float(best - base)
 
