@@ -162,8 +162,12 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     the cost model reads nothing of an operator but its signature and tensor names (names only
     label collectives, renamed through ``_Var.rename``), and a redistribution depends only on
     the normal forms of its layouts (:func:`smsg_ms.cost.redistribution.redistribute` starts by
-    normalising). Shared edge matrices are read-only. ``reuse=False`` is the plain computation
-    (one option list per operator, one matrix per edge), kept as the reference.
+    normalising). Shared edge matrices are read-only. With ``reuse``, the block of distinct
+    (source, destination) layouts of an edge is costed at once by
+    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix` where it applies (power-of-two
+    device counts, ``enable_alltoall`` off; bit-for-bit the reference's seconds). ``reuse=False``
+    is the plain computation (one option list per operator, one matrix per edge, every pair by
+    the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
     """
     variables = _group_variables(graph, model, reuse)
     var_of_op: dict[int, tuple[int, int]] = {}

@@ -110,11 +110,29 @@ def test_fast_path_declines(shape):
         assert gather_seconds_matrix(shape, 2, [a8], [b8], HW.bandwidth, HW.latency) is None
 
 
-def test_planner_edges_equal_reference_at_64_devices(captured):
+def test_fast_path_declines_sizes_float64_cannot_hold():
+    a, b = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
+    huge = (2 ** 25, 2 ** 24)   # 2^49 elements x 2 bytes x 8 devices = 2^53
+    assert gather_seconds_matrix(huge, 2, [a], [b], HW.bandwidth, HW.latency) is None
+    assert gather_seconds_matrix((2 ** 20, 8), 2, [a], [b], HW.bandwidth, HW.latency) is not None
+
+
+def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
     equals the plain reference problem's."""
+    from smsg_ms.cost import redistribution
+
     graph = captured("llama", layers=2)
+    used = []
+
+    def counted(*args):
+        got = gather_seconds_matrix(*args)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
     fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
+    assert used and all(used)   # the fast path really computed every block
     plain, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True),
                                      reuse=False)
     assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]
