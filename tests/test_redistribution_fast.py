@@ -139,3 +139,21 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     for f, p in zip(fast.edges, plain.edges):
         assert f.cost.tolist() == p.cost.tolist(), (f.u, f.v)
     assert [v.cost.tolist() for v in fast.variables] == [v.cost.tolist() for v in plain.variables]
+
+
+def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
+    """A fast block that disagrees with the reference (as after a change of the reference's
+    semantics) is caught by the spot check: a warning, and the reference's numbers are used."""
+    from smsg_ms.cost import redistribution
+
+    graph = captured("llama", layers=2)
+
+    def skewed(*args):
+        got = gather_seconds_matrix(*args)
+        return None if got is None else got * 1.5
+
+    monkeypatch.setattr(redistribution, "gather_seconds_matrix", skewed)
+    with pytest.warns(RuntimeWarning, match="using the reference"):
+        fast, _ = planner.build_problem(graph, CostModel(graph, 8))
+    plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
+    assert [e.cost.tolist() for e in fast.edges] == [e.cost.tolist() for e in plain.edges]
