@@ -224,3 +224,21 @@ def test_network_spec_error_in_process():
     from smsg_ms.networks import build_network
     with pytest.raises(NetworkSpecError, match="no such width: 7"):
         build_network("smsg_ms.networks.probes:failing", width=7)
+
+
+def test_capture_records_what_training_calls():
+    """Capture runs the network in training mode, as the training step does: nn.BatchNorm2d is
+    recorded as its ``bn_train`` primitive (``is_training`` True, its input 5), never the eval
+    ``bn_infer``, and nn.Dropout is present (skipped in eval mode). Both capture paths: the child
+    process (``capture_network``) and a live cell (``capture``)."""
+    from smsg_ms.networks import build_network
+
+    child = capture_network("smsg_ms.networks.probes:conv_bn_dropout")
+    built = build_network("smsg_ms.networks.probes:conv_bn_dropout")
+    live = capture(built.net, *built.inputs)
+    for graph in (child, live):
+        kinds = {op.type: op for op in graph.ops}
+        assert sorted(kinds) == ["BatchNorm", "Conv2D", "Dropout"]
+        assert kinds["BatchNorm"].prim_path == "bn.bn_train"
+        assert kinds["BatchNorm"].attrs["input5"] is True
+        assert kinds["Dropout"].prim_path == "drop.dropout"

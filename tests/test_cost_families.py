@@ -1,4 +1,4 @@
-"""Conv2D, BatchNorm, MaxPool/AvgPool, Concat/Split/StridedSlice, SoftmaxCrossEntropyWithLogits
+"""Conv2D, BatchNorm, MaxPool/AvgPool, Concat/Split/StridedSlice, (Sparse)SoftmaxCrossEntropyWithLogits
 families against MindSpore's parallel compiler (dry-run).
 
 Collectives: one bank of cases compiled once on 8 devices, compared per case and phase as in
@@ -9,7 +9,9 @@ Differences kept on purpose are in docs/known-differences.md (D6).
 from __future__ import annotations
 
 import pytest
-from test_cost_vs_mindspore import observed, predicted
+from collections import Counter
+
+from test_cost_vs_mindspore import backward_difference, mirror, observed, predicted
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
@@ -36,6 +38,8 @@ CONV_PAD = {"out_channel": 16, "kernel_size": 3, "pad_mode": "pad", "pad": 1}
 CONV2S2 = {"out_channel": 16, "kernel_size": 2, "stride": 2, "pad_mode": "valid"}
 BN = {"is_training": True}
 BN_INPUTS = [act(8, 16, 8, 8), param(16), param(16), state(16), state(16)]
+SPARSE = "SparseSoftmaxCrossEntropyWithLogits"
+SPARSE_INPUTS = [act(16, 16), ["index", [16], 16]]  # logits, int labels in [0, 16)
 
 #: (name, type, init, inputs, strategy[, call args]) — one operator per case, valid on 8
 #: devices.
@@ -74,6 +78,8 @@ CASES = [
      [act(16, 10), act(16, 10)], [[8, 1], [8, 1]]),
     ("softmax cross entropy partial batch cut", "SoftmaxCrossEntropyWithLogits", {},
      [act(16, 10), state(16, 10)], [[2, 1], [2, 1]]),  # labels without gradient
+    ("sparse softmax cross entropy batch cut", SPARSE, {}, SPARSE_INPUTS, [[8, 1], [8]]),
+    ("sparse softmax cross entropy replicated", SPARSE, {}, SPARSE_INPUTS, [[1, 1], [1]]),
 ]
 
 #: (name, phase) the model knowingly gets wrong (docs/known-differences.md); failing when fixed.
@@ -103,9 +109,16 @@ REJECTIONS = [
     ("split axis cut", "Split", {"axis": 1, "output_num": 2}, [act(16, 32)], [[1, 2]]),
     ("softmax cross entropy class cut", "SoftmaxCrossEntropyWithLogits", {},
      [act(16, 10), act(16, 10)], [[4, 2], [4, 2]]),
+    ("sparse softmax cross entropy batch cut 4 of 8", SPARSE, {}, SPARSE_INPUTS, [[4, 1], [4]]),
+    ("sparse softmax cross entropy logits cut, labels not", SPARSE, {}, SPARSE_INPUTS,
+     [[8, 1], [1]]),
+    ("sparse softmax cross entropy two cuts", SPARSE, {}, SPARSE_INPUTS, [[2, 4], [2]]),
+    ("sparse softmax cross entropy class cut", SPARSE, {}, SPARSE_INPUTS, [[1, 8], [1]]),
 ]
 #: rejection cases where the model knowingly differs; failing when they agree.
-KNOWN_REJECTIONS: set = set()
+#: D8: MindSpore accepts a class cut by the device count and ignores it (only dimension 0 enters
+#: BatchParallelInfo's tensor map: the logits are gathered); the model refuses it.
+KNOWN_REJECTIONS: set = {"sparse softmax cross entropy class cut"}
 
 
 def net_cases(cases):
@@ -138,9 +151,13 @@ def test_collectives_equal_mindspore(bank):
                               devices=DEVICES)
     model = CostModel(bank, DEVICES)
     mismatches, fixed = [], []
+    got_all, fwd_seen, fwd_got = [], Counter(), Counter()
     for i, (name, *_rest) in enumerate(CASES):
         want, got = observed(result["collectives"], i), predicted(bank, model, i, strats)
-        for phase in ("forward", "backward", "grad_sync"):
+        got_all.append(got)
+        fwd_seen += Counter({k: v for k, v in want.items() if k[1] == "forward"})
+        fwd_got += Counter({k: v for k, v in got.items() if k[1] == "forward"})
+        for phase in ("forward", "grad_sync"):
             w = sorted((k, v) for k, v in want.items() if k[1] == phase)
             g = sorted((k, v) for k, v in got.items() if k[1] == phase)
             if (name, phase) in KNOWN:
@@ -150,6 +167,10 @@ def test_collectives_equal_mindspore(bank):
                 mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
     assert not mismatches, "\n".join(mismatches)
     assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
+    # backward over the whole compile (MindSpore's backward scopes are not per case, D1)
+    missing, extra = backward_difference(result["collectives"], got_all)
+    assert missing == mirror(fwd_seen - fwd_got), f"MindSpore's backward has more: {missing}"
+    assert extra == mirror(fwd_got - fwd_seen), f"the model's backward has more: {extra}"
 
 
 def test_conv_cin_cut_allreduce_derivation(bank):
@@ -172,6 +193,19 @@ def test_conv_halo_bytes_derivation(bank):
     halo = [(c.kind, c.group, int(c.full_bytes), c.phase) for c in cost.collectives
             if c.kind == "NeighborExchangeV2"]
     assert halo == [("NeighborExchangeV2", 8, 2 * 4 * 8 * 16 * 4, "forward")]
+
+
+def test_sparse_loss_batch_cut_derivation(bank):
+    """Batch cut 8 of SparseSoftmaxCrossEntropyWithLogits on (16, 16) logits: each device holds
+    2 samples, averages its own losses, no collective (BatchParallelInfo); forward FLOPs
+    8 per local logit = 8·2·16, backward 6 per local logit for the one input with a gradient."""
+    i = next(k for k, c in enumerate(CASES) if c[0] == "sparse softmax cross entropy batch cut")
+    op = next(o for o in bank.ops if o.prim_path == f"cases.{i}.steps.0.op")
+    cost = CostModel(bank, DEVICES).check(op, ((8, 1), (8,)))
+    assert cost.collectives == []
+    assert cost.flops_fwd == 8 * 2 * 16 and cost.flops_bwd == 6 * 2 * 16
+    with pytest.raises(StrategyError, match="device count"):
+        CostModel(bank, DEVICES).check(op, ((2, 1), (2,)))
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,29 @@
 
 Both device matrices are first refined to a common one (``UnifyDeviceArrangement``: the union of
 their prefix products), so each tensor dimension is cut by a list of unified axes. Then, per
-unified axis, in MindSpore's order:
+unified axis, in the order the dry-run shows:
 
 1. *split* (axis unused by the source, used by the destination): a local slice, no collective;
-2. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
-   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default);
-3. *concat* (axis used by the source, unused by the destination): AllGather over the axis.
+2. *concat* (axis used by the source, unused by the destination): AllGather over the axis;
+3. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
+   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default).
+
+Concat before permute: ReLU (8,1) → (1,4) gathers the axis the destination replicates (2 KiB)
+before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → (1,2),
+(1,8) → (2,1) likewise (``tests/test_cost_vs_mindspore.py``).
 
 Adjacent unified axes that come from one source axis and take the same action form one
-collective. Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
+collective. Every slice (split, and the slice after a permute's AllGather) is taken after all the
+AllGathers, so each AllGather carries the tensor as the previous gathers left it, unsliced: in
+the dry-run MindSpore's gathers grow that way (``tests/test_cost_vs_mindspore.py``: Transpose
+(2,4,1) → ReLU (4,2,1) gathers 4, 8, 16 KiB; a Gather row split (4,1) → ReLU (2,4) gathers the
+whole first dimension before slicing). Permutes run from the destination's last dimension
+and, within a dimension, from its minor axis: MindSpore iterates the entries of its expanded
+tensor map (one per sub-dimension) from the last (``RedistributionOperatorInfer::
+InferRedistributionOperator``, observed order of its hash map), so a 3-D (2,1,4) → (1,8,1)
+gathers dimension 2 before dimension 0. Not modelled: MindSpore sometimes gathers two pieces of
+one source axis in one AllGather (docs/known-differences.md, D3).
+Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
 AlltoAll, slice → none (seen in the dry-run, ``tests/test_cost_vs_mindspore.py``).
 
 Sizes: ``full_bytes`` of an AllGather/ReduceScatter is the gathered tensor per device (``S`` of
@@ -142,19 +156,22 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
                 src_owner.pop(x, None)
                 dst_owner.pop(x, None)
             gather(d, list(common), "axis order within a dimension differs")
-            for x in common:
-                if x in d_axes[d]:
-                    local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d]
-                    cur[d].append(x)
-    # 1. split: axis free in the source
-    for x in range(len(sizes)):
-        if x not in src_owner and x in dst_owner:
-            d = dst_owner[x]
-            local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
-    deferred: list[tuple[int, int]] = []
-    # 2. permute: axis moves from one dimension to another
-    for run in groups(lambda x: x in src_owner and x in dst_owner
-                      and src_owner[x] != dst_owner[x]):
+            cur[d].extend(x for x in common if x in d_axes[d])  # sliced again after the gathers
+    # 1. split: axis free in the source: a slice, taken after every gather (module doc); with
+    # AlltoAll (not checked against the dry-run) the slice comes first, as MindSpore's split step
+    if enable_alltoall:
+        for x in range(len(sizes)):
+            if x not in src_owner and x in dst_owner:
+                d = dst_owner[x]
+                local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
+    # 2. concat: axis used by the source only (before the permutes, as in the dry-run)
+    for run in groups(lambda x: x in src_owner and x not in dst_owner):
+        gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
+    # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
+    # destination's sub-dimensions from the last one (minor first)
+    moves = groups(lambda x: x in src_owner and x in dst_owner and src_owner[x] != dst_owner[x])
+    moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
+    for run in moves:
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
         g = prod(sizes[x] for x in run)
         if enable_alltoall:
@@ -167,12 +184,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             for x in run:
                 cur[ds].remove(x)
             local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
-        else:  # gather now, slice once the axis is free (after every gather)
+        else:  # gather now, slice after every gather
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
-            deferred.append((dd, g))
-    # 3. concat: axis used by the source only
-    for run in groups(lambda x: x in src_owner and x not in dst_owner):
-        gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     return out
 
 

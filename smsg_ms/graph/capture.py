@@ -11,7 +11,10 @@ Two ways in:
   is allocated (a LLaMA-2-70B shape captures in seconds; ``shared/docs/mindspore-notes.md``).
 
 Both tag every Cell-owned primitive with its attribute path (prim attr ``smsg_path``) before the
-compile, then read the MindIR (:mod:`smsg_ms.graph.mindir`).
+compile, then read the MindIR (:mod:`smsg_ms.graph.mindir`). Both compile in training mode
+(``set_train(True)``), so the graph holds the primitives a training step calls: nn.BatchNorm's
+``bn_train`` (not ``bn_infer``, whose strategy would never reach the training graph) and
+nn.Dropout (skipped in eval mode).
 """
 from __future__ import annotations
 
@@ -106,6 +109,20 @@ def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None =
                        path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
 
 
+def set_training_mode(net, own_loss: bool = False) -> None:
+    """Put ``net`` and every sub-cell in training mode, as the training step does.
+
+    Args:
+        own_loss: the network computes its own loss in training mode from other inputs
+            (mindformers LLMs: ``seq + 1`` tokens); its top cell alone stays in eval mode so it
+            returns its output for the forward inputs, while its layers take their training
+            branches (mindformers' ``rmsnorm_compute_2d``, BatchNorm's ``bn_train``, Dropout).
+    """
+    net.set_train(True)
+    if own_loss:
+        net.add_flags(training=False)
+
+
 def compile_cell(net, inputs, phase: str):
     """Compile ``net(*inputs)`` for ``phase``; MindSpore errors become :class:`CaptureError`."""
     try:
@@ -166,7 +183,7 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
     tag_primitives(net)
     with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
             _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
-        net.set_train(False)
+        set_training_mode(net)
         phase = compile_cell(net, inputs, phase="smsg_capture")
     graph = read_mindir(net, phase, name or type(net).__name__)
     check_inputs_consistent(graph, inputs)

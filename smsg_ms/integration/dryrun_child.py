@@ -47,14 +47,14 @@ def _setup(devices_hint: int | None = None, parallel_mode: str = "semi_auto_para
 
 
 def job_capture(job: dict) -> dict:
-    from smsg_ms.graph.capture import compile_cell, read_mindir, tag_primitives
+    from smsg_ms.graph.capture import compile_cell, read_mindir, set_training_mode, tag_primitives
     from smsg_ms.networks import build_network
 
     t0 = time.perf_counter()
     _setup(extra_context={"full_batch": True})
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     tag_primitives(built.net)
-    built.net.set_train(False)
+    set_training_mode(built.net, own_loss=bool(built.train_example))
     phase = compile_cell(built.net, built.inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}

@@ -4,6 +4,8 @@
   calling one of them twice, the case where a semi-auto compile drops the primitives' tags.
 * :func:`uneven_layers`: a stack of MLP blocks whose FFN widths are given per layer, so one layer
   can differ in shape from the others.
+* :func:`conv_bn_dropout`: Conv2d → BatchNorm2d → Dropout, cells whose primitive depends on the
+  training mode (BatchNorm2d calls ``bn_train`` or ``bn_infer``; Dropout is skipped in eval).
 * :func:`failing`: a spec whose function raises (``ValueError("no such width")``).
 """
 from __future__ import annotations
@@ -80,6 +82,27 @@ def uneven_layers(batch: int = 8, hidden: int = 16, widths: tuple = (32, 32, 32,
             return h
 
     return Net(), (ms.Tensor(np.zeros((batch, hidden), np.float32)),)
+
+
+def conv_bn_dropout(batch: int = 4, channels: int = 8, image: int = 8, keep: float = 0.5):
+    """``Dropout(BatchNorm2d(Conv2d(x)))``, 3×3 'same' convolution ``channels → channels``; ``x``
+    ``(batch, channels, image, image)`` float32. Paths: ``conv.conv2d``, ``bn.bn_train`` (training
+    mode) or ``bn.bn_infer`` (eval), ``drop.dropout``.
+    """
+    import mindspore as ms
+    from mindspore import nn
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(channels, channels, 3, pad_mode="same")
+            self.bn = nn.BatchNorm2d(channels)
+            self.drop = nn.Dropout(p=1.0 - keep)
+
+        def construct(self, x):
+            return self.drop(self.bn(self.conv(x)))
+
+    return Net(), (ms.Tensor(np.zeros((batch, channels, image, image), np.float32)),)
 
 
 def failing(width: int = 0):

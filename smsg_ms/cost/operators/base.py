@@ -91,6 +91,10 @@ class Einsum:
     #: (cut per letter, local size per letter) -> elements of input 0 each device sends to its
     #: neighbours before computing (a convolution's halo rows), 0 when none
     halo: Callable[[dict, dict], Any] | None = None
+    #: letters of the inputs absent from the outputs whose cut leaves each device with its own
+    #: result and no collective (a batch-parallel loss: each device's loss is the mean over its
+    #: slice, ``BatchParallelInfo::InferForwardCommunication`` inserts nothing)
+    local: str = ""
 
     def scatter_active(self, cuts: dict) -> bool:
         """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
@@ -106,7 +110,7 @@ class Einsum:
         seen = []
         for letters in self.inputs:
             for ch in letters or "":
-                if ch not in out and ch not in seen:
+                if ch not in out and ch not in seen and ch not in self.local:
                     seen.append(ch)
         return "".join(seen)
 
