@@ -117,8 +117,11 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
             if common:
+                # no cost family: the option is MindSpore's own default, so leave it to MindSpore
+                # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
+                known = all(model.spec(op) is not None for op in ops)
                 variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
-                                      common, True, signature))
+                                      common, known, signature))
                 seen[signature] = variables[-1]
                 continue
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy

@@ -239,9 +239,12 @@ class CostModel:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
         n = self.devices
         if spec is not None:
-            first = next((x for x in spec.inputs if x), "")
+            i, first = next(((i, x) for i, x in enumerate(spec.inputs) if x), (0, ""))
             cuts = {}
-            if first and first[0] in spec.cuttable():
+            # the batch-parallel default leaves a parameter input whole (split flag off; the
+            # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast)
+            param = i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
+            if first and first[0] in spec.cuttable() and not param:
                 size = spec.sizes[first[0]]
                 if not isinstance(size, int) or size % n == 0:
                     cuts = {first[0]: n}
