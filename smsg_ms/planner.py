@@ -127,6 +127,12 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
             # fits all, so the primitive is left to MindSpore's batch-parallel default.
             for op in ops:
+                if _transparent_cast(graph, op):
+                    opts = model.passthrough_options(op)
+                    variables.append(_Var(op.label, [op], [[c] for c in opts],
+                                          [(_strategy_key(c.strategy), tuple(c.out_layouts))
+                                           for c in opts], False, ("cast", op.id)))
+                    continue
                 cost = model.default(op)
                 cost.notes.append(f"primitive called at {len(ops)} sites whose shapes admit no "
                                   "common strategy: left to MindSpore's default")
@@ -146,6 +152,15 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     return variables
+
+
+def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
+    """A Cast left without strategy is no parallel operator to MindSpore
+    (``step_parallel_utils.cc``, ``IsParallelCareNode``: a Cast without ``OperatorInfo``), so its
+    output keeps its input's layout. A Cast of a parameter stays with the default, which keeps
+    the parameter whole and charges its gradient synchronisation (MindSpore finds the parameter
+    through the Cast)."""
+    return op.type == "Cast" and graph.tensors[op.inputs[0]].kind != "parameter"
 
 
 def _strategy_key(strategy) -> tuple:

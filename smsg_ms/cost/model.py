@@ -282,6 +282,12 @@ class CostModel:
                       [f"fallback: no cost family for {op.type}; batch-parallel layout (MindSpore's "
                        "semi-auto default), FLOPs not counted"])
 
+    def passthrough_options(self, op: OpNode) -> list[OpCost]:
+        """Options of an operator MindSpore does not treat as parallel (a Cast left without
+        strategy): one per layout its output can keep from its input, free, as a Reshape with
+        equal input and output shapes."""
+        return self._reshape_options(op)
+
     def _reshape_options(self, op: OpNode) -> list[OpCost]:
         src = tuple(self.graph.tensors[op.inputs[0]].shape)
         dst = tuple(self.graph.tensors[op.outputs[0]].shape)
