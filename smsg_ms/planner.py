@@ -62,6 +62,8 @@ class _Var:
     signature: tuple | None = None
     #: tensor names of the variable whose options are shared → this variable's own names
     rename: dict | None = None
+    #: a Cast MindSpore does not treat as parallel: its output keeps its producer's layout
+    transparent: bool = False
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
@@ -131,7 +133,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                     opts = model.passthrough_options(op)
                     variables.append(_Var(op.label, [op], [[c] for c in opts],
                                           [(_strategy_key(c.strategy), tuple(c.out_layouts))
-                                           for c in opts], False, ("cast", op.id)))
+                                           for c in opts], False, ("cast", op.id),
+                                          transparent=True))
                     continue
                 cost = model.default(op)
                 cost.notes.append(f"primitive called at {len(ops)} sites whose shapes admit no "
@@ -161,6 +164,35 @@ def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
     the parameter whole and charges its gradient synchronisation (MindSpore finds the parameter
     through the Cast)."""
     return op.type == "Cast" and graph.tensors[op.inputs[0]].kind != "parameter"
+
+
+def _edges(graph: OpGraph, variables: list[_Var]):
+    """``graph.iter_edges()`` with transparent Casts looked through: ``(source op, source
+    tensor, consumer op, tensor, input index)``. An edge out of a transparent Cast starts at the
+    Cast's first non-transparent producer (whose layout the tensor carries; the redistribution
+    moves the Cast's output, with its dtype); an edge into one costs nothing."""
+    through = {op.id for var in variables if var.transparent for op in var.ops
+               if graph.tensors[op.inputs[0]].producer is not None}
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        if dst_id in through:
+            continue
+        src_t = tname
+        while src_id in through:
+            src_t = graph.ops[src_id].inputs[0]
+            src_id = graph.tensors[src_t].producer
+        yield src_id, src_t, dst_id, tname, idx
+
+
+def _gradient_tensors(graph: OpGraph) -> set[str]:
+    """Tensors the backward pass gives a gradient: those computed from a trained parameter.
+    A backward collective on any other tensor (a mask, a loss's token count) is never emitted:
+    the dry-run shows none."""
+    out = {name for name, t in graph.tensors.items()
+           if t.kind == "parameter" and t.requires_grad}
+    for op in graph.ops:  # topological order
+        if any(name in out for name in op.inputs):
+            out.update(op.outputs)
+    return out
 
 
 def _strategy_key(strategy) -> tuple:
@@ -213,7 +245,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         return redist_cache[key]
 
     def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
-        key = (U.signature, uc, out_idx, V.signature, vc, idx)
+        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype)
         if reuse and key in matrices:
             return matrices[key]
         if reuse:
@@ -232,10 +264,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             matrices[key] = m
         return m
 
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         tensor = graph.tensors[tname]
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
-        out_idx = graph.ops[src_id].outputs.index(tname)
+        out_idx = graph.ops[src_id].outputs.index(src_t)
         m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
         _add_pair(pair, problem_vars, u, v, m)
 
@@ -427,6 +459,11 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             block=_block_of(var.name), notes=notes))
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
+    with_grad = _gradient_tensors(graph)
+    for d in decisions:
+        d.collectives = [c for c in d.collectives
+                         if c.get("phase") != "backward" or c.get("tensor") not in graph.tensors
+                         or c["tensor"] in with_grad]
     loss_seconds = 0.0
     var_of_op = {op.id: (vi, ci) for vi, var in enumerate(variables)
                  for ci, op in enumerate(var.ops)}
@@ -465,10 +502,10 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
-            graph.ops[src_id].outputs.index(tname)]
+            graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
         if src == dst or (tname, src.normalized(), dst.normalized()) in seen:
