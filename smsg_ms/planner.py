@@ -81,6 +81,11 @@ def op_signature(graph: OpGraph, op: OpNode) -> tuple:
             tuple(op.inputs.index(n) for n in op.inputs))
 
 
+def _gradient_flags(model, ops: list[OpNode]) -> tuple:
+    """Which outputs carry a gradient: equal signatures must agree (backward collectives)."""
+    return tuple(model.carries_gradient(t) for op in ops for t in op.outputs)
+
+
 def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
@@ -113,7 +118,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops)
+            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops) + (
+                _gradient_flags(model, ops),)
             if shared(key, ops, signature):
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
@@ -144,7 +150,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                                       False, ("default", op.id)))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op))
+            signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
             opts = model.options(op)
@@ -181,18 +187,6 @@ def _edges(graph: OpGraph, variables: list[_Var]):
             src_t = graph.ops[src_id].inputs[0]
             src_id = graph.tensors[src_t].producer
         yield src_id, src_t, dst_id, tname, idx
-
-
-def _gradient_tensors(graph: OpGraph) -> set[str]:
-    """Tensors the backward pass gives a gradient: those computed from a trained parameter.
-    A backward collective on any other tensor (a mask, a loss's token count) is never emitted:
-    the dry-run shows none."""
-    out = {name for name, t in graph.tensors.items()
-           if t.kind == "parameter" and t.requires_grad}
-    for op in graph.ops:  # topological order
-        if any(name in out for name in op.inputs):
-            out.update(op.outputs)
-    return out
 
 
 def _strategy_key(strategy) -> tuple:
@@ -239,13 +233,14 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     def redist_seconds(tensor, src, dst) -> float:
         if src == dst:
             return 0.0
-        key = (tensor.shape, tensor.dtype, src, dst)
+        key = (tensor.shape, tensor.dtype, model.carries_gradient(tensor.name), src, dst)
         if key not in redist_cache:
             redist_cache[key] = model.seconds(model.redistribution(tensor, src, dst))
         return redist_cache[key]
 
     def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
-        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype)
+        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype,
+               model.carries_gradient(tensor.name))
         if reuse and key in matrices:
             return matrices[key]
         if reuse:
@@ -459,11 +454,6 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             block=_block_of(var.name), notes=notes))
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
-    with_grad = _gradient_tensors(graph)
-    for d in decisions:
-        d.collectives = [c for c in d.collectives
-                         if c.get("phase") != "backward" or c.get("tensor") not in graph.tensors
-                         or c["tensor"] in with_grad]
     loss_seconds = 0.0
     var_of_op = {op.id: (vi, ci) for vi, var in enumerate(variables)
                  for ci, op in enumerate(var.ops)}

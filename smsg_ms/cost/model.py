@@ -70,6 +70,7 @@ class CostModel:
         self._specs: dict[int, Einsum | None] = {}
         self._normal: dict[TensorLayout, TensorLayout] = {}
         self._redist_seconds: dict[tuple, float] = {}
+        self._with_grad: set[str] | None = None
 
     # ---- helpers ---------------------------------------------------------------------------
     def _shapes(self, names):
@@ -90,11 +91,25 @@ class CostModel:
         ins = [self._side(n) for n, x in zip(op.inputs, spec.inputs) if x is not None]
         return ins, [self._side(n) for n in op.outputs]
 
+    def carries_gradient(self, name: str) -> bool:
+        """Whether the backward pass gives tensor ``name`` a gradient: a trained parameter or a
+        tensor computed from one. A backward collective on any other tensor (a mask, a loss's
+        token count) is never emitted (the dry-run of mindformers' LLaMA shows none)."""
+        if self._with_grad is None:
+            out = {n for n, t in self.graph.tensors.items()
+                   if t.kind == "parameter" and t.requires_grad}
+            for op in self.graph.ops:  # topological order
+                if any(n in out for n in op.inputs):
+                    out.update(op.outputs)
+            self._with_grad = out
+        return name in self._with_grad
+
     def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=()) -> OpCost:
         ins, outs = self._sides(op, spec)
         raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
         in_l, out_l = build_layouts(spec, cuts, self.devices)
-        colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1]
+        colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
+                 and (c[3] != "backward" or self.carries_gradient(c[4]))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
                       colls, raw["memory"], list(spec.notes) + list(notes))
 
@@ -151,9 +166,13 @@ class CostModel:
                        dst: TensorLayout) -> list[Collective]:
         """Collectives (forward and backward) MindSpore's tensor redistribution inserts to turn
         ``src`` into ``dst`` for ``tensor``; ``[]`` when equal or a pure slice
-        (:mod:`smsg_ms.cost.redistribution`)."""
-        return redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                            tensor.name, self.enable_alltoall)
+        (:mod:`smsg_ms.cost.redistribution`); no backward part for a tensor that carries no
+        gradient (:meth:`carries_gradient`)."""
+        colls = redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
+                             tensor.name, self.enable_alltoall)
+        if self.carries_gradient(tensor.name):
+            return colls
+        return [c for c in colls if c.phase != "backward"]
 
     def normalized(self, layout: TensorLayout) -> TensorLayout:
         """``layout.normalized()``, memoised (:meth:`TensorLayout.normalized`)."""
@@ -167,11 +186,12 @@ class CostModel:
         """``seconds(redistribution(tensor, src, dst))``, memoised by (shape, dtype, normalised
         ``src``, normalised ``dst``): the collectives depend on nothing else
         (:func:`~smsg_ms.cost.redistribution.redistribute` normalises both layouts first; the
-        tensor name only labels them). Layouts with equal normal forms cost 0 s."""
+        tensor name only labels them, and decides whether a backward part exists). Layouts with
+        equal normal forms cost 0 s."""
         a, b = self.normalized(src), self.normalized(dst)
         if a == b:
             return 0.0
-        key = (tuple(tensor.shape), tensor.dtype, a, b)
+        key = (tuple(tensor.shape), tensor.dtype, self.carries_gradient(tensor.name), a, b)
         got = self._redist_seconds.get(key)
         if got is None:
             got = self._redist_seconds[key] = self.seconds(self.redistribution(tensor, a, b))
