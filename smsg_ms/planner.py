@@ -29,6 +29,8 @@ from .search.problem import Edge, SearchProblem, Variable
 
 #: Primitives whose ``shard()`` MindSpore refuses: planned per call, never written back.
 NOT_WRITTEN_BACK = {"Reshape"}
+#: Operators the cost model prices by its own rule (no family declaration), written back.
+OWN_RULES = {"OneHot"}
 #: MindSpore 2.10 accepts these device counts (1, 2, 4, or a multiple of 8).
 INF = math.inf
 
@@ -97,7 +99,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
-        if op.prim_path and op.type not in NOT_WRITTEN_BACK:
+        if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
             if op.prim_path not in by_path:
                 order.append((op.id, op.prim_path))
             by_path[op.prim_path].append(op)
@@ -127,7 +129,9 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             if common:
                 # no cost family: the option is MindSpore's own default, so leave it to MindSpore
                 # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
-                known = all(model.spec(op) is not None for op in ops)
+                # a Cast's strategy changes nothing (see _transparent_cast): not written back
+                known = all((model.spec(op) is not None or op.type in OWN_RULES)
+                            and op.type != "Cast" for op in ops)
                 variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
                                       common, known, signature))
                 seen[signature] = variables[-1]
@@ -135,19 +139,18 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
             # fits all, so the primitive is left to MindSpore's batch-parallel default.
             for op in ops:
-                if _transparent_cast(graph, op):
-                    opts = model.passthrough_options(op)
-                    variables.append(_Var(op.label, [op], [[c] for c in opts],
-                                          [(_strategy_key(c.strategy), tuple(c.out_layouts))
-                                           for c in opts], False, ("cast", op.id),
-                                          transparent=True))
-                    continue
                 cost = model.default(op)
                 cost.notes.append(f"primitive called at {len(ops)} sites whose shapes admit no "
                                   "common strategy: left to MindSpore's default")
                 variables.append(_Var(op.label, [op], [[cost]],
                                       [(_strategy_key(cost.strategy), tuple(cost.out_layouts))],
                                       False, ("default", op.id)))
+        elif _transparent_cast(graph, graph.ops[key]):
+            op = graph.ops[key]
+            opts = model.passthrough_options(op)
+            variables.append(_Var(op.label, [op], [[c] for c in opts],
+                                  [(_strategy_key(c.strategy), tuple(c.out_layouts))
+                                   for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
             signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
@@ -164,11 +167,13 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
 
 
 def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
-    """A Cast left without strategy is no parallel operator to MindSpore
-    (``step_parallel_utils.cc``, ``IsParallelCareNode``: a Cast without ``OperatorInfo``), so its
-    output keeps its input's layout. A Cast of a parameter stays with the default, which keeps
-    the parameter whole and charges its gradient synchronisation (MindSpore finds the parameter
-    through the Cast)."""
+    """A Cast is no parallel operator to MindSpore 2.10 (``step_parallel_utils.cc``,
+    ``IsParallelCareNode``: a Cast without ``OperatorInfo``): its output keeps its input's
+    layout, and a ``shard()`` on it changes nothing (dry-run: ReLU (8,1) → Cast → ReLU (1,8)
+    inserts the same float16 collectives with no, a (1,8) or an (8,1) Cast strategy), so it is
+    planned as a free pass-through and never written back. A Cast of a parameter stays with the
+    default, which keeps the parameter whole and charges its gradient synchronisation
+    (MindSpore finds the parameter through the Cast)."""
     return op.type == "Cast" and graph.tensors[op.inputs[0]].kind != "parameter"
 
 

@@ -108,8 +108,10 @@ class CostModel:
         ins, outs = self._sides(op, spec)
         raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
         in_l, out_l = build_layouts(spec, cuts, self.devices)
+        # no bprop collective without a gradient, or inside a cell with its own bprop
+        bprop = not op.attrs.get("smsg_custom_bprop")
         colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
-                 and (c[3] != "backward" or self.carries_gradient(c[4]))]
+                 and (c[3] != "backward" or (bprop and self.carries_gradient(c[4])))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
                       colls, raw["memory"], list(spec.notes) + list(notes))
 
@@ -128,6 +130,8 @@ class CostModel:
             return self._options[op.id]
         if op.type == "Reshape":
             result = self._reshape_options(op)
+        elif op.type == "OneHot" and self._onehot_options(op):
+            result = self._onehot_options(op)
         else:
             spec = self.spec(op)
             if spec is None or not op.shardable:
@@ -301,6 +305,35 @@ class CostModel:
         return OpCost(tuple(strategy), ins, outs, 0, 0, colls, mem,
                       [f"fallback: no cost family for {op.type}; batch-parallel layout (MindSpore's "
                        "semi-auto default), FLOPs not counted"])
+
+    def _onehot_options(self, op: OpNode) -> list[OpCost]:
+        """OneHot of 1-D indices ``(N,)`` into ``(N, depth)`` (``ops_info/onehot_info.cc``): the
+        strategy is the *output's* ``((a, b), (), ())``; device matrix ``(a, b)``, the indices
+        cut ``a``-way, the classes ``b``-way (each device writes its own class range, no
+        collective); ``a·b`` = the device count (MindSpore 2.10 mis-slices the classes under
+        repeated calculation: the dry-run's compile fails). ``[]`` for other ranks or axes (the
+        batch-parallel default then)."""
+        shape = tuple(self.graph.tensors[op.inputs[0]].shape)
+        out = tuple(self.graph.tensors[op.outputs[0]].shape)
+        if len(shape) != 1 or len(out) != 2 or op.attrs.get("axis", -1) != -1:
+            return []
+        from .operators.base import divisors
+        n = self.devices
+        result = []
+        for a in divisors(n):
+            for b in divisors(n // a):
+                if not (_divides(out[0], a) and _divides(out[1], b)):
+                    continue
+                if a * b != n:  # with repeated calculation the dry-run's compile fails
+                    continue      # (the classes end up cut by the repeat count as well)
+                ins = [operator_layout([a, b], [0], n)] + [
+                    TensorLayout.replicated(len(self.graph.tensors[t].shape), n)
+                    for t in op.inputs[1:]]
+                result.append(OpCost(((a, b),) + ((),) * (len(op.inputs) - 1), ins,
+                                     [operator_layout([a, b], [0, 1], n)], 0, 0, [],
+                                     {k: 0 for k in MEMORY_KINDS},
+                                     ["OneHot: strategy over the output (N, depth)"]))
+        return result
 
     def passthrough_options(self, op: OpNode) -> list[OpCost]:
         """Options of an operator MindSpore does not treat as parallel (a Cast left without
