@@ -171,21 +171,24 @@ def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
     ``IsParallelCareNode``: a Cast without ``OperatorInfo``): its output keeps its input's
     layout, and a ``shard()`` on it changes nothing (dry-run: ReLU (8,1) → Cast → ReLU (1,8)
     inserts the same float16 collectives with no, a (1,8) or an (8,1) Cast strategy), so it is
-    planned as a free pass-through and never written back. A Cast of a parameter stays with the
-    default, which keeps the parameter whole and charges its gradient synchronisation
-    (MindSpore finds the parameter through the Cast)."""
-    return op.type == "Cast" and graph.tensors[op.inputs[0]].kind != "parameter"
+    planned as a pass-through and never written back; a Cast of a parameter gives the
+    parameter the layout its consumer takes (``CostModel._side``)."""
+    return op.type == "Cast"
 
 
 def _edges(graph: OpGraph, variables: list[_Var]):
     """``graph.iter_edges()`` with transparent Casts looked through: ``(source op, source
     tensor, consumer op, tensor, input index)``. An edge out of a transparent Cast starts at the
     Cast's first non-transparent producer (whose layout the tensor carries; the redistribution
-    moves the Cast's output, with its dtype); an edge into one costs nothing."""
+    moves the Cast's output, with its dtype); an edge into one costs nothing, and so does one
+    out of a Cast of a parameter."""
     through = {op.id for var in variables if var.transparent for op in var.ops
                if graph.tensors[op.inputs[0]].producer is not None}
+    # a Cast of a parameter: the consumer reads the parameter in its own layout (CostModel._side)
+    of_parameter = {op.id for var in variables if var.transparent for op in var.ops
+                    if graph.tensors[op.inputs[0]].kind == "parameter"}
     for src_id, dst_id, tname, idx in graph.iter_edges():
-        if dst_id in through:
+        if dst_id in through or src_id in of_parameter:
             continue
         src_t = tname
         while src_id in through:

@@ -84,8 +84,15 @@ class CostModel:
         return self._specs[op.id]
 
     def _side(self, name: str) -> TensorSide:
+        """The tensor as an operator sees it; the output of a Cast of a parameter is that
+        parameter (MindSpore gives the parameter its consumer's layout through the Cast and
+        synchronises its gradient there: the dry-run's RMSNorm weights)."""
         t = self.graph.tensors[name]
-        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, name)
+        if t.producer is not None and self.graph.ops[t.producer].type == "Cast":
+            src = self.graph.tensors[self.graph.ops[t.producer].inputs[0]]
+            if src.kind == "parameter":
+                t = src
+        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name)
 
     def _sides(self, op, spec):
         ins = [self._side(n) for n, x in zip(op.inputs, spec.inputs) if x is not None]
@@ -336,9 +343,10 @@ class CostModel:
         return result
 
     def passthrough_options(self, op: OpNode) -> list[OpCost]:
-        """Options of an operator MindSpore does not treat as parallel (a Cast left without
-        strategy): one per layout its output can keep from its input, free, as a Reshape with
-        equal input and output shapes."""
+        """Options of an operator MindSpore does not treat as parallel (a Cast): one per layout
+        its output keeps from its input, free, as a Reshape with equal input and output shapes.
+        A Cast of a parameter costs nothing here: its consumer is costed as reading the
+        parameter itself (:meth:`_side`)."""
         return self._reshape_options(op)
 
     def _reshape_options(self, op: OpNode) -> list[OpCost]:
