@@ -29,6 +29,8 @@ from .search.problem import Edge, SearchProblem, Variable
 
 #: Primitives whose ``shard()`` MindSpore refuses: planned per call, never written back.
 NOT_WRITTEN_BACK = {"Reshape"}
+#: Operators the cost model prices by its own rule (no family declaration), written back.
+OWN_RULES = {"OneHot"}
 #: MindSpore 2.10 accepts these device counts (1, 2, 4, or a multiple of 8).
 INF = math.inf
 
@@ -62,6 +64,8 @@ class _Var:
     signature: tuple | None = None
     #: tensor names of the variable whose options are shared → this variable's own names
     rename: dict | None = None
+    #: a Cast MindSpore does not treat as parallel: its output keeps its producer's layout
+    transparent: bool = False
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
@@ -79,6 +83,11 @@ def op_signature(graph: OpGraph, op: OpNode) -> tuple:
             tuple(op.inputs.index(n) for n in op.inputs))
 
 
+def _gradient_flags(model, ops: list[OpNode]) -> tuple:
+    """Which outputs carry a gradient: equal signatures must agree (backward collectives)."""
+    return tuple(model.carries_gradient(t) for op in ops for t in op.outputs)
+
+
 def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
@@ -90,7 +99,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
-        if op.prim_path and op.type not in NOT_WRITTEN_BACK:
+        if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
             if op.prim_path not in by_path:
                 order.append((op.id, op.prim_path))
             by_path[op.prim_path].append(op)
@@ -111,14 +120,20 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops)
+            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops) + (
+                _gradient_flags(model, ops),)
             if shared(key, ops, signature):
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
             if common:
+                # no cost family: the option is MindSpore's own default, so leave it to MindSpore
+                # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
+                # a Cast's strategy changes nothing (see _transparent_cast): not written back
+                known = all((model.spec(op) is not None or op.type in OWN_RULES)
+                            and op.type != "Cast" for op in ops)
                 variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
-                                      common, True, signature))
+                                      common, known, signature))
                 seen[signature] = variables[-1]
                 continue
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
@@ -130,9 +145,15 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                 variables.append(_Var(op.label, [op], [[cost]],
                                       [(_strategy_key(cost.strategy), tuple(cost.out_layouts))],
                                       False, ("default", op.id)))
+        elif _transparent_cast(graph, graph.ops[key]):
+            op = graph.ops[key]
+            opts = model.passthrough_options(op)
+            variables.append(_Var(op.label, [op], [[c] for c in opts],
+                                  [(_strategy_key(c.strategy), tuple(c.out_layouts))
+                                   for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op))
+            signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
             opts = model.options(op)
@@ -143,6 +164,37 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     return variables
+
+
+def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
+    """A Cast is no parallel operator to MindSpore 2.10 (``step_parallel_utils.cc``,
+    ``IsParallelCareNode``: a Cast without ``OperatorInfo``): its output keeps its input's
+    layout, and a ``shard()`` on it changes nothing (dry-run: ReLU (8,1) → Cast → ReLU (1,8)
+    inserts the same float16 collectives with no, a (1,8) or an (8,1) Cast strategy), so it is
+    planned as a pass-through and never written back; a Cast of a parameter gives the
+    parameter the layout its consumer takes (``CostModel._side``)."""
+    return op.type == "Cast"
+
+
+def _edges(graph: OpGraph, variables: list[_Var]):
+    """``graph.iter_edges()`` with transparent Casts looked through: ``(source op, source
+    tensor, consumer op, tensor, input index)``. An edge out of a transparent Cast starts at the
+    Cast's first non-transparent producer (whose layout the tensor carries; the redistribution
+    moves the Cast's output, with its dtype); an edge into one costs nothing, and so does one
+    out of a Cast of a parameter."""
+    through = {op.id for var in variables if var.transparent for op in var.ops
+               if graph.tensors[op.inputs[0]].producer is not None}
+    # a Cast of a parameter: the consumer reads the parameter in its own layout (CostModel._side)
+    of_parameter = {op.id for var in variables if var.transparent for op in var.ops
+                    if graph.tensors[op.inputs[0]].kind == "parameter"}
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        if dst_id in through or src_id in of_parameter:
+            continue
+        src_t = tname
+        while src_id in through:
+            src_t = graph.ops[src_id].inputs[0]
+            src_id = graph.tensors[src_t].producer
+        yield src_id, src_t, dst_id, tname, idx
 
 
 def _strategy_key(strategy) -> tuple:
@@ -193,13 +245,14 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     def redist_seconds(tensor, src, dst) -> float:
         if src == dst:
             return 0.0
-        key = (tensor.shape, tensor.dtype, src, dst)
+        key = (tensor.shape, tensor.dtype, model.carries_gradient(tensor.name), src, dst)
         if key not in redist_cache:
             redist_cache[key] = model.seconds(model.redistribution(tensor, src, dst))
         return redist_cache[key]
 
     def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
-        key = (U.signature, uc, out_idx, V.signature, vc, idx)
+        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype,
+               model.carries_gradient(tensor.name))
         if reuse and key in matrices:
             return matrices[key]
         if reuse:
@@ -217,10 +270,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             matrices[key] = m
         return m
 
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         tensor = graph.tensors[tname]
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
-        out_idx = graph.ops[src_id].outputs.index(tname)
+        out_idx = graph.ops[src_id].outputs.index(src_t)
         m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
         _add_pair(pair, problem_vars, u, v, m)
 
@@ -497,10 +550,10 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
     made: dict[tuple, list] = {}
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
-            graph.ops[src_id].outputs.index(tname)]
+            graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
         key = (tname, model.normalized(src), model.normalized(dst))
@@ -509,7 +562,7 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
         seen.add(key)
         tensor = graph.tensors[tname]
         # the collectives depend on shape, dtype and normal forms only (names are set below)
-        same = (tuple(tensor.shape), tensor.dtype) + key[1:]
+        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + key[1:]
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
         for coll in made[same]:
