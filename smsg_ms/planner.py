@@ -29,6 +29,8 @@ from .search.problem import Edge, SearchProblem, Variable
 
 #: Primitives whose ``shard()`` MindSpore refuses: planned per call, never written back.
 NOT_WRITTEN_BACK = {"Reshape"}
+#: Operators the cost model prices by its own rule (no family declaration), written back.
+OWN_RULES = {"OneHot"}
 #: MindSpore 2.10 accepts these device counts (1, 2, 4, or a multiple of 8).
 INF = math.inf
 
@@ -62,6 +64,8 @@ class _Var:
     signature: tuple | None = None
     #: tensor names of the variable whose options are shared → this variable's own names
     rename: dict | None = None
+    #: a Cast MindSpore does not treat as parallel: its output keeps its producer's layout
+    transparent: bool = False
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
@@ -79,6 +83,11 @@ def op_signature(graph: OpGraph, op: OpNode) -> tuple:
             tuple(op.inputs.index(n) for n in op.inputs))
 
 
+def _gradient_flags(model, ops: list[OpNode]) -> tuple:
+    """Which outputs carry a gradient: equal signatures must agree (backward collectives)."""
+    return tuple(model.carries_gradient(t) for op in ops for t in op.outputs)
+
+
 def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
@@ -90,7 +99,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
-        if op.prim_path and op.type not in NOT_WRITTEN_BACK:
+        if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
             if op.prim_path not in by_path:
                 order.append((op.id, op.prim_path))
             by_path[op.prim_path].append(op)
@@ -111,14 +120,20 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops)
+            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops) + (
+                _gradient_flags(model, ops),)
             if shared(key, ops, signature):
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
             if common:
+                # no cost family: the option is MindSpore's own default, so leave it to MindSpore
+                # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
+                # a Cast's strategy changes nothing (see _transparent_cast): not written back
+                known = all((model.spec(op) is not None or op.type in OWN_RULES)
+                            and op.type != "Cast" for op in ops)
                 variables.append(_Var(key, ops, [[m[k] for m in per_call] for k in common],
-                                      common, True, signature))
+                                      common, known, signature))
                 seen[signature] = variables[-1]
                 continue
             # Calls of different ranks (a Cast used on 2-D and 3-D tensors): no one strategy
@@ -130,9 +145,15 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                 variables.append(_Var(op.label, [op], [[cost]],
                                       [(_strategy_key(cost.strategy), tuple(cost.out_layouts))],
                                       False, ("default", op.id)))
+        elif _transparent_cast(graph, graph.ops[key]):
+            op = graph.ops[key]
+            opts = model.passthrough_options(op)
+            variables.append(_Var(op.label, [op], [[c] for c in opts],
+                                  [(_strategy_key(c.strategy), tuple(c.out_layouts))
+                                   for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op))
+            signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
             opts = model.options(op)
@@ -143,6 +164,37 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     return variables
+
+
+def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
+    """A Cast is no parallel operator to MindSpore 2.10 (``step_parallel_utils.cc``,
+    ``IsParallelCareNode``: a Cast without ``OperatorInfo``): its output keeps its input's
+    layout, and a ``shard()`` on it changes nothing (dry-run: ReLU (8,1) → Cast → ReLU (1,8)
+    inserts the same float16 collectives with no, a (1,8) or an (8,1) Cast strategy), so it is
+    planned as a pass-through and never written back; a Cast of a parameter gives the
+    parameter the layout its consumer takes (``CostModel._side``)."""
+    return op.type == "Cast"
+
+
+def _edges(graph: OpGraph, variables: list[_Var]):
+    """``graph.iter_edges()`` with transparent Casts looked through: ``(source op, source
+    tensor, consumer op, tensor, input index)``. An edge out of a transparent Cast starts at the
+    Cast's first non-transparent producer (whose layout the tensor carries; the redistribution
+    moves the Cast's output, with its dtype); an edge into one costs nothing, and so does one
+    out of a Cast of a parameter."""
+    through = {op.id for var in variables if var.transparent for op in var.ops
+               if graph.tensors[op.inputs[0]].producer is not None}
+    # a Cast of a parameter: the consumer reads the parameter in its own layout (CostModel._side)
+    of_parameter = {op.id for var in variables if var.transparent for op in var.ops
+                    if graph.tensors[op.inputs[0]].kind == "parameter"}
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        if dst_id in through or src_id in of_parameter:
+            continue
+        src_t = tname
+        while src_id in through:
+            src_t = graph.ops[src_id].inputs[0]
+            src_id = graph.tensors[src_t].producer
+        yield src_id, src_t, dst_id, tname, idx
 
 
 def _strategy_key(strategy) -> tuple:
@@ -162,8 +214,12 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     the cost model reads nothing of an operator but its signature and tensor names (names only
     label collectives, renamed through ``_Var.rename``), and a redistribution depends only on
     the normal forms of its layouts (:func:`smsg_ms.cost.redistribution.redistribute` starts by
-    normalising). Shared edge matrices are read-only. ``reuse=False`` is the plain computation
-    (one option list per operator, one matrix per edge), kept as the reference.
+    normalising). Shared edge matrices are read-only. With ``reuse``, the block of distinct
+    (source, destination) layouts of an edge is costed at once by
+    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix` where it applies (power-of-two
+    device counts, ``enable_alltoall`` off; bit-for-bit the reference's seconds). ``reuse=False``
+    is the plain computation (one option list per operator, one matrix per edge, every pair by
+    the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
     """
     variables = _group_variables(graph, model, reuse)
     var_of_op: dict[int, tuple[int, int]] = {}
@@ -189,21 +245,21 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     def redist_seconds(tensor, src, dst) -> float:
         if src == dst:
             return 0.0
-        key = (tensor.shape, tensor.dtype, src, dst)
+        key = (tensor.shape, tensor.dtype, model.carries_gradient(tensor.name), src, dst)
         if key not in redist_cache:
             redist_cache[key] = model.seconds(model.redistribution(tensor, src, dst))
         return redist_cache[key]
 
     def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
-        key = (U.signature, uc, out_idx, V.signature, vc, idx)
+        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype,
+               model.carries_gradient(tensor.name))
         if reuse and key in matrices:
             return matrices[key]
         if reuse:
             norm = model.normalized
             src, src_of = _distinct([norm(ou[uc].out_layouts[out_idx]) for ou in U.options])
             dst, dst_of = _distinct([norm(ov[vc].in_layouts[idx]) for ov in V.options])
-            small = np.array([[model.redistribution_seconds(tensor, a, b) for b in dst]
-                              for a in src])
+            small = _redistribution_block(model, tensor, src, dst)
         else:
             src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
             dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
@@ -214,10 +270,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             matrices[key] = m
         return m
 
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         tensor = graph.tensors[tname]
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
-        out_idx = graph.ops[src_id].outputs.index(tname)
+        out_idx = graph.ops[src_id].outputs.index(src_t)
         m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
         _add_pair(pair, problem_vars, u, v, m)
 
@@ -287,6 +343,44 @@ def _output_producers(graph: OpGraph, var_of_op):
         yield tname, u, uc, graph.ops[t.producer].outputs.index(tname)
 
 
+def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
+    """``model.redistribution_seconds(tensor, a, b)`` for ``a`` in ``src``, ``b`` in ``dst``
+    (normalised layouts): the numpy fast path where it applies (power-of-two devices, AllGather
+    redistribution; equal to the reference, tests/test_redistribution_fast.py), else the reference
+    one pair at a time."""
+    from .cost.redistribution import gather_seconds_matrix
+    from .graph.model import DTYPE_BYTES
+
+    if not model.enable_alltoall:
+        hw = model.hardware
+        m = gather_seconds_matrix(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
+                                  hw.bandwidth, hw.latency)
+        if m is not None and _agrees_with_reference(model, tensor, src, dst, m):
+            return m
+    return np.array([[model.redistribution_seconds(tensor, a, b) for b in dst] for a in src])
+
+
+#: entries of each fast redistribution block checked against the reference
+SPOT_CHECKS = 16
+
+
+def _agrees_with_reference(model, tensor, src: list, dst: list, m: np.ndarray) -> bool:
+    """Spot check of a fast block: :data:`SPOT_CHECKS` entries spread evenly over it must equal
+    the reference exactly; otherwise warn (the reference's semantics changed without the fast
+    path) and let the caller use the reference."""
+    import warnings
+
+    for k in np.unique(np.linspace(0, m.size - 1, SPOT_CHECKS).astype(np.intp)):
+        i, j = divmod(int(k), len(dst))
+        want = model.redistribution_seconds(tensor, src[i], dst[j])
+        if m[i, j] != want:
+            warnings.warn(f"fast redistribution seconds of {tensor.name} ({src[i]} -> {dst[j]}): "
+                          f"{m[i, j]!r} != reference {want!r}; using the reference",
+                          RuntimeWarning, stacklevel=3)
+            return False
+    return True
+
+
 def _distinct(items: list) -> tuple[list, np.ndarray]:
     """Distinct items in first-seen order, and the index of each item among them."""
     index: dict = {}
@@ -314,6 +408,7 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
         if shape and isinstance(shape[0], int) and shape[0] % devices:
             return None
     choice = []
+    found_in: dict[tuple, int | None] = {}   # (id of a shared option list, wanted strategy)
     for var in variables:
         op = var.ops[0]
         want = tuple(
@@ -321,8 +416,11 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
             ("parameter", "constant") or not graph.tensors[t].shape
             else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
             for t in op.inputs)
-        found = next((i for i, calls in enumerate(var.options)
-                      if _strategy_key(calls[0].strategy) == want), None)
+        key = (id(var.options), want)
+        if key not in found_in:
+            found_in[key] = next((i for i, calls in enumerate(var.options)
+                                  if _strategy_key(calls[0].strategy) == want), None)
+        found = found_in[key]
         choice.append(0 if found is None else found)
     return choice
 
@@ -406,9 +504,13 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     totals: dict[str, float] = defaultdict(float)
     incident = _incident_edges(problem)
     symbolic_cache: dict = {}
+    breakdowns: dict[tuple, dict] = {}   # (id of a shared option list, option) → breakdown
     for vi, var in enumerate(variables):
         calls = var.options[choice[vi]]
-        bd = _breakdown(model, calls)
+        key = (id(var.options), choice[vi])
+        if key not in breakdowns:
+            breakdowns[key] = _breakdown(model, calls)
+        bd = dict(breakdowns[key])
         for k, v in bd.items():
             totals[k] += v
         runner = _runner_up(problem, choice, vi, incident[vi])
@@ -422,7 +524,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                 "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
                 if var.written_back else None, "extra_seconds": runner[1]},
             block=_block_of(var.name), notes=notes,
-            symbolic=_symbolic(model, graph, var.ops[0], calls[0].strategy, symbolic_cache)
+            symbolic=_symbolic(model, graph, var, calls[0].strategy, symbolic_cache)
             if var.written_back else None))
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
@@ -466,12 +568,14 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     return plan.seal()
 
 
-def _symbolic(model, graph: OpGraph, op: OpNode, strategy, cache: dict) -> dict | None:
-    """:func:`smsg_ms.cost.explain.describe` of ``op``'s first call, cached by (operator
+def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> dict | None:
+    """:func:`smsg_ms.cost.explain.describe` of the variable's first call, cached by (structural
     signature, strategy) so identical layers are described once."""
     from .cost.explain import describe
 
-    key = (op_signature(graph, op), tuple(tuple(c) for c in strategy))
+    op = var.ops[0]
+    sig = var.signature if var.signature is not None else op_signature(graph, op)
+    key = (sig, tuple(tuple(c) for c in strategy))
     if key not in cache:
         cache[key] = describe(model, graph, op, strategy)
     return cache[key]
@@ -482,16 +586,23 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
-    for src_id, dst_id, tname, idx in graph.iter_edges():
+    made: dict[tuple, list] = {}
+    for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
-            graph.ops[src_id].outputs.index(tname)]
+            graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
-        if src == dst or (tname, src.normalized(), dst.normalized()) in seen:
+        key = (tname, model.normalized(src), model.normalized(dst))
+        if src == dst or key in seen:
             continue
-        seen.add((tname, src.normalized(), dst.normalized()))
-        for coll in model.redistribution(graph.tensors[tname], src, dst):
+        seen.add(key)
+        tensor = graph.tensors[tname]
+        # the collectives depend on shape, dtype and normal forms only (names are set below)
+        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + key[1:]
+        if same not in made:
+            made[same] = model.redistribution(tensor, src, dst)
+        for coll in made[same]:
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
@@ -527,11 +638,11 @@ def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
         elif e.v == vi:
             local = local + e.cost[choice[e.u], :]
     base = local[choice[vi]]
-    best, best_i = INF, None
-    for i, c in enumerate(local):
-        if i != choice[vi] and c < best:
-            best, best_i = c, i
-    if best_i is None or not math.isfinite(best):
+    others = local.copy()
+    others[choice[vi]] = INF
+    best_i = int(np.argmin(others))      # the first of the cheapest other options
+    best = others[best_i]
+    if not math.isfinite(best):
         return None
     return best_i, float(best - base)
 

@@ -67,7 +67,10 @@ def test_mindformers_llama_forward(captured):
             op = mm[f"model.layers.{i}.{name}.matmul"]
             assert g.tensors[op.inputs[1]].shape == shape and op.attrs["transpose_b"] is True
     assert g.tensors[mm["lm_head.matmul"].inputs[1]].shape == (MF["vocab"], h)
-    assert g.tensors[g.inputs[0]].shape == (MF["batch"], MF["seq"])
+    # captured on its training path: seq + 1 tokens in, its own loss (a scalar) out
+    assert g.tensors[g.inputs[0]].shape == (MF["batch"], MF["seq"] + 1)
+    assert [g.tensors[t].shape for t in g.outputs] in ([()], [(1,)])
+    assert any(op.type == "OneHot" for op in g.ops)
     assert [grp.prefixes for grp in group_blocks(g)] == [["model.layers.0", "model.layers.1"]]
 
 

@@ -70,6 +70,7 @@ class CostModel:
         self._specs: dict[int, Einsum | None] = {}
         self._normal: dict[TensorLayout, TensorLayout] = {}
         self._redist_seconds: dict[tuple, float] = {}
+        self._with_grad: set[str] | None = None
 
     # ---- helpers ---------------------------------------------------------------------------
     def _shapes(self, names):
@@ -83,18 +84,41 @@ class CostModel:
         return self._specs[op.id]
 
     def _side(self, name: str) -> TensorSide:
+        """The tensor as an operator sees it; the output of a Cast of a parameter is that
+        parameter (MindSpore gives the parameter its consumer's layout through the Cast and
+        synchronises its gradient there: the dry-run's RMSNorm weights)."""
         t = self.graph.tensors[name]
-        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, name)
+        if t.producer is not None and self.graph.ops[t.producer].type == "Cast":
+            src = self.graph.tensors[self.graph.ops[t.producer].inputs[0]]
+            if src.kind == "parameter":
+                t = src
+        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name)
 
     def _sides(self, op, spec):
         ins = [self._side(n) for n, x in zip(op.inputs, spec.inputs) if x is not None]
         return ins, [self._side(n) for n in op.outputs]
 
+    def carries_gradient(self, name: str) -> bool:
+        """Whether the backward pass gives tensor ``name`` a gradient: a trained parameter or a
+        tensor computed from one. A backward collective on any other tensor (a mask, a loss's
+        token count) is never emitted (the dry-run of mindformers' LLaMA shows none)."""
+        if self._with_grad is None:
+            out = {n for n, t in self.graph.tensors.items()
+                   if t.kind == "parameter" and t.requires_grad}
+            for op in self.graph.ops:  # topological order
+                if any(n in out for n in op.inputs):
+                    out.update(op.outputs)
+            self._with_grad = out
+        return name in self._with_grad
+
     def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=()) -> OpCost:
         ins, outs = self._sides(op, spec)
         raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
         in_l, out_l = build_layouts(spec, cuts, self.devices)
-        colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1]
+        # no bprop collective without a gradient, or inside a cell with its own bprop
+        bprop = not op.attrs.get("smsg_custom_bprop")
+        colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
+                 and (c[3] != "backward" or (bprop and self.carries_gradient(c[4])))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
                       colls, raw["memory"], list(spec.notes) + list(notes))
 
@@ -113,6 +137,8 @@ class CostModel:
             return self._options[op.id]
         if op.type == "Reshape":
             result = self._reshape_options(op)
+        elif op.type == "OneHot" and self._onehot_options(op):
+            result = self._onehot_options(op)
         else:
             spec = self.spec(op)
             if spec is None or not op.shardable:
@@ -151,9 +177,13 @@ class CostModel:
                        dst: TensorLayout) -> list[Collective]:
         """Collectives (forward and backward) MindSpore's tensor redistribution inserts to turn
         ``src`` into ``dst`` for ``tensor``; ``[]`` when equal or a pure slice
-        (:mod:`smsg_ms.cost.redistribution`)."""
-        return redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                            tensor.name, self.enable_alltoall)
+        (:mod:`smsg_ms.cost.redistribution`); no backward part for a tensor that carries no
+        gradient (:meth:`carries_gradient`)."""
+        colls = redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
+                             tensor.name, self.enable_alltoall)
+        if self.carries_gradient(tensor.name):
+            return colls
+        return [c for c in colls if c.phase != "backward"]
 
     def normalized(self, layout: TensorLayout) -> TensorLayout:
         """``layout.normalized()``, memoised (:meth:`TensorLayout.normalized`)."""
@@ -167,11 +197,12 @@ class CostModel:
         """``seconds(redistribution(tensor, src, dst))``, memoised by (shape, dtype, normalised
         ``src``, normalised ``dst``): the collectives depend on nothing else
         (:func:`~smsg_ms.cost.redistribution.redistribute` normalises both layouts first; the
-        tensor name only labels them). Layouts with equal normal forms cost 0 s."""
+        tensor name only labels them, and decides whether a backward part exists). Layouts with
+        equal normal forms cost 0 s."""
         a, b = self.normalized(src), self.normalized(dst)
         if a == b:
             return 0.0
-        key = (tuple(tensor.shape), tensor.dtype, a, b)
+        key = (tuple(tensor.shape), tensor.dtype, self.carries_gradient(tensor.name), a, b)
         got = self._redist_seconds.get(key)
         if got is None:
             got = self._redist_seconds[key] = self.seconds(self.redistribution(tensor, a, b))
@@ -241,9 +272,12 @@ class CostModel:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
         n = self.devices
         if spec is not None:
-            first = next((x for x in spec.inputs if x), "")
+            i, first = next(((i, x) for i, x in enumerate(spec.inputs) if x), (0, ""))
             cuts = {}
-            if first and first[0] in spec.cuttable():
+            # the batch-parallel default leaves a parameter input whole (split flag off; the
+            # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast)
+            param = i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
+            if first and first[0] in spec.cuttable() and not param:
                 size = spec.sizes[first[0]]
                 if not isinstance(size, int) or size % n == 0:
                     cuts = {first[0]: n}
@@ -280,6 +314,42 @@ class CostModel:
         return OpCost(tuple(strategy), ins, outs, 0, 0, colls, mem,
                       [f"fallback: no cost family for {op.type}; batch-parallel layout (MindSpore's "
                        "semi-auto default), FLOPs not counted"])
+
+    def _onehot_options(self, op: OpNode) -> list[OpCost]:
+        """OneHot of 1-D indices ``(N,)`` into ``(N, depth)`` (``ops_info/onehot_info.cc``): the
+        strategy is the *output's* ``((a, b), (), ())``; device matrix ``(a, b)``, the indices
+        cut ``a``-way, the classes ``b``-way (each device writes its own class range, no
+        collective); ``a·b`` = the device count (MindSpore 2.10 mis-slices the classes under
+        repeated calculation: the dry-run's compile fails). ``[]`` for other ranks or axes (the
+        batch-parallel default then)."""
+        shape = tuple(self.graph.tensors[op.inputs[0]].shape)
+        out = tuple(self.graph.tensors[op.outputs[0]].shape)
+        if len(shape) != 1 or len(out) != 2 or op.attrs.get("axis", -1) != -1:
+            return []
+        from .operators.base import divisors
+        n = self.devices
+        result = []
+        for a in divisors(n):
+            for b in divisors(n // a):
+                if not (_divides(out[0], a) and _divides(out[1], b)):
+                    continue
+                if a * b != n:  # with repeated calculation the dry-run's compile fails
+                    continue      # (the classes end up cut by the repeat count as well)
+                ins = [operator_layout([a, b], [0], n)] + [
+                    TensorLayout.replicated(len(self.graph.tensors[t].shape), n)
+                    for t in op.inputs[1:]]
+                result.append(OpCost(((a, b),) + ((),) * (len(op.inputs) - 1), ins,
+                                     [operator_layout([a, b], [0, 1], n)], 0, 0, [],
+                                     {k: 0 for k in MEMORY_KINDS},
+                                     ["OneHot: strategy over the output (N, depth)"]))
+        return result
+
+    def passthrough_options(self, op: OpNode) -> list[OpCost]:
+        """Options of an operator MindSpore does not treat as parallel (a Cast): one per layout
+        its output keeps from its input, free, as a Reshape with equal input and output shapes.
+        A Cast of a parameter costs nothing here: its consumer is costed as reading the
+        parameter itself (:meth:`_side`)."""
+        return self._reshape_options(op)
 
     def _reshape_options(self, op: OpNode) -> list[OpCost]:
         src = tuple(self.graph.tensors[op.inputs[0]].shape)

@@ -33,7 +33,10 @@ Sizes: ``full_bytes`` of an AllGather/ReduceScatter is the gathered tensor per d
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from math import prod
+
+import numpy as np
 
 from .api import Collective
 from .layout import TensorLayout
@@ -184,3 +187,145 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         else:  # gather now, slice after every gather
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
     return out
+
+
+# ---- fast path: seconds of many redistributions at once ------------------------------------------
+#
+# For a power-of-two device count every axis size is a power of two, so every device matrix
+# refines to ``log2(devices)`` binary axes ("bits", left to right) and ``unify`` never fails.
+# A layout becomes, per tensor dimension, the set of bits cutting it (a bit mask; one contiguous
+# run, since a dimension is cut by one axis). Redistribution actions are constant on each unified
+# axis and :func:`redistribute`'s runs are unions of unified axes, so it reads, in bits:
+#
+# * order: a dimension cut in both layouts on overlapping bits that start at different bits:
+#   one AllGather over the overlap, on the source slice. The overlap bits are then dropped from
+#   both owners, which changes nothing below (they are cut in both layouts, on one dimension);
+# * split: bits replicated in the source and cut in the destination shrink the local slice
+#   (floor division, as the reference);
+# * permute: runs of adjacent bits cutting one source dimension and another destination
+#   dimension; then concat: runs cut in the source, replicated in the destination. One AllGather
+#   per run, on the slice grown by every gather so far (gathers only multiply the slice).
+#
+# Each AllGather has its ReduceScatter twin in backward, so seconds = 2 · Σ t over the forward
+# gathers in order, t = (g−1)·S/g / bandwidth + latency, the sum CostModel.seconds forms over
+# the same list (float additions in the same order; adding 0.0 changes no sum).
+
+#: largest device count (as bits) the fast path takes (its popcount table has 2^bits entries)
+FAST_MAX_BITS = 16
+
+
+@lru_cache(maxsize=65536)
+def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
+    """Per tensor dimension, the mask of bits cutting it (bit ``x`` = ``1 << x``, ``x`` counted
+    from the left of the device matrix), then the cuts; ``None`` for an axis not a power of two."""
+    masks = [0] * rank
+    n, lo = len(layout.device_matrix), 0
+    dim_of_axis = {n - 1 - m: d for d, m in enumerate(layout.tensor_map) if m != -1}
+    for i, s in enumerate(layout.device_matrix):
+        e = s.bit_length() - 1
+        if s != 1 << e:
+            return None
+        if i in dim_of_axis:
+            masks[dim_of_axis[i]] |= ((1 << e) - 1) << lo
+        lo += e
+    return tuple(masks) + layout.cuts if lo == nbits else None
+
+
+@lru_cache(maxsize=None)
+def _popcount(nbits: int) -> np.ndarray:
+    """Set bits of every integer below ``2 << nbits`` (read-only)."""
+    table = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int64)
+    table.flags.writeable = False
+    return table
+
+
+def _side(layouts, rank: int, nbits: int):
+    """Arrays of one side: masks ``(rank, n)``, owned mask, same-dimension-as-left-neighbour
+    mask, first bit per dimension (``-1`` uncut), cuts ``(rank, n)``; ``None`` if not binary."""
+    rows = [_bit_masks(x, rank, nbits) for x in layouts]
+    if any(r is None for r in rows):
+        return None
+    both = np.array(rows, dtype=np.int64).T
+    m, cuts = both[:rank], both[rank:]
+    owned = np.bitwise_or.reduce(m, axis=0)
+    same = np.bitwise_or.reduce(m & (m << 1), axis=0)
+    low = m & -m
+    first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int64), -1)
+    return m, owned, same, first, cuts
+
+
+def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
+                          dsts: list[TensorLayout], bandwidth: float, latency: float):
+    """Seconds of :func:`redistribute` (``enable_alltoall`` off) for every pair of ``srcs`` ×
+    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``2 · Σ_i ((g_i−1)·S_i/g_i /
+    bandwidth + latency)`` over the forward AllGathers in order (each with its backward
+    ReduceScatter), ``S_i`` bytes, ``g_i`` devices. Bit-for-bit equal to the reference
+    (tests/test_redistribution_fast.py), computed in numpy over all pairs at once.
+
+    Args:
+        shape: global shape (int elements per dimension).
+        elem_bytes: bytes per element.
+        srcs, dsts: layouts of one device count.
+        bandwidth: bytes/s; latency: seconds per collective.
+
+    Returns:
+        ``(len(srcs), len(dsts))`` float array, or ``None`` when the fast path does not apply
+        (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a symbolic dimension,
+        sizes that could lose precision in float64): use the reference then.
+    """
+    if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
+        return None
+    devices = srcs[0].devices
+    nbits = devices.bit_length() - 1
+    if not 1 <= nbits <= FAST_MAX_BITS or devices != 1 << nbits or \
+            any(x.devices != devices for x in srcs + dsts):
+        return None
+    rank = len(shape)
+    if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
+        return None
+    a, b = _side(srcs, rank, nbits), _side(dsts, rank, nbits)
+    if a is None or b is None:
+        return None
+    sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
+    sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
+    popcount = _popcount(nbits)
+    dims = np.array(shape, dtype=np.int64)
+    src_bytes = elem_bytes * np.prod(dims[:, None, None] // cut_a, axis=0)    # (na, 1)
+    pairs = (len(srcs), len(dsts))
+    total = np.zeros(pairs)
+
+    def add(mask, run, nbytes):
+        g = np.left_shift(1, run)
+        t = ((g - 1) * nbytes) / g / bandwidth + latency
+        np.add(total, t, out=total, where=mask)
+
+    # order: one gather per dimension, in dimension order
+    for d in range(rank):
+        common = sa[d] & sb[d]
+        hit = (common != 0) & (first_a[d] != first_b[d])
+        if hit.any():
+            g = popcount[common]
+            add(hit, g, src_bytes * np.left_shift(1, g))
+    # split: source replica bits cut in the destination
+    local = np.full(pairs, elem_bytes, dtype=np.int64)
+    for d in range(rank):
+        n_split = popcount[~owned_a & sb[d] & (devices - 1)]
+        local = local * (dims[d] // (cut_a[d] << n_split))
+    same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
+    permute = owned_a & owned_b & ~same_dim
+    concat = owned_a & ~owned_b
+    grown = np.zeros(pairs, dtype=np.int64)
+    for pred in (permute, concat):
+        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
+        starts, ends = pred & ~cont, pred & ~(cont >> 1)
+        while True:                               # runs from the lowest bit up, one per pass
+            live = starts != 0
+            if not live.any():
+                break
+            low_start, low_end = starts & -starts, ends & -ends
+            run = popcount[(low_end << 1) - low_start]        # bits low_start .. low_end
+            grown += run
+            add(live, run, local << grown)
+            starts &= starts - 1
+            ends &= ends - 1
+    return total + total

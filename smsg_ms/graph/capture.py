@@ -29,6 +29,8 @@ from typing import Any
 from .model import OpGraph
 
 PATH_ATTR = "smsg_path"
+#: set on primitives inside a Cell with its own ``bprop`` (their backward is that function's)
+CUSTOM_BPROP_ATTR = "smsg_custom_bprop"
 
 
 class CaptureError(RuntimeError):
@@ -36,13 +38,17 @@ class CaptureError(RuntimeError):
 
 
 def tag_primitives(net) -> dict[str, Any]:
-    """Tag each primitive held as a Cell attribute with ``smsg_path`` = ``cell_path.attr``.
+    """Tag each primitive held as a Cell attribute with ``smsg_path`` = ``cell_path.attr``, and
+    with ``smsg_custom_bprop`` when a Cell on its path defines ``bprop`` (mindformers'
+    ``_LogSoftmax``, ``_NLLLoss``): MindSpore differentiates such a cell by that function, so
+    the primitives' own bprops (and their collectives) never run.
 
     Returns:
         ``{path: Primitive}`` for every tagged primitive, in ``cells_and_names`` order.
     """
     found: dict[str, Any] = {}
     seen: set[int] = set()
+    custom = [name for name, cell in net.cells_and_names() if hasattr(cell, "bprop")]
     for cell_name, cell in net.cells_and_names():
         for attr, prim in getattr(cell, "_primitives", {}).items():
             if prim is None or id(prim) in seen:
@@ -50,6 +56,8 @@ def tag_primitives(net) -> dict[str, Any]:
             seen.add(id(prim))
             path = f"{cell_name}.{attr}" if cell_name else attr
             prim.add_prim_attr(PATH_ATTR, path)
+            if any(c == "" or (cell_name + ".").startswith(c + ".") for c in custom):
+                prim.add_prim_attr(CUSTOM_BPROP_ATTR, True)
             found[path] = prim
     return found
 

@@ -54,8 +54,13 @@ def job_capture(job: dict) -> dict:
     _setup(extra_context={"full_batch": True})
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     tag_primitives(built.net)
-    set_training_mode(built.net, own_loss=bool(built.train_example))
-    phase = compile_cell(built.net, built.inputs, phase="smsg_capture")
+    # training mode everywhere (BatchNorm's bn_train, Dropout); a network that computes its own
+    # loss is captured on its training path (training inputs): the operators the training
+    # compile runs, the loss's among them
+    training = bool(built.train_example)
+    set_training_mode(built.net)
+    inputs = built.train_inputs if training else built.inputs
+    phase = compile_cell(built.net, inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}
 

@@ -57,7 +57,9 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     """mindformers 1.9.0 ``LlamaForCausalLM``; defaults are the LLaMA-2-7B width, sequence 4096.
 
     Shapes (elements): forward ``input_ids (batch, seq)`` int32; training ``(batch, seq + 1)`` (the
-    model computes its own loss on the shifted sequence, so the training cell adds none). Per layer: ``attention.wq (hidden, hidden)``,
+    model computes its own loss on the shifted sequence, so the training cell adds none). The
+    capture takes the training path (``train_inputs``, train mode: the token slices and
+    mindformers' ``CrossEntropyLoss`` are planned with the rest), as the compile runs it. Per layer: ``attention.wq (hidden, hidden)``,
     ``wk, wv (kv_heads·hidden/heads, hidden)``, ``wo (hidden, hidden)``, ``feed_forward.w1, w3
     (ffn, hidden)``, ``w2 (hidden, ffn)``; ``lm_head (vocab, hidden)``. LLaMA-2-70B is
     ``layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672``.

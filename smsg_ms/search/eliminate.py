@@ -31,11 +31,20 @@ def expand(f: Factor, scope: tuple[int, ...], sizes) -> np.ndarray:
     return f.table.reshape([sizes[v] if v in mine else 1 for v in scope])
 
 
-def add_factors(factors: list[Factor], scope: tuple[int, ...], sizes) -> np.ndarray:
-    """Sum of ``factors`` as a full table over ``scope`` (which contains all their scopes)."""
-    out = np.zeros([sizes[v] for v in scope])
+def add_factors(factors: list[Factor], scope: tuple[int, ...], sizes, last: int | None = None
+                ) -> np.ndarray:
+    """Sum of ``factors`` as a full table over ``scope`` (which contains all their scopes).
+
+    ``last``: a variable of ``scope`` whose axis is moved to the end (the others keep their
+    order), so that a reduction over it runs along contiguous memory."""
+    move = scope.index(last) if last is not None else None
+    shape = [sizes[v] for v in scope]
+    if move is not None:
+        shape.append(shape.pop(move))
+    out = np.zeros(shape)
     for f in factors:
-        out = out + expand(f, scope, sizes)
+        x = expand(f, scope, sizes)
+        np.add(out, x if move is None else np.moveaxis(x, move, -1), out=out)   # same sums
     return out
 
 
@@ -130,13 +139,51 @@ def eliminate(factors: list[Factor], kept, sizes, order: list[int] | None = None
     for v in order:
         bucket = buckets.pop(v, [])
         scope = tuple(sorted(set().union(*[f.scope for f in bucket]) | {v}))
-        table = add_factors(bucket, scope, sizes)
-        axis = scope.index(v)
-        arg = np.argmin(table, axis=axis)
-        new_scope = scope[:axis] + scope[axis + 1:]
+        new_scope = tuple(u for u in scope if u != v)
+        if math.prod(sizes[u] for u in new_scope) >= SLICE_FROM:
+            low, arg = _min_by_slices(bucket, v, new_scope, sizes)
+        else:
+            table = add_factors(bucket, scope, sizes, last=v)   # v's axis last: contiguous
+            arg = np.argmin(table, axis=-1)
+            # the entries argmin picked are the minima (NaN-free tables): no second pass
+            low = np.take_along_axis(table, arg[..., None], -1)[..., 0]
         steps.append((v, new_scope, arg))
-        place(Factor(new_scope, np.min(table, axis=axis)))
+        place(Factor(new_scope, low))
     return Elimination(kept, add_factors(rest, kept, sizes), steps)
+
+
+#: eliminate by slices (one option of the variable at a time) once the result has this many
+#: entries: the full table would not stay in cache
+SLICE_FROM = 4096
+
+
+def _min_by_slices(bucket: list[Factor], v: int, new_scope: tuple[int, ...], sizes):
+    """Minimum and argmin over ``v`` of the sum of ``bucket``, one option of ``v`` at a time.
+
+    Same numbers as building the table: each entry is summed in bucket order from 0.0, and a
+    later option replaces the best only when strictly smaller (numpy's argmin keeps the first
+    minimum)."""
+    shape = [sizes[u] for u in new_scope]
+    best = np.full(shape, np.inf)
+    arg = np.zeros(shape, dtype=np.intp)
+    parts = []
+    for f in bucket:
+        if v in f.scope:
+            rest = tuple(u for u in f.scope if u != v)
+            parts.append((f.table, f.scope.index(v),
+                          [sizes[u] if u in rest else 1 for u in new_scope]))
+        else:
+            parts.append((expand(f, new_scope, sizes), None, None))
+    entry = np.empty(shape)
+    for k in range(sizes[v]):
+        entry.fill(0.0)
+        for table, axis, view in parts:
+            np.add(entry, table if axis is None else table.take(k, axis=axis).reshape(view),
+                   out=entry)
+        better = entry < best
+        np.copyto(best, entry, where=better)
+        arg[better] = k
+    return best, arg
 
 
 def interaction_graph(factors: list[Factor], extra=()) -> dict[int, set[int]]:

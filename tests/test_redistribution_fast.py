@@ -1,0 +1,159 @@
+"""The numpy fast path of redistribution seconds equals the reference, bit for bit.
+
+Oracle: ``CostModel.seconds(redistribute(...))``, the reference collectives of
+:func:`smsg_ms.cost.redistribution.redistribute` summed by the cost model. A change of the
+reference's semantics (or of how seconds are summed) makes these tests fail.
+"""
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from smsg_ms import planner
+from smsg_ms.cost.hardware import get_hardware
+from smsg_ms.cost.layout import TensorLayout
+from smsg_ms.cost.model import CostModel
+from smsg_ms.cost.redistribution import gather_seconds_matrix, redistribute
+from smsg_ms.graph.model import OpGraph
+
+HW = get_hardware("ascend910b")
+SIZES = [1, 2, 3, 5, 6, 8, 12, 16, 24, 64, 96, 128, 4096, 32000]
+
+
+def _model(devices: int) -> CostModel:
+    return CostModel(OpGraph([], {}, [], []), devices, HW)
+
+
+@st.composite
+def layouts(draw, devices: int, rank: int):
+    """A valid layout of ``devices`` devices: a random factorisation (size-1 axes allowed) and a
+    random injective tensor map."""
+    axes, left = [], devices
+    while left > 1:
+        d = draw(st.sampled_from([x for x in range(2, left + 1) if left % x == 0]))
+        axes.append(d)
+        left //= d
+    axes = draw(st.permutations(axes)) if axes else [1]
+    for _ in range(draw(st.integers(0, 2))):
+        axes = list(axes)
+        axes.insert(draw(st.integers(0, len(axes))), 1)
+    free = list(draw(st.permutations(range(len(axes)))))
+    tmap = []
+    for cut in draw(st.lists(st.booleans(), min_size=rank, max_size=rank)):
+        tmap.append(free.pop() if cut and free else -1)
+    return TensorLayout(tuple(axes), tuple(tmap))
+
+
+@st.composite
+def cases(draw, power_of_two: bool = True):
+    devices = 2 ** draw(st.integers(1, 10)) if power_of_two else draw(st.sampled_from([24, 48]))
+    rank = draw(st.integers(0, 4))
+    shape = tuple(draw(st.sampled_from(SIZES)) for _ in range(rank))
+    srcs = draw(st.lists(layouts(devices, rank), min_size=1, max_size=4))
+    dsts = draw(st.lists(layouts(devices, rank), min_size=1, max_size=4))
+    return devices, shape, draw(st.sampled_from([1, 2, 4])), srcs, dsts
+
+
+def _reference(devices, shape, elem_bytes, srcs, dsts) -> np.ndarray:
+    model = _model(devices)
+    return np.array([[model.seconds(redistribute(shape, elem_bytes, a, b)) for b in dsts]
+                     for a in srcs])
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_fast_seconds_equal_reference(case):
+    devices, shape, elem_bytes, srcs, dsts = case
+    assume(elem_bytes * prod(shape) * devices < 2 ** 53)   # beyond: the fast path declines
+    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency)
+    assert fast is not None
+    ref = _reference(devices, shape, elem_bytes, srcs, dsts)
+    assert fast.tolist() == ref.tolist()   # exact, not approximate
+
+
+def test_fast_seconds_cover_every_rule():
+    """Hand-picked pairs, one per rule of the reference, on an (8, 32) tensor over 8 devices:
+    the fast path must agree on each, and each really has collectives."""
+    shape, n = (8, 32), 8
+    pairs = [
+        # concat: dim 0 cut 8-way → replicated
+        (TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))),
+        # permute: cut moves from dim 0 to dim 1
+        (TensorLayout((2, 4), (1, -1)), TensorLayout((2, 4), (-1, 1))),
+        # order: dim 1 cut 4-way on device bits 1-2 in the source, bits 0-1 in the destination
+        (TensorLayout((2, 4), (-1, 0)), TensorLayout((4, 2), (-1, 1))),
+        # split then concat: replica axis becomes a cut, a cut becomes replica
+        (TensorLayout((2, 4), (0, -1)), TensorLayout((2, 4), (-1, 1))),
+    ]
+    for a, b in pairs:
+        assert redistribute(shape, 2, a, b), (a, b)
+    srcs, dsts = [a for a, _ in pairs], [b for _, b in pairs]
+    fast = gather_seconds_matrix(shape, 2, srcs, dsts, HW.bandwidth, HW.latency)
+    assert fast.tolist() == _reference(n, shape, 2, srcs, dsts).tolist()
+    # derivation of the first pair: one AllGather over 8 of the 8·32·2-byte tensor, forward, and
+    # its ReduceScatter twin backward, each (g-1)/g·S bytes plus one latency
+    t = (7 * 512) / 8 / HW.bandwidth + HW.latency
+    assert fast[0, 0] == t + t
+
+
+@pytest.mark.parametrize("shape", [(8, 16), ("b", 16)])
+def test_fast_path_declines(shape):
+    """Non-power-of-two device counts and symbolic dimensions go to the reference."""
+    a24, b24 = TensorLayout((24,), (0, -1)), TensorLayout((24,), (-1, -1))
+    assert gather_seconds_matrix(shape, 2, [a24], [b24], HW.bandwidth, HW.latency) is None
+    if shape[0] == "b":
+        a8, b8 = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
+        assert gather_seconds_matrix(shape, 2, [a8], [b8], HW.bandwidth, HW.latency) is None
+
+
+def test_fast_path_declines_sizes_float64_cannot_hold():
+    a, b = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
+    huge = (2 ** 25, 2 ** 24)   # 2^49 elements x 2 bytes x 8 devices = 2^53
+    assert gather_seconds_matrix(huge, 2, [a], [b], HW.bandwidth, HW.latency) is None
+    assert gather_seconds_matrix((2 ** 20, 8), 2, [a], [b], HW.bandwidth, HW.latency) is not None
+
+
+def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
+    """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
+    equals the plain reference problem's."""
+    from smsg_ms.cost import redistribution
+
+    graph = captured("llama", layers=2)
+    used = []
+
+    def counted(*args):
+        got = gather_seconds_matrix(*args)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
+    fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
+    assert used and all(used)   # the fast path really computed every block
+    plain, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True),
+                                     reuse=False)
+    assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]
+    for f, p in zip(fast.edges, plain.edges):
+        assert f.cost.tolist() == p.cost.tolist(), (f.u, f.v)
+    assert [v.cost.tolist() for v in fast.variables] == [v.cost.tolist() for v in plain.variables]
+
+
+def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
+    """A fast block that disagrees with the reference (as after a change of the reference's
+    semantics) is caught by the spot check: a warning, and the reference's numbers are used."""
+    from smsg_ms.cost import redistribution
+
+    graph = captured("llama", layers=2)
+
+    def skewed(*args):
+        got = gather_seconds_matrix(*args)
+        return None if got is None else got * 1.5
+
+    monkeypatch.setattr(redistribution, "gather_seconds_matrix", skewed)
+    with pytest.warns(RuntimeWarning, match="using the reference"):
+        fast, _ = planner.build_problem(graph, CostModel(graph, 8))
+    plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
+    assert [e.cost.tolist() for e in fast.edges] == [e.cost.tolist() for e in plain.edges]
