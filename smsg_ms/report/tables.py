@@ -96,6 +96,17 @@ LABELS = {
 }
 
 
+#: Order of the totals rows: the step first, then time by kind, then memory.
+TOTALS_ORDER = ("step_seconds", "relative_to_data_parallel", "data_parallel_step_seconds",
+                "compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
+                "redistribution_seconds", "memory_bytes", "parameter_bytes", "gradient_bytes",
+                "optimizer_bytes", "activation_bytes", "data_parallel_memory_bytes")
+
+
+def _total_order(key: str) -> tuple:
+    return (TOTALS_ORDER.index(key), key) if key in TOTALS_ORDER else (len(TOTALS_ORDER), key)
+
+
 def _fmt_total(key: str, value) -> str:
     if "relative" in key:
         return f"{float(value):.3f}"
@@ -108,7 +119,7 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
     or bytes), ratios (keys naming ``relative``). The step cost relative to pure data parallel
     is ``step_seconds / data_parallel_step_seconds``, added when the plan does not hold it."""
     rows = []
-    for key in sorted(plan.totals):
+    for key in sorted(plan.totals, key=_total_order):
         value = plan.totals[key]
         if isinstance(value, dict):
             rows += [(f"{LABELS.get(key, key)}.{sub}", _fmt_total(key, value[sub]))
