@@ -321,15 +321,20 @@ def loss_layout(tensor, devices: int):
 
     The loss cell's primitives carry no strategy, so semi-auto parallel gives them MindSpore's
     batch-parallel default (``operator_info.cc``, ``GenerateBatchParallelStrategy``): the first
-    dimension cut ``devices``-way when it divides, the tensor replicated otherwise. A producer
+    dimension cut ``gcd(devices, size)``-way (:func:`smsg_ms.cost.model.batch_parallel_cut`),
+    the tensor replicated when that is 1. A producer
     with another layout pays the redistribution into it (a vocabulary-parallel LM head pays an
     AllGather of the logits forward and a ReduceScatter backward).
     """
-    from .cost.layout import TensorLayout
+    from .cost.layout import TensorLayout, operator_layout
+    from .cost.model import batch_parallel_cut
 
     shape = tensor.shape
-    if shape and isinstance(shape[0], int) and shape[0] % devices == 0:
-        return TensorLayout.from_cuts((devices,) + (1,) * (len(shape) - 1), devices)
+    cut = batch_parallel_cut(devices, [shape[0]]) if shape else 1
+    if cut == devices:
+        return TensorLayout.from_cuts((cut,) + (1,) * (len(shape) - 1), devices)
+    if cut > 1:  # an operator's layout: replicas on the right of the device matrix
+        return operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))), devices)
     return TensorLayout.replicated(len(shape), devices)
 
 

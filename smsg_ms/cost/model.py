@@ -10,6 +10,7 @@ runs the same family code on sympy symbols.
 """
 from __future__ import annotations
 
+import math
 from math import prod
 
 import sympy
@@ -275,12 +276,13 @@ class CostModel:
             i, first = next(((i, x) for i, x in enumerate(spec.inputs) if x), (0, ""))
             cuts = {}
             # the batch-parallel default leaves a parameter input whole (split flag off; the
-            # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast)
+            # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast) and
+            # cuts the first dimension gcd(devices, size)-way (batch_parallel_cut)
             param = i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
             if first and first[0] in spec.cuttable() and not param:
-                size = spec.sizes[first[0]]
-                if not isinstance(size, int) or size % n == 0:
-                    cuts = {first[0]: n}
+                cut = batch_parallel_cut(n, [spec.sizes[first[0]]])
+                if cut > 1:
+                    cuts = {first[0]: cut}
             cost = self._cost(op, spec, cuts)
             why = "functional call: cannot be sharded" if not op.shardable else "no family"
             cost.notes.append(f"default batch-parallel layout ({why})")
@@ -289,11 +291,14 @@ class CostModel:
         mem = {k: 0 for k in MEMORY_KINDS}
         colls = []
         strategy = []
+        split = [name for name in op.inputs if self.graph.tensors[name].shape
+                 and self.graph.tensors[name].kind != "parameter"
+                 and self.graph.tensors[name].shape[0] != 1]
+        batch = batch_parallel_cut(n, [self.graph.tensors[name].shape[0] for name in split])
         for name in op.inputs:
             t = self.graph.tensors[name]
             shape = tuple(t.shape)
-            cut = n if (shape and t.kind != "parameter" and isinstance(shape[0], int)
-                        and shape[0] % n == 0) else 1
+            cut = batch if name in split else 1
             strategy.append((cut,) + (1,) * (len(shape) - 1) if shape else ())
             ins.append(operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))), n)
                        if shape else TensorLayout.replicated(0, n))
@@ -308,7 +313,7 @@ class CostModel:
                                                 "gradient of a replicated weight"))
         for name in op.outputs:
             shape = tuple(self.graph.tensors[name].shape)
-            cut = n if shape and isinstance(shape[0], int) and shape[0] % n == 0 else 1
+            cut = batch if shape and _divides(shape[0], batch) else 1
             outs.append(operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))),
                                         n) if shape else TensorLayout.replicated(0, n))
         return OpCost(tuple(strategy), ins, outs, 0, 0, colls, mem,
@@ -386,6 +391,23 @@ class CostModel:
                               ["Reshape: layout passed through (not written back; MindSpore "
                                "redistributes around it)"]))
         return out
+
+
+def batch_parallel_cut(devices: int, first_dims) -> int:
+    """Cut count of MindSpore's batch-parallel default on the first dimension of the inputs it
+    splits (``first_dims``: their sizes, in elements): the greatest common divisor of the device
+    count and every such size, ``devices`` when a size is symbolic or negative (dynamic shape),
+    1 when nothing is split. Source: ``OperatorInfo::GenerateBatchStrategiesWithCheck``
+    (``ops_info/operator_info.cc``), behind ``GenerateBatchParallelStrategy``: each split is
+    ``stage_device_num`` first, then every split is lowered to ``gcd(dims..., devices)``; so 6
+    heads on 8 devices are cut 2-way, 49 tokens stay whole.
+    """
+    cut = devices if first_dims else 1
+    for size in first_dims:
+        if not isinstance(size, int) or size <= 0:
+            return devices
+        cut = math.gcd(cut, size)
+    return cut
 
 
 def _divides(size, cut) -> bool:
