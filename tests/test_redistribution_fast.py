@@ -170,20 +170,23 @@ def test_fast_path_declines_sizes_float64_cannot_hold():
 
 def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
-    equals the plain reference problem's."""
+    equals the plain reference problem's, blocks of tensors with and without a gradient (the
+    token ids) alike."""
     from smsg_ms.cost import redistribution
 
     graph = captured("llama", layers=2)
-    used = []
+    used, flags = [], set()
 
     def counted(*args):
         got = gather_seconds_matrix(*args)
         used.append(got is not None)
+        flags.add(args[6])
         return got
 
     monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
     fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
     assert used and all(used)   # the fast path really computed every block
+    assert flags == {True, False}
     plain, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True),
                                      reuse=False)
     assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]
