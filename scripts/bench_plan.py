@@ -10,8 +10,9 @@ the network options).
 For each device count: wall seconds of :func:`smsg_ms.planner.plan_graph` (cost model, problem,
 search, plan) for 8 and 80 layers, their ratio, the CPU seconds of this process for the 80-layer
 plan (the machine is shared: wall time counts other users' load, CPU time does not), the plan's
-predicted step seconds, and, as the
-baseline in the same run, the wall seconds of MindSpore's own ``recursive_programming`` search
+predicted step seconds, the number of redistribution blocks (both layer counts) whose fast path
+disagreed with the reference (the planner warns and falls back to the slow reference; 0
+expected), and, as the baseline in the same run, the wall seconds of MindSpore's own ``recursive_programming`` search
 compiling the same network (``auto_parallel``; CPU dry-run, ``planner_compile`` job; its
 ``compile_seconds`` includes MindSpore's parallel passes) and the ratio smsg / MindSpore.
 
@@ -29,6 +30,7 @@ import json
 import math
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from rich.console import Console
@@ -63,12 +65,18 @@ def time_plan(graph, devices: int, memory_gib) -> dict:
     from smsg_ms.search import NoFeasiblePlan
 
     t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        plan = plan_graph(graph, devices, memory_gib=memory_gib, progress=False)
-        step = plan.totals["step_seconds"]
-    except NoFeasiblePlan:
-        step = None
-    return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "step": step}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            plan = plan_graph(graph, devices, memory_gib=memory_gib, progress=False)
+            step = plan.totals["step_seconds"]
+        except NoFeasiblePlan:
+            step = None
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    fallbacks = sum("fast redistribution" in str(w.message) for w in caught)
+    for w in caught:   # shown after the timing, as they would be without the recording
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return {"seconds": seconds, "cpu": cpu, "step": step, "fallbacks": fallbacks}
 
 
 def warm_imports() -> None:
@@ -132,7 +140,7 @@ def main(argv=None) -> None:
     table = Table(title=f"plan_graph, built-in llama at the 70B shape, batch {args.batch}")
     warm_imports()
     for col in ["devices", f"{few} layers", f"{many} layers", "ratio", f"{many} layers CPU",
-                "step (pred.)",
+                "step (pred.)", "fast-path fallbacks",
                 "MindSpore rec. prog.", "smsg / MindSpore"] + (["plain build"] if args.plain
                                                                  else []):
         table.add_column(col, justify="right")
@@ -142,7 +150,8 @@ def main(argv=None) -> None:
         ms = None if args.no_mindspore else time_mindspore(
             network_options(many, args.batch), devices, args.timeout)
         row = [str(devices), fmt(a["seconds"]), fmt(b["seconds"]),
-               f"{b['seconds'] / a['seconds']:.2f}", fmt(b["cpu"]), fmt(b["step"]), fmt(ms),
+               f"{b['seconds'] / a['seconds']:.2f}", fmt(b["cpu"]), fmt(b["step"]),
+               str(a["fallbacks"] + b["fallbacks"]), fmt(ms),
                f"{b['seconds'] / ms:.3g}" if isinstance(ms, float) else "-"]
         if args.plain:
             row.append(fmt(time_plain_problem(graphs[few], devices)))

@@ -351,15 +351,15 @@ def _output_producers(graph: OpGraph, var_of_op):
 def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
     """``model.redistribution_seconds(tensor, a, b)`` for ``a`` in ``src``, ``b`` in ``dst``
     (normalised layouts): the numpy fast path where it applies (power-of-two devices, AllGather
-    redistribution; equal to the reference, tests/test_redistribution_fast.py), else the reference
-    one pair at a time."""
+    redistribution; backward part only for a tensor that carries a gradient; equal to the
+    reference, tests/test_redistribution_fast.py), else the reference one pair at a time."""
     from .cost.redistribution import gather_seconds_matrix
     from .graph.model import DTYPE_BYTES
 
     if not model.enable_alltoall:
         hw = model.hardware
         m = gather_seconds_matrix(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                                  hw.bandwidth, hw.latency)
+                                  hw.bandwidth, hw.latency, model.carries_gradient(tensor.name))
         if m is not None and _agrees_with_reference(model, tensor, src, dst, m):
             return m
     return np.array([[model.redistribution_seconds(tensor, a, b) for b in dst] for a in src])

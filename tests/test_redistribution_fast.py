@@ -58,21 +58,72 @@ def cases(draw, power_of_two: bool = True):
     return devices, shape, draw(st.sampled_from([1, 2, 4])), srcs, dsts
 
 
-def _reference(devices, shape, elem_bytes, srcs, dsts) -> np.ndarray:
+def _reference(devices, shape, elem_bytes, srcs, dsts, backward: bool = True) -> np.ndarray:
+    """Seconds of the reference collectives, without the backward ones for a tensor that
+    carries no gradient (as ``CostModel.redistribution`` drops them)."""
     model = _model(devices)
-    return np.array([[model.seconds(redistribute(shape, elem_bytes, a, b)) for b in dsts]
-                     for a in srcs])
+
+    def colls(a, b):
+        out = redistribute(shape, elem_bytes, a, b)
+        return out if backward else [c for c in out if c.phase != "backward"]
+
+    return np.array([[model.seconds(colls(a, b)) for b in dsts] for a in srcs])
 
 
-@settings(max_examples=300, deadline=None)
-@given(cases())
-def test_fast_seconds_equal_reference(case):
+@settings(max_examples=400, deadline=None)
+@given(cases(), st.booleans())
+def test_fast_seconds_equal_reference(case, backward):
     devices, shape, elem_bytes, srcs, dsts = case
     assume(elem_bytes * prod(shape) * devices < 2 ** 53)   # beyond: the fast path declines
-    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency)
+    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency,
+                                 backward)
     assert fast is not None
-    ref = _reference(devices, shape, elem_bytes, srcs, dsts)
+    ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
     assert fast.tolist() == ref.tolist()   # exact, not approximate
+
+
+def _gathers(sizes_and_groups, backward: bool) -> float:
+    """Seconds of forward AllGathers of ``(S bytes, g devices)`` in order, summed as the cost
+    model does, plus as much again for their backward ReduceScatters."""
+    t = 0.0
+    for nbytes, g in sizes_and_groups:
+        t += (g - 1) * nbytes / g / HW.bandwidth + HW.latency
+    return t + t if backward else t
+
+
+@pytest.mark.parametrize("backward", [True, False])
+@pytest.mark.parametrize("name, shape, elem_bytes, src, dst, gathers", [
+    # Transpose (2,4,1) output → ReLU (4,2,1) on a (16, 8, 32) fp32 tensor over 8 devices:
+    # dim 0 is cut on bits 1-2 then 0-1 (order: gather bit 1, 2 KiB slice → 4 KiB), then the
+    # permutes, destination dimension 1 first (bit 2 → 8 KiB), then dimension 0 (bit 0 →
+    # 16 KiB): the 4, 8, 16 KiB the dry-run shows
+    ("transpose-relu", (16, 8, 32), 4, TensorLayout((2, 4, 1), (1, 2, -1)),
+     TensorLayout((4, 2, 1), (2, 1, -1)), [(4096, 2), (8192, 2), (16384, 2)]),
+    # (2,1,4) → (1,8,1): both moves land in dimension 1; its minor bits (1-2, from dimension 2)
+    # are gathered first: 4·8·16/8 elements · 2 bytes = 128 B → 512 B, then bit 0 → 1024 B
+    ("minor-first", (4, 8, 16), 2, TensorLayout((2, 4), (1, -1, 0)),
+     TensorLayout((8,), (-1, 0, -1)), [(512, 4), (1024, 2)]),
+    # both cuts swapped over 8 devices, (2,4) → (4,2) on an (8, 32) fp16 tensor: destination
+    # dimension 1 first (bit 0, 64 B slice → 128 B), then dimension 0 (bits 1-2 → 512 B)
+    ("last-dimension-first", (8, 32), 2, TensorLayout((2, 4), (1, 0)),
+     TensorLayout((2, 4), (0, 1)), [(128, 2), (512, 4)]),
+    # (8,1) → (1,4) with the replica axis first: bit 0 is replicated in the destination
+    # (concat, 128 B slice → 256 B) before bits 1-2 move to the columns (→ 1024 B)
+    ("concat-first", (8, 32), 4, TensorLayout((8,), (0, -1)),
+     TensorLayout((2, 4), (-1, 0)), [(256, 2), (1024, 4)]),
+])
+def test_fast_seconds_follow_gather_order(name, shape, elem_bytes, src, dst, gathers, backward):
+    """Each gather carries the tensor as the previous gathers left it, in the order concat, then
+    permutes from the destination's last dimension, minor axis first: derived by hand, and the
+    reference's forward AllGathers are the same list. (Growing gathers send ``S_0·(G−1)`` bytes
+    in all whatever their order, ``G`` the product of the groups, so the order only moves the
+    float rounding: the bit-exact comparison above is what pins it.)"""
+    ref = [(c.full_bytes, c.group) for c in redistribute(shape, elem_bytes, src, dst)
+           if c.phase == "forward"]
+    assert ref == gathers, name
+    fast = gather_seconds_matrix(shape, elem_bytes, [src], [dst], HW.bandwidth, HW.latency,
+                                 backward)
+    assert fast[0, 0] == _gathers(gathers, backward), name
 
 
 def test_fast_seconds_cover_every_rule():
@@ -119,20 +170,23 @@ def test_fast_path_declines_sizes_float64_cannot_hold():
 
 def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
-    equals the plain reference problem's."""
+    equals the plain reference problem's, blocks of tensors with and without a gradient (the
+    token ids) alike."""
     from smsg_ms.cost import redistribution
 
     graph = captured("llama", layers=2)
-    used = []
+    used, flags = [], set()
 
     def counted(*args):
         got = gather_seconds_matrix(*args)
         used.append(got is not None)
+        flags.add(args[6])
         return got
 
     monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
     fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
     assert used and all(used)   # the fast path really computed every block
+    assert flags == {True, False}
     plain, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True),
                                      reuse=False)
     assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]

@@ -195,22 +195,25 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
 # refines to ``log2(devices)`` binary axes ("bits", left to right) and ``unify`` never fails.
 # A layout becomes, per tensor dimension, the set of bits cutting it (a bit mask; one contiguous
 # run, since a dimension is cut by one axis). Redistribution actions are constant on each unified
-# axis and :func:`redistribute`'s runs are unions of unified axes, so it reads, in bits:
+# axis and :func:`redistribute`'s runs are unions of unified axes, so with ``enable_alltoall``
+# off it reads, in bits, as a sequence of AllGathers (no slice comes before any of them):
 #
-# * order: a dimension cut in both layouts on overlapping bits that start at different bits:
-#   one AllGather over the overlap, on the source slice. The overlap bits are then dropped from
-#   both owners, which changes nothing below (they are cut in both layouts, on one dimension);
-# * split: bits replicated in the source and cut in the destination shrink the local slice
-#   (floor division, as the reference);
-# * permute: runs of adjacent bits cutting one source dimension and another destination
-#   dimension; then concat: runs cut in the source, replicated in the destination. One AllGather
-#   per run, on the slice grown by every gather so far (gathers only multiply the slice).
+# 1. order, dimensions ascending: a dimension cut in both layouts on overlapping bits that start
+#    at different bits gathers the overlap (which leaves both owners; it is on one dimension in
+#    both layouts, so no rule below sees it);
+# 2. concat, lowest bit first: runs of adjacent bits cutting one source dimension, replicated in
+#    the destination;
+# 3. permute: runs of adjacent bits cutting one source dimension and another destination
+#    dimension, ordered by the destination dimension of the run's first bit, last dimension
+#    first, then by that first bit, highest (minor) first.
 #
-# Each AllGather has its ReduceScatter twin in backward, so seconds = 2 · Σ t over the forward
-# gathers in order, t = (g−1)·S/g / bandwidth + latency, the sum CostModel.seconds forms over
-# the same list (float additions in the same order; adding 0.0 changes no sum).
+# Each AllGather carries the source slice grown by every gather so far, so its bytes are the
+# source slice's shifted left by the bits gathered up to and including it. With a gradient,
+# each has its ReduceScatter twin in backward, so seconds = 2 · Σ t over the forward gathers in
+# order, t = (g−1)·S/g / bandwidth + latency, the sum CostModel.seconds forms over the same list
+# (float additions in the same order; adding 0.0 changes no sum); without, Σ t.
 
-#: largest device count (as bits) the fast path takes (its popcount table has 2^bits entries)
+#: largest device count (as bits) the fast path takes (its bit tables have 2^(bits+1) entries)
 FAST_MAX_BITS = 16
 
 
@@ -232,11 +235,13 @@ def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
 
 
 @lru_cache(maxsize=None)
-def _popcount(nbits: int) -> np.ndarray:
-    """Set bits of every integer below ``2 << nbits`` (read-only)."""
-    table = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int64)
-    table.flags.writeable = False
-    return table
+def _bit_tables(nbits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Set bits and highest set bit (0 for 0) of every integer below ``2 << nbits`` (read-only)."""
+    count = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int64)
+    high = np.array([max(i.bit_length() - 1, 0) for i in range(2 << nbits)], dtype=np.int64)
+    for table in (count, high):
+        table.flags.writeable = False
+    return count, high
 
 
 def _side(layouts, rank: int, nbits: int):
@@ -255,23 +260,27 @@ def _side(layouts, rank: int, nbits: int):
 
 
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
-                          dsts: list[TensorLayout], bandwidth: float, latency: float):
+                          dsts: list[TensorLayout], bandwidth: float, latency: float,
+                          backward: bool = True):
     """Seconds of :func:`redistribute` (``enable_alltoall`` off) for every pair of ``srcs`` ×
-    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``2 · Σ_i ((g_i−1)·S_i/g_i /
-    bandwidth + latency)`` over the forward AllGathers in order (each with its backward
-    ReduceScatter), ``S_i`` bytes, ``g_i`` devices. Bit-for-bit equal to the reference
-    (tests/test_redistribution_fast.py), computed in numpy over all pairs at once.
+    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``Σ_i ((g_i−1)·S_i/g_i /
+    bandwidth + latency)`` over the forward AllGathers in order (``S_i`` bytes, ``g_i``
+    devices), doubled when ``backward`` (each AllGather's ReduceScatter twin). Bit-for-bit equal
+    to the reference (tests/test_redistribution_fast.py), computed in numpy over all pairs at
+    once.
 
     Args:
         shape: global shape (int elements per dimension).
         elem_bytes: bytes per element.
         srcs, dsts: layouts of one device count.
         bandwidth: bytes/s; latency: seconds per collective.
+        backward: the tensor carries a gradient (``CostModel.carries_gradient``), so the
+            backward ReduceScatters are counted; ``False`` counts the forward part only.
 
     Returns:
-        ``(len(srcs), len(dsts))`` float array, or ``None`` when the fast path does not apply
-        (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a symbolic dimension,
-        sizes that could lose precision in float64): use the reference then.
+        ``(len(srcs), len(dsts))`` float array of seconds, or ``None`` when the fast path does
+        not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a symbolic
+        dimension, sizes that could lose precision in float64): use the reference then.
     """
     if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
         return None
@@ -288,44 +297,53 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
         return None
     sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
     sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
-    popcount = _popcount(nbits)
+    popcount, highbit = _bit_tables(nbits)
     dims = np.array(shape, dtype=np.int64)
     src_bytes = elem_bytes * np.prod(dims[:, None, None] // cut_a, axis=0)    # (na, 1)
     pairs = (len(srcs), len(dsts))
     total = np.zeros(pairs)
+    grown = np.zeros(pairs, dtype=np.int64)       # bits gathered so far
 
-    def add(mask, run, nbytes):
+    def gather(mask, run):
+        """One AllGather over ``run`` bits where ``mask``, on the slice grown so far."""
+        np.add(grown, run, out=grown, where=mask)
         g = np.left_shift(1, run)
-        t = ((g - 1) * nbytes) / g / bandwidth + latency
+        t = ((g - 1) * (src_bytes << grown)) / g / bandwidth + latency
         np.add(total, t, out=total, where=mask)
 
-    # order: one gather per dimension, in dimension order
+    def runs(pred):
+        """Starts and ends (bit masks) of the runs of adjacent ``pred`` bits of one source
+        dimension."""
+        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
+        return pred & ~cont, pred & ~(cont >> 1)
+
+    # 1. order: one gather per dimension, in dimension order
     for d in range(rank):
         common = sa[d] & sb[d]
         hit = (common != 0) & (first_a[d] != first_b[d])
         if hit.any():
-            g = popcount[common]
-            add(hit, g, src_bytes * np.left_shift(1, g))
-    # split: source replica bits cut in the destination
-    local = np.full(pairs, elem_bytes, dtype=np.int64)
-    for d in range(rank):
-        n_split = popcount[~owned_a & sb[d] & (devices - 1)]
-        local = local * (dims[d] // (cut_a[d] << n_split))
+            gather(hit, popcount[common])
+    # 2. concat: runs from the lowest bit up, one per pass
+    starts, ends = runs(owned_a & ~owned_b)
+    while True:
+        live = starts != 0
+        if not live.any():
+            break
+        low_start, low_end = starts & -starts, ends & -ends
+        gather(live, popcount[(low_end << 1) - low_start])    # bits low_start .. low_end
+        starts &= starts - 1
+        ends &= ends - 1
+    # 3. permute: by destination dimension of the run's first bit, last first; highest first
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
-    permute = owned_a & owned_b & ~same_dim
-    concat = owned_a & ~owned_b
-    grown = np.zeros(pairs, dtype=np.int64)
-    for pred in (permute, concat):
-        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
-        starts, ends = pred & ~cont, pred & ~(cont >> 1)
-        while True:                               # runs from the lowest bit up, one per pass
-            live = starts != 0
+    starts, ends = runs(owned_a & owned_b & ~same_dim)
+    for d in reversed(range(rank)):
+        left = starts & sb[d]
+        while True:
+            live = left != 0
             if not live.any():
                 break
-            low_start, low_end = starts & -starts, ends & -ends
-            run = popcount[(low_end << 1) - low_start]        # bits low_start .. low_end
-            grown += run
-            add(live, run, local << grown)
-            starts &= starts - 1
-            ends &= ends - 1
-    return total + total
+            high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
+            after = ends & ~(high_start - 1)     # ends at or above the start (0 where not live)
+            gather(live, popcount[((after & -after) << 1) - high_start])
+            left ^= high_start
+    return total + total if backward else total
