@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .devices import nearest_device_counts, valid_device_count
-from .graph.capture import CUSTOM_BPROP_ATTR
 from .graph.model import OpGraph, OpNode
 from .plan import OpDecision, Plan
 from .search.problem import Edge, SearchProblem, Variable
@@ -127,8 +126,6 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
-            if any(op.attrs.get(CUSTOM_BPROP_ATTR) for op in ops):
-                common = _batch_parallel_only(common, model.devices)
             if common:
                 # no cost family: the option is MindSpore's own default, so leave it to MindSpore
                 # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
@@ -167,27 +164,6 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     return variables
-
-
-def _batch_parallel_only(keys: list, devices: int) -> list:
-    """The batch-parallel strategies among ``keys`` (first input's first dimension cut
-    ``devices``-way, nothing else cut; other inputs the same or whole), or ``keys`` when there
-    is none. Used for primitives inside a Cell with its own ``bprop`` (mindformers'
-    ``_LogSoftmax``, ``_NLLLoss``): the hand-written backward reuses the forward primitives on
-    the forward's tensors, and with mixed strategies (a class-cut OneHot beside a replicated Sub)
-    a pipelined compile fails shape inference in that backward ("For 'Sub', input1.shape and
-    input2.shape need to broadcast", dry-run, 2 stages × 4 devices); one batch cut for all of
-    them needs no redistribution there."""
-    def batch(cuts) -> bool:
-        return bool(cuts) and cuts[0] == devices and all(c == 1 for c in cuts[1:])
-
-    def whole(cuts) -> bool:
-        return all(c == 1 for c in cuts)
-
-    picked = [k for k in keys
-              if (batch(k[0]) if k and k[0] else all(whole(c) for c in k))
-              and all(batch(c) or whole(c) for c in k[1:])]
-    return picked or keys
 
 
 def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
