@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .devices import nearest_device_counts, valid_device_count
+from .graph.capture import CUSTOM_BPROP_ATTR
 from .graph.model import OpGraph, OpNode
 from .plan import OpDecision, Plan
 from .search.problem import Edge, SearchProblem, Variable
@@ -166,6 +167,37 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     return variables
 
 
+def _custom_bprop_pairs(graph: OpGraph, variables: list) -> list:
+    """``(u, v, matrix)`` constraints between the variables of one Cell with its own ``bprop``
+    (mindformers' ``_LogSoftmax``, ``_NLLLoss``) whose first outputs have one shape: 0 where the
+    two cut it alike, ``inf`` elsewhere. The hand-written backward
+    reuses the forward primitives on the forward's tensors with no redistribution of its own;
+    with a class-cut OneHot beside a replicated Sub, the pipelined compile of mindformers' LLaMA
+    fails shape inference in that backward ("For 'Sub', input1.shape and input2.shape need to
+    broadcast", dry-run, 2 stages x 4 devices), while a plan cutting all of them (2, 4) compiles
+    with no mismatch."""
+    cells: dict[str, list[int]] = defaultdict(list)
+    for vi, var in enumerate(variables):
+        op = var.ops[0]
+        if var.written_back and op.attrs.get(CUSTOM_BPROP_ATTR) and op.outputs:
+            cells[(op.prim_path or "").rpartition(".")[0]].append(vi)
+    out = []
+    for members in cells.values():
+        for a, u in enumerate(members):
+            for v in members[a + 1:]:
+                su = graph.tensors[variables[u].ops[0].outputs[0]].shape
+                sv = graph.tensors[variables[v].ops[0].outputs[0]].shape
+                if su != sv:
+                    continue
+                dims = [i for i in range(len(su)) if su[i] != 1]
+                cu = [o[0].out_layouts[0].cuts for o in variables[u].options]
+                cv = [o[0].out_layouts[0].cuts for o in variables[v].options]
+                m = np.array([[0.0 if all(x[i] == y[i] for i in dims) else INF for y in cv]
+                              for x in cu])
+                out.append((u, v, m))
+    return out
+
+
 def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
     """A Cast is no parallel operator to MindSpore 2.10 (``step_parallel_utils.cc``,
     ``IsParallelCareNode``: a Cast without ``OperatorInfo``): its output keeps its input's
@@ -275,6 +307,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         (u, uc), (v, vc) = var_of_op[src_id], var_of_op[dst_id]
         out_idx = graph.ops[src_id].outputs.index(src_t)
         m = edge_matrix(tensor, variables[u], uc, out_idx, variables[v], vc, idx)
+        _add_pair(pair, problem_vars, u, v, m)
+
+    # a Cell with its own bprop: one cut of the tensors its primitives share
+    for u, v, m in _custom_bprop_pairs(graph, variables):
         _add_pair(pair, problem_vars, u, v, m)
 
     # the training wrapper's loss reads each network output batch-parallel
