@@ -24,6 +24,7 @@ DEVICES = (8, 64)
 REFERENCE = (
     ("mlp", "mlp", {}, None),
     ("llama", "llama", {}, None),
+    ("bert", "bert", {}, None),
     # mindformers LlamaForCausalLM, 2 layers at LLaMA-2-7B width (hidden 4096, 32 heads, FFN 11008)
     ("mf-llama-7b-2l", "mf-llama", {"layers": 2, "batch": 8, "seq": 2048}, "mindformers"),
     ("vit-b16", "vit-b16", {"batch": 64}, "mindcv"),

@@ -51,9 +51,8 @@ class OpDecision:
         runner_up: second-best strategy and its extra cost in seconds, when one exists.
         block: repeated block this primitive belongs to (``layers.*``), if any.
         notes: the cost model's remarks (fallback strategy, unknown operator ...).
-        symbolic: the chosen strategy's cost as formulas (:func:`smsg_ms.cost.explain.describe`:
-            einsum, letter sizes, cut counts, terms with formula and value), ``None`` where the
-            operator has no einsum description.
+        symbolic: key into :attr:`Plan.symbolic` of the chosen strategy's cost as formulas,
+            ``None`` where the operator has no einsum description.
     """
 
     name: str
@@ -66,7 +65,7 @@ class OpDecision:
     runner_up: dict[str, Any] | None = None
     block: str | None = None
     notes: list[str] = field(default_factory=list)
-    symbolic: dict[str, Any] | None = None
+    symbolic: str | None = None
 
 
 @dataclass
@@ -88,6 +87,10 @@ class Plan:
             ``full_batch``.
         pipeline: pipeline settings (stages, micro-batches, stage of each block), ``None`` for one
             stage.
+        symbolic: symbolic cost descriptions (:func:`smsg_ms.cost.explain.describe`: einsum,
+            letter sizes, cut counts, terms with formula and value), each stored once and keyed
+            by the first 12 hex digits of the SHA-256 of its canonical JSON; decisions refer to
+            them (identical layers share one).
         planner_version: smsg-ms version that made the plan.
         content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
     """
@@ -102,9 +105,20 @@ class Plan:
     totals: dict[str, Any] = field(default_factory=dict)
     dataset_strategy: list[list[int]] | None = None
     pipeline: dict[str, Any] | None = None
+    symbolic: dict[str, dict[str, Any]] = field(default_factory=dict)
     planner_version: str = __version__
     format: int = PLAN_FORMAT
     content_hash: str = ""
+
+    def symbolic_of(self, decision: OpDecision) -> dict | None:
+        """The symbolic cost description of ``decision`` (``None`` without one)."""
+        return self.symbolic.get(decision.symbolic) if decision.symbolic else None
+
+    @staticmethod
+    def symbolic_key(description: dict) -> str:
+        """Key of a description in :attr:`symbolic` (content hash, so merging tables is safe)."""
+        text = json.dumps(description, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
     def strategies(self) -> dict[str, list[list[int]]]:

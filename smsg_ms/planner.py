@@ -567,6 +567,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             block=_block_of(var.name), notes=notes,
             symbolic=_symbolic(model, graph, var, calls[0].strategy, symbolic_cache)
             if var.written_back else None))
+    symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
     loss_seconds = 0.0
@@ -605,21 +606,23 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                 hardware=hw.name, decisions=decisions,
                 totals={k: (round(v, 15) if isinstance(v, float) else v)
                         for k, v in sorted(totals.items())},
-                dataset_strategy=dataset)
+                dataset_strategy=dataset, symbolic=dict(sorted(symbolic_table.items())))
     return plan.seal()
 
 
-def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> dict | None:
-    """:func:`smsg_ms.cost.explain.describe` of the variable's first call, cached by (structural
-    signature, strategy) so identical layers are described once."""
+def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> str | None:
+    """Key (:meth:`Plan.symbolic_key`) of :func:`smsg_ms.cost.explain.describe` of the
+    variable's first call; ``cache`` maps (structural signature, strategy) to ``(key,
+    description)`` so identical layers are described once."""
     from .cost.explain import describe
 
     op = var.ops[0]
     sig = var.signature if var.signature is not None else op_signature(graph, op)
     key = (sig, tuple(tuple(c) for c in strategy))
     if key not in cache:
-        cache[key] = describe(model, graph, op, strategy)
-    return cache[key]
+        desc = describe(model, graph, op, strategy)
+        cache[key] = (None, None) if desc is None else (Plan.symbolic_key(desc), desc)
+    return cache[key][0]
 
 
 def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[int]):

@@ -68,7 +68,8 @@ def plans(captured, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli-plans")
     good = data_parallel_plan(graph, 8, "mlp", MLP_OPTIONS)
     good.decisions[0].runner_up = {"strategy": [[4, 1], [1, 1]], "extra_seconds": 2.5e-4}
-    good.decisions[0].symbolic = {
+    good.decisions[0].symbolic = "fc1"
+    good.symbolic["fc1"] = {
         "einsum": "bi,ih->bh", "sizes": {"b": 64, "i": 64, "h": 128},
         "cuts": {"c_b": 8, "c_i": 1, "c_h": 1}, "D": 8,
         "terms": [{"term": "FLOPs forward", "unit": "FLOPs", "formula": "2*b*d_in*hidden/8",

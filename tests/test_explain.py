@@ -36,12 +36,13 @@ def test_matmul_symbolic_terms_match_hand_derivation(mlp_plan):
         (m, k), (k2, n) = a, b
         (cm, ck), (_, cn) = sa, sb
         assert k == k2
-        terms = {t["term"]: t for t in d.symbolic["terms"]}
+        sym = plan.symbolic_of(d)
+        terms = {t["term"]: t for t in sym["terms"]}
         assert terms["FLOPs forward"]["value"] == 2 * m * k * n / (cm * ck * cn)
         assert terms["FLOPs forward"]["unit"] == "FLOPs"
         assert terms["memory: parameter"]["value"] == 4 * k * n / (ck * cn)
-        assert d.symbolic["D"] == 8
-        assert {d.symbolic["cuts"][f"c_{ch}"] for ch in "mkn"} <= {1, 2, 4, 8}
+        assert sym["D"] == 8
+        assert {sym["cuts"][f"c_{ch}"] for ch in "mkn"} <= {1, 2, 4, 8}
 
 
 def test_decision_seconds_add_up_to_the_step(mlp_plan):

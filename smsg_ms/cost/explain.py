@@ -71,7 +71,7 @@ def _rank(key: str) -> int:
 
 def _label(key: str, graph: OpGraph, op: OpNode) -> str:
     """``forward:AllReduce:CNode_33:13`` → ``forward AllReduce of out``; tensors are named by
-    their role for ``op`` (``in0``, ``out``, or the parameter's name)."""
+    their role for ``op`` (``in0``, ``out``, ``weight in1``)."""
     if key in _FLOPS:
         return _FLOPS[key]
     phase, _, rest = key.partition(":")
@@ -82,9 +82,11 @@ def _label(key: str, graph: OpGraph, op: OpNode) -> str:
 
 
 def _role(tensor: str, graph: OpGraph, op: OpNode) -> str:
+    """A name that holds for every operator of the same signature (identical layers share one
+    description): input/output position, ``weight`` for a parameter."""
     info = graph.tensors.get(tensor)
-    if info is not None and info.kind == "parameter":
-        return tensor
+    if tensor in op.inputs and info is not None and info.kind == "parameter":
+        return f"weight in{op.inputs.index(tensor)}"
     if tensor in op.outputs:
         return "out" if len(op.outputs) == 1 else f"out{op.outputs.index(tensor)}"
     if tensor in op.inputs:

@@ -26,7 +26,9 @@ def fmt_seconds(value) -> str:
 
 def fmt_bytes(value) -> str:
     value = float(value)
-    return f"{value / GIB:.2f} GiB" if value >= GIB / 4 else f"{value / 2**20:.1f} MiB"
+    if value >= GIB / 4:
+        return f"{value / GIB:.2f} GiB"
+    return f"{value / 2**20:.1f} MiB" if value >= 2**20 or not value else f"{value / 1024:.1f} KiB"
 
 
 def block_pattern(block: str) -> re.Pattern:
@@ -229,15 +231,14 @@ def _fmt_value(value, unit: str) -> str:
     if value is None:
         return "?"
     if unit == "bytes":
-        value = float(value)
-        return fmt_bytes(value) if value >= 2**20 else (f"{value / 1024:.1f} KiB" if value else "0")
+        return fmt_bytes(value) if value else "0"
     return f"{float(value):.3g} FLOPs"
 
 
-def symbolic_lines(decision: OpDecision) -> list[tuple[str, str, str]]:
+def symbolic_lines(plan: Plan, decision: OpDecision) -> list[tuple[str, str, str]]:
     """``(term, formula, value)`` rows of the decision's symbolic cost (empty without one),
     headed by the einsum with its letters' sizes and cut counts."""
-    sym = decision.symbolic
+    sym = plan.symbolic_of(decision)
     if not sym:
         return []
     sizes = " ".join(f"{ch}={n}" for ch, n in sym.get("sizes", {}).items() if n != 1)
@@ -309,7 +310,7 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
             console.print("  memory: " + " · ".join(mems))
         if d.runner_up and d.shardable:
             console.print(f"  runner-up: {fmt_runner_up(d.runner_up)}")
-        sym = symbolic_lines(d)
+        sym = symbolic_lines(plan, d)
         if sym:
             grid = Table.grid(padding=(0, 1))
             grid.add_column(style="dim", overflow="fold")
