@@ -242,3 +242,14 @@ def test_capture_records_what_training_calls():
         assert kinds["BatchNorm"].prim_path == "bn.bn_train"
         assert kinds["BatchNorm"].attrs["input5"] is True
         assert kinds["Dropout"].prim_path == "drop.dropout"
+
+
+def test_closure_variable_order_in_node_names_is_canonical():
+    """MindSpore lists a node's closure variables (after ``$``) in an order that varies between
+    runs; both orders must give one tensor name, or plans stop being byte-identical."""
+    from smsg_ms.graph.mindir import _canonical_name
+
+    assert _canonical_name("CNode_116$v$h:118") == _canonical_name("CNode_116$h$v:118")
+    assert _canonical_name("CNode_116$v$h:118") == "CNode_116$h$v:118"
+    assert _canonical_name("CNode_9$h:3") == "CNode_9$h:3"
+    assert _canonical_name("x:4") == "x:4"

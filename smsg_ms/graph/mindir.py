@@ -243,8 +243,9 @@ class _Walker:
         outputs: list[str] = []
         for r in outs:
             outputs.extend([x for x in r if isinstance(x, str)] if isinstance(r, tuple) else [r])
-        return OpGraph(self.ops, self.tensors, inputs, [o for o in outputs if o in self.tensors],
-                       name, self.warnings)
+        graph = OpGraph(self.ops, self.tensors, inputs,
+                        [o for o in outputs if o in self.tensors], name, self.warnings)
+        return _canonical_names(graph)
 
     def _dims(self, tensor_proto, where: str) -> tuple:
         dims = _dims(tensor_proto)
@@ -432,3 +433,36 @@ def _jsonable(v) -> bool:
         return all(_jsonable(x) for x in v)
     return False
 
+
+def _canonical_name(name: str) -> str:
+    """``CNode_116$v$h:118`` → ``CNode_116$h$v:118``: MindSpore lists the closure variables a
+    node name carries (after ``$``) in an order that differs between runs (BERT's attention,
+    seen in the reference plans), so they are sorted to keep plans byte-identical."""
+    head, sep, tail = name.partition(":")
+    parts = head.split("$")
+    if len(parts) <= 2:
+        return name
+    return "$".join([parts[0]] + sorted(parts[1:])) + sep + tail
+
+
+def _canonical_names(graph: OpGraph) -> OpGraph:
+    """``graph`` with every tensor renamed by :func:`_canonical_name` (collisions keep the
+    original name)."""
+    rename = {}
+    taken = set(graph.tensors)
+    for n in sorted(graph.tensors):
+        c = _canonical_name(n)
+        if c != n and c not in taken:
+            rename[n] = c
+            taken.add(c)
+    if not rename:
+        return graph
+    tensors = {}
+    for n, t in graph.tensors.items():
+        t.name = rename.get(n, n)
+        tensors[t.name] = t
+    for op in graph.ops:
+        op.inputs = [rename.get(n, n) for n in op.inputs]
+        op.outputs = [rename.get(n, n) for n in op.outputs]
+    return OpGraph(graph.ops, tensors, [rename.get(n, n) for n in graph.inputs],
+                   [rename.get(n, n) for n in graph.outputs], graph.name, graph.warnings)
