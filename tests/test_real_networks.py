@@ -6,29 +6,16 @@ strategy rejected, every compared (collective, phase, group) row equal in count 
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from test_cli import smsg
 
 NETWORKS = {
     "mf-llama": ("mindformers", ["--layers", "2", "--batch", "8", "--seq", "2048"]),
     "vit-b16": ("mindcv", ["--batch", "64"]),
 }
-
-
-def smsg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    exe = shutil.which("smsg-ms")
-    cmd = [exe] if exe else [sys.executable, "-m", "smsg_ms.cli"]
-    return subprocess.run(cmd + args, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
 
 
 @pytest.fixture(scope="module", params=sorted(NETWORKS))

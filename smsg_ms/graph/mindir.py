@@ -9,6 +9,7 @@ This module needs only the protobuf classes, not a compiled network.
 """
 from __future__ import annotations
 
+import logging
 import re
 
 from typing import Any
@@ -134,8 +135,11 @@ def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str],
         match = re.search(r"-op(\d+)$", scope)
         k = int(match.group(1)) if match else 0
         if k < len(candidates):
-            warnings.append(f"{scope}: {len(candidates)} {op_type} primitives in cell '{cell}' "
-                            f"and the call lost its tag; assumed {candidates[k]} (call order)")
+            # routine for a cell with several MatMuls (MindSpore rebuilt them): a debug line,
+            # not a capture warning
+            logging.getLogger(__name__).debug(
+                "%s: %d %s primitives in cell '%s' and the call lost its tag; assumed %s (call "
+                "order)", scope, len(candidates), op_type, cell, candidates[k])
             return candidates[k]
     return tag if tag and cell == tag.rpartition(".")[0] else None
 
