@@ -9,9 +9,8 @@ Differences kept on purpose are in docs/known-differences.md (D6).
 from __future__ import annotations
 
 import pytest
-from collections import Counter
 
-from test_cost_vs_mindspore import backward_difference, mirror, observed, predicted
+from test_cost_vs_mindspore import assert_bank_matches
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
@@ -150,27 +149,8 @@ def test_collectives_equal_mindspore(bank):
                                "options": {"cases": net_cases(CASES)}, "strategies": strats},
                               devices=DEVICES)
     model = CostModel(bank, DEVICES)
-    mismatches, fixed = [], []
-    got_all, fwd_seen, fwd_got = [], Counter(), Counter()
-    for i, (name, *_rest) in enumerate(CASES):
-        want, got = observed(result["collectives"], i), predicted(bank, model, i, strats)
-        got_all.append(got)
-        fwd_seen += Counter({k: v for k, v in want.items() if k[1] == "forward"})
-        fwd_got += Counter({k: v for k, v in got.items() if k[1] == "forward"})
-        for phase in ("forward", "grad_sync"):
-            w = sorted((k, v) for k, v in want.items() if k[1] == phase)
-            g = sorted((k, v) for k, v in got.items() if k[1] == phase)
-            if (name, phase) in KNOWN:
-                if w == g:
-                    fixed.append((name, phase))
-            elif w != g:
-                mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
-    assert not mismatches, "\n".join(mismatches)
-    assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
-    # backward over the whole compile (MindSpore's backward scopes are not per case, D1)
-    missing, extra = backward_difference(result["collectives"], got_all)
-    assert missing == mirror(fwd_seen - fwd_got), f"MindSpore's backward has more: {missing}"
-    assert extra == mirror(fwd_got - fwd_seen), f"the model's backward has more: {extra}"
+    assert_bank_matches([name for name, *_rest in CASES], result["collectives"], bank, model,
+                        strats, KNOWN)
 
 
 def test_conv_cin_cut_allreduce_derivation(bank):

@@ -13,7 +13,6 @@ from math import prod
 
 import pytest
 
-from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
 from smsg_ms.integration import dryrun
 
@@ -204,6 +203,34 @@ def predicted(graph, model, i, strats):
     return Counter((c.kind, c.phase, c.group, int(c.full_bytes)) for c in colls)
 
 
+def assert_bank_matches(names, collectives, graph, model, strats, known,
+                        report_fixed: bool = True) -> None:
+    """Forward and gradient-sync collectives equal MindSpore's case by case (``known`` lists
+    ``(name, phase)`` pairs that may differ; with ``report_fixed`` one that now matches fails);
+    backward collectives over the whole compile equal the bprop of the forward ones, up to the
+    known forward differences, mirrored (MindSpore's backward scopes are not per case, D1)."""
+    mismatches, fixed = [], []
+    got_all, fwd_seen, fwd_got = [], Counter(), Counter()
+    for i, name in enumerate(names):
+        want, got = observed(collectives, i), predicted(graph, model, i, strats)
+        got_all.append(got)
+        fwd_seen += Counter({k: v for k, v in want.items() if k[1] == "forward"})
+        fwd_got += Counter({k: v for k, v in got.items() if k[1] == "forward"})
+        for phase in ("forward", "grad_sync"):
+            w = sorted((k, v) for k, v in want.items() if k[1] == phase)
+            g = sorted((k, v) for k, v in got.items() if k[1] == phase)
+            if (name, phase) in known:
+                if w == g and report_fixed:
+                    fixed.append((name, phase))
+            elif w != g:
+                mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
+    assert not mismatches, "\n".join(mismatches)
+    assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
+    missing, extra = backward_difference(collectives, got_all)
+    assert missing == mirror(fwd_seen - fwd_got), f"MindSpore's backward has more: {missing}"
+    assert extra == mirror(fwd_got - fwd_seen), f"the model's backward has more: {extra}"
+
+
 @pytest.fixture(scope="module")
 def bank():
     from smsg_ms.graph.capture import capture_network
@@ -217,27 +244,8 @@ def test_collectives_equal_mindspore(bank, devices):
     result = dryrun.run_child({"job": "compile", "spec": SPEC, "options": {"cases": net_cases()},
                                "strategies": strats}, devices=devices)
     model = CostModel(bank, devices)
-    mismatches, fixed = [], []
-    got_all, fwd_seen, fwd_got = [], Counter(), Counter()
-    for i, (name, _) in enumerate(CASES):
-        want, got = observed(result["collectives"], i), predicted(bank, model, i, strats)
-        got_all.append(got)
-        fwd_seen += Counter({k: v for k, v in want.items() if k[1] == "forward"})
-        fwd_got += Counter({k: v for k, v in got.items() if k[1] == "forward"})
-        for phase in ("forward", "grad_sync"):
-            w = sorted((k, v) for k, v in want.items() if k[1] == phase)
-            g = sorted((k, v) for k, v in got.items() if k[1] == phase)
-            if (name, phase) in KNOWN:
-                if w == g and devices == 8:
-                    fixed.append((name, phase))
-            elif w != g:
-                mismatches.append(f"{name} [{phase}]: MindSpore {w} model {g}")
-    assert not mismatches, "\n".join(mismatches)
-    assert not fixed, f"known differences that now match, remove them from KNOWN: {fixed}"
-    # backward = the bprop of every forward collective; what differs is KNOWN forward, mirrored
-    missing, extra = backward_difference(result["collectives"], got_all)
-    assert missing == mirror(fwd_seen - fwd_got), f"MindSpore's backward has more: {missing}"
-    assert extra == mirror(fwd_got - fwd_seen), f"the model's backward has more: {extra}"
+    assert_bank_matches([name for name, _ in CASES], result["collectives"], bank, model,
+                        strats, KNOWN, report_fixed=devices == 8)
 
 
 def test_backward_mirrors_forward_in_a_compile_of_one_case():
