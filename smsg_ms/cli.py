@@ -1,7 +1,7 @@
 """``smsg-ms`` command line: ``graph``, ``plan`` (the main job), ``explain``, ``check``, ``export``.
 
 Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
-shows the traceback.
+shows the traceback. A closed stdout (``| head``) ends a command quietly with exit 0.
 """
 from __future__ import annotations
 
@@ -36,11 +36,24 @@ def _add_network_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=positive_int, help="number of layers (network option)")
 
 
+def console():
+    """A ``rich`` console whose closed stdout raises ``BrokenPipeError`` (to :func:`main`,
+    which exits 0) instead of rich's default ``SystemExit(1)``."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError("stdout closed")
+
+    return PipeConsole()
+
+
 def cmd_graph(args) -> int:
     from .graph.capture import capture_network
     from .graph.summary import print_summary
 
-    print_summary(capture_network(args.network, **_network_options(args)))
+    print_summary(capture_network(args.network, **_network_options(args)), console())
     return 0
 
 
@@ -65,8 +78,6 @@ def _check_writable(path: str) -> None:
 
 
 def cmd_plan(args) -> int:
-    from rich.console import Console
-
     from .integration.plan_io import PlanError, check_device_count, save_plan
     from .networks import resolve_spec
 
@@ -90,10 +101,10 @@ def cmd_plan(args) -> int:
     else:
         plan = _plan_pipelined(args)
     save_plan(plan, out)
-    console = Console()
     from .report.tables import print_summary
-    print_summary(plan, console)
-    console.print(f"plan written to {out}")
+    out_console = console()
+    print_summary(plan, out_console)
+    out_console.print(f"plan written to {out}")
     return 0
 
 
@@ -127,15 +138,13 @@ def _plan_pipelined(args):
 
 
 def cmd_explain(args) -> int:
-    from rich.console import Console
-
     from .integration.plan_io import load_plan
-    from .report.tables import print_explain
+    from .report.explain_view import print_explain
 
     plan = load_plan(args.file)
     if args.plot:
         _check_writable(args.plot)
-    print_explain(plan, Console(), show_all=args.all)
+    print_explain(plan, console(), show_all=args.all)
     if args.plot:
         from .report.plots import plot_plan
         plot_plan(plan, args.plot)
@@ -144,8 +153,6 @@ def cmd_explain(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from rich.console import Console
-
     from .integration.check import check_plan, print_report
     from .integration.plan_io import load_plan
 
@@ -158,7 +165,7 @@ def cmd_check(args) -> int:
         from .integration.plan_io import PlanError
         raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
     report = check_plan(plan, ranks, spec=args.network)
-    print_report(report, Console())
+    print_report(report, console())
     return 0 if report.ok else 1
 
 
@@ -246,6 +253,20 @@ def _user_modules_from_cwd() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(parts + [cwd])
 
 
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``smsg-ms explain p.json | head``): not an error. Point
+    stdout at devnull so Python's flush at exit does not fail again (Python docs, "Note on
+    SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     _user_modules_from_cwd()
     parser = build_parser()
@@ -255,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _closed_stdout()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

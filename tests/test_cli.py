@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,24 @@ def test_plan_with_no_arguments_plans_the_default_network(work):
     assert files(work) == ["llama-8dev.plan.json"]
     assert "layers.*" in proc.stdout and "attention.wq.matmul" in proc.stdout
     assert "step / pure data parallel" in proc.stdout
+    # a primitive listed more than once names disjoint instances on each of its rows
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()
+            if line.startswith("│ layers.")]
+    names = [re.sub(r" \(x\d+\)$", "", r[1]) for r in rows]
+    for name in {n for n in names if names.count(n) > 1}:
+        blocks = [r[0] for r, n in zip(rows, names) if n == name]
+        assert "layers.*" not in blocks, (name, blocks)
+        ids = [i for b in blocks for i in _instance_ids(b)]
+        assert len(ids) == len(set(ids)) == 2, (name, blocks)     # 2 layers by default
+
+
+def _instance_ids(block: str) -> list[int]:
+    """``layers.0–6,9`` → ``[0, 1, ..., 6, 9]``."""
+    ids = []
+    for part in block.split(".", 1)[1].split(","):
+        lo, _, hi = part.partition("–")
+        ids += range(int(lo), int(hi or lo) + 1)
+    return ids
 
 
 @needs_planner
@@ -173,7 +192,8 @@ def test_explain_and_plot(work, plans):
     proc = smsg(["explain", str(plans / "good.json"), "--plot", "layers.png"], work)
     assert proc.returncode == 0, proc.stderr
     assert "fc2.matmul" in proc.stdout and "(8,1)(1,1)" in proc.stdout
-    assert "(4,1)(1,1) (+0.250 ms)" in proc.stdout and "2*b*d_in*hidden/8" in proc.stdout
+    # runner-up: 2.5e-4 s extra = 250 µs (4 significant digits)
+    assert "(4,1)(1,1) (+250.0 µs)" in proc.stdout and "2*b*d_in*hidden/8" in proc.stdout
     assert "1.31e+05 FLOPs" in proc.stdout and "bi,ih->bh" in proc.stdout
     assert files(work) == ["layers.png"]
     import matplotlib.image
@@ -184,6 +204,29 @@ def test_truncated_plan(work, plans):
     text = (plans / "good.json").read_text()
     (work / "cut.json").write_text(text[: len(text) // 2])
     one_line_error(smsg(["explain", "cut.json"], work), "cut.json", "truncated")
+
+
+def test_file_that_is_not_json(work):
+    (work / "README.md").write_text("# smsg-ms\n\nProfiling-free auto-parallel {search}.\n")
+    proc = smsg(["explain", "README.md"], work)
+    one_line_error(proc, "README.md", "not JSON", "not an smsg-ms plan file")
+    assert "truncated" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["explain", "PLAN"], ["explain", "PLAN", "--all"],
+                                  ["graph", "mlp"]])
+def test_closed_stdout_ends_quietly(work, plans, args):
+    """``smsg-ms explain plan.json | head``: the reader goes away before the output is
+    written; the command exits 0 with nothing on stderr."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="80")
+    exe = shutil.which("smsg-ms")
+    cmd = ([exe] if exe else [sys.executable, "-m", "smsg_ms.cli"])
+    cmd += [str(plans / "good.json") if a == "PLAN" else a for a in args]
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()                 # closed before the command prints its first line
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and err == b"", err.decode()[-2000:]
 
 
 def test_edited_plan(work, plans):

@@ -1,16 +1,27 @@
 """What ``explain`` shows: the symbolic cost the planner stores per decision (checked against
-hand-derived FLOPs and bytes), per-operator times that add up to the step, and block instances
-folded when their strategies repeat."""
+hand-derived FLOPs and bytes), per-operator times that add up to the step, block instances
+folded per primitive, a legend of each einsum's letters, and lines that fit 80 columns without
+splitting a number from its unit or a symbol of a formula."""
 from __future__ import annotations
 
+import io
 import math
+import re
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from integration_support import MLP_OPTIONS
+from smsg_ms.integration.plan_io import load_plan
 from smsg_ms.plan import OpDecision, Plan
 from smsg_ms.planner import plan_graph
-from smsg_ms.report.tables import explained_decisions
+from smsg_ms.report.explain_view import (explained_decisions, legend_items, print_explain,
+                                         time_order)
+from smsg_ms.report.tables import print_summary, summary_rows, totals_rows
+from smsg_ms.report.units import fmt_bytes, fmt_seconds, fold_formula
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -65,20 +76,155 @@ def _decision(name, strategy, seconds=1e-3):
                       block="layers.*" if name.startswith("layers.") else None)
 
 
-def test_repeated_block_instances_fold_into_the_first():
+def _four_layers() -> Plan:
+    """Four instances of a two-primitive block; ``b`` differs in the last instance."""
     same, other = [[2, 1], [1, 4]], [[8, 1], [1, 1]]
     decisions = [_decision("embed", [[8, 1]])]
     for i in range(3):
         decisions += [_decision(f"layers.{i}.a", same), _decision(f"layers.{i}.b", same)]
-    decisions += [_decision("layers.3.a", same), _decision("layers.3.b", other),
+    decisions += [_decision("layers.3.a", same, 2e-3), _decision("layers.3.b", other),
                   _decision("head", other)]
-    plan = Plan(network="t", fingerprint="f", devices=8, options={}, input_shapes=[],
+    return Plan(network="t", fingerprint="f", devices=8, options={}, input_shapes=[[6, 4]],
                 hardware="ascend910b", decisions=decisions)
+
+
+def test_block_instances_fold_per_primitive():
+    """``a`` has one strategy in all four instances: shown once (the first instance's decision)
+    with each instance's time; ``b`` differs in layers.3: shown for layers.0–2 and layers.3."""
+    plan = _four_layers()
     rows = explained_decisions(plan)
-    shown = [d.name for d, line in rows if d is not None]
-    folded = [line for d, line in rows if d is None]
-    assert shown == ["embed", "layers.0.a", "layers.0.b", "layers.3.a", "layers.3.b", "head"]
-    assert [f.split(":")[0] for f in folded] == ["layers.1", "layers.2"]
-    assert all("same strategies as layers.0 (2 primitives" in f for f in folded)
-    assert [d.name for d, _ in explained_decisions(plan, show_all=True)] == [
-        d.name for d in decisions]
+    assert [r.name for r in rows if r.decision is not None] == [
+        "embed", "layers.*.a", "layers.0–2.b", "layers.3.b", "head"]
+    heading = [r.name for r in rows if r.decision is None]
+    assert len(heading) == 1 and "4 instances (layers.0–3)" in heading[0]
+    assert "1 of 2 primitives" in heading[0] and heading[0].endswith("per instance: b")
+    shown = {r.name: r for r in rows if r.decision is not None}
+    assert shown["layers.*.a"].decision.name == "layers.0.a"
+    assert shown["layers.*.a"].instances == "layers.0–2 1.000 ms (shown) · layers.3 2.000 ms"
+    assert shown["layers.0–2.b"].instances == "layers.0–2, 1.000 ms each"
+    assert shown["layers.3.b"].instances is None
+    assert [r.name for r in explained_decisions(plan, show_all=True)] == [
+        d.name for d in plan.decisions]
+
+
+def test_plan_table_names_the_instances_of_each_strategy():
+    rows = summary_rows(_four_layers())
+    assert rows == [("(outside blocks)", "embed", "(8,1)"), ("(outside blocks)", "head", "(8,1)(1,1)"),
+                    ("layers.*", "a", "(2,1)(1,4)"), ("layers.0–2", "b (x3)", "(2,1)(1,4)"),
+                    ("layers.3", "b", "(8,1)(1,1)")]
+
+
+def test_missing_data_parallel_baseline_says_why():
+    """Batch 6 on 8 devices: the batch-parallel plan cannot cut the data input."""
+    plan = _four_layers()
+    plan.totals = {"step_seconds": 1e-3, "data_parallel_step_seconds": None,
+                   "memory_bytes": 3 * 2 ** 30, "parameter_bytes": 2 ** 20}
+    rows = dict(totals_rows(plan))
+    assert rows["pure data parallel: step"] == "n/a: batch 6 not divisible by 8 devices"
+    # one byte unit per table: 1 MiB = 1/1024 GiB = 0.0009765625 GiB, 6 decimals at most
+    assert rows["memory per device"] == "3.000 GiB" and rows["parameters"] == "0.000977 GiB"
+
+
+@pytest.mark.parametrize("seconds, text", [(2.7771e-3, "2.777 ms"), (5.9524e-4, "595.2 µs"),
+                                           (4.1e-8, "41.00 ns"), (1.5, "1.500 s"), (0, "0 s")])
+def test_seconds_get_a_unit_per_value(seconds, text):
+    assert fmt_seconds(seconds) == text
+
+
+def test_bytes_in_a_given_unit():
+    assert fmt_bytes(4096, ("MiB", 2 ** 20)) == "0.003906 MiB"     # 4096 / 2**20
+    assert fmt_bytes(189.6 * 2 ** 20) == "189.6 MiB" and fmt_bytes(0) == "0"
+
+
+def test_time_line_follows_the_terms_order():
+    """Gather: the terms list the forward ReduceScatter before the backward AllGather."""
+    d = OpDecision(name="gather", op_type="Gather", strategy=[[4, 2], [1]], symbolic="g",
+                   breakdown={"AllGather": 1.0, "ReduceScatter": 1.0, "compute": 1.0,
+                              "grad_sync": 1.0, "redistribution": 1.0, "parameter_bytes": 8.0})
+    terms = ["FLOPs backward", "forward ReduceScatter of out", "backward AllGather of out",
+             "grad sync AllReduce of weight in0", "memory: parameter"]
+    plan = Plan(network="t", fingerprint="f", devices=8, options={}, input_shapes=[],
+                hardware="ascend910b", decisions=[d],
+                symbolic={"g": {"terms": [{"term": t, "unit": "bytes", "formula": "a",
+                                           "value": 1.0} for t in terms]}})
+    assert time_order(plan, d) == ["compute", "ReduceScatter", "AllGather", "grad_sync",
+                                   "redistribution"]
+
+
+def test_legend_names_each_letter_from_the_graph(mlp_plan):
+    """Each MatMul letter (m, k, n of (m, k) x (k, n); the weight stored (n, k) under
+    transpose_b) names its tensor axes, its size from the graph's tensor shapes and its cut from
+    the strategy."""
+    graph, plan = mlp_plan
+    matmuls = [d for d in plan.decisions if d.op_type == "MatMul"]
+    assert matmuls
+    for d in matmuls:
+        op = next(o for o in graph.ops if o.prim_path == d.name)
+        assert not op.attrs.get("transpose_a")
+        (m, k), b = (graph.tensors[t].shape for t in op.inputs[:2])
+        (cm, ck), sb = d.strategy
+        operands, items = legend_items(plan.symbolic_of(d))
+        if op.attrs.get("transpose_b"):
+            (n, _), (cn, _) = b, sb
+            assert operands == "in0 mk, in1 nk = weight, out mn"
+            axes_k, axes_n = "in0[1] in1[1]", "in1[0] out[1]"
+        else:
+            (_, n), (_, cn) = b, sb
+            assert operands == "in0 mk, in1 kn = weight, out mn"
+            axes_k, axes_n = "in0[1] in1[0]", "in1[1] out[1]"
+        assert items == [f"m = in0[0] out[0]: {m}, cut {cm}", f"k = {axes_k}: {k}, cut {ck}",
+                         f"n = {axes_n}: {n}, cut {cn}"]
+
+
+@pytest.mark.parametrize("width", [8, 12, 20, 27, 40])
+def test_formulas_fold_after_an_operator(width):
+    plan = load_plan(ROOT / "strategies" / "llama-8dev.plan.json")
+    formulas = {t["formula"] for s in plan.symbolic.values() for t in s["terms"]}
+    formulas.add("8*a*b*m*n*(c_k - 1)/(c_a*c_b*c_k*c_m*c_n) + a**2")
+    for f in sorted(formulas):
+        lines = fold_formula(f, width)
+        assert re.sub(r"\s", "", "".join(lines)) == re.sub(r"\s", "", f)
+        assert all(line[-1] in "*/+-" for line in lines[:-1]), lines
+        assert not any(line.endswith("**") or line.startswith("*") for line in lines), lines
+        assert all(len(line) <= width or not re.search(r"[*/+-]", line[:-1]) for line in lines)
+
+
+UNIT = r"(?:s|ms|µs|ns|B|KiB|MiB|GiB|FLOPs)"
+
+
+def _render(print_fn, plan, width=80) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    print_fn(plan, console)
+    return console.export_text()
+
+
+def test_explain_and_plan_fit_80_columns_without_splitting_a_value():
+    plan = load_plan(ROOT / "strategies" / "llama-8dev.plan.json")
+    for text in (_render(print_explain, plan), _render(print_summary, plan)):
+        lines = text.splitlines()
+        assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+        assert not [(a, b) for a, b in zip(lines, lines[1:])
+                    if re.search(r"\d$", a) and re.match(rf"\s*{UNIT}\b", b)
+                    and not re.match(r"\s*FLOPs (forward|backward)", b)]
+        assert "0.000" not in text
+    explain = _render(print_explain, plan)
+    # every operator entry (between blank lines) uses one byte unit
+    for entry in explain.split("\n\n"):
+        assert len(set(re.findall(r"\d (KiB|MiB|GiB)\b", entry))) <= 1, entry
+    head = explain.splitlines()[0]
+    assert head.startswith("llama: 8 devices") and "plan e9f3022a0537" in head
+    summary = _render(print_summary, plan)
+    totals = summary[summary.index("predicted totals"):]
+    assert len(set(re.findall(r"\d (KiB|MiB|GiB) ", totals))) == 1
+    title = next(line for line in totals.splitlines() if "predicted totals" in line)
+    assert "(per device, one training step)" in title
+
+
+def test_default_llama_folds_its_layers():
+    """The 2-layer LLaMA reference plan: add_ffn differs in layers.1, everything else folds."""
+    plan = load_plan(ROOT / "strategies" / "llama-8dev.plan.json")
+    text = _render(print_explain, plan)
+    assert "layers.*.attention.wq.matmul" in text and "layers.1.attention" not in text
+    assert "layers.0.add_ffn  Add  (4,1)(4,1)" in text
+    assert "layers.1.add_ffn  Add  (8,1)(8,1)" in text
+    assert "letters: m = in0[0] out[0]: 4096, cut 4" in text

@@ -97,8 +97,13 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        # a plan file is one JSON object: text that stops before its closing brace was cut off
-        what = "truncated" if not text.rstrip().endswith("}") else "not valid JSON"
+        # a plan file is one JSON object: an object that stops before its closing brace was
+        # cut off; text that does not start like a JSON document is some other file
+        start = text.lstrip()[:1]
+        if start not in ("{", "["):
+            raise PlanError(f"{source}: not JSON, so not an smsg-ms plan file (it starts with "
+                            f"{text.lstrip()[:20]!r})") from exc
+        what = "truncated" if not text.rstrip().endswith(("}", "]")) else "not valid JSON"
         raise PlanError(f"{source}: {what} (JSON error at line {exc.lineno}, column "
                         f"{exc.colno}: {exc.msg})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:

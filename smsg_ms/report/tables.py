@@ -1,7 +1,9 @@
-"""Tables of a plan (``rich``): the ``plan`` summary and the per-operator ``explain`` view.
+"""Tables of a plan (``rich``): the ``plan`` summary (strategies per primitive, predicted totals,
+pipeline stages). The per-operator ``explain`` view is :mod:`smsg_ms.report.explain_view`.
 
-Seconds are shown in ms, bytes in MiB/GiB. Nothing here recomputes costs: it renders what the plan
-holds (decisions' ``seconds``, ``breakdown``, ``runner_up``, ``notes``; the plan's ``totals``).
+Seconds get a unit per value, bytes one unit per table (:mod:`smsg_ms.report.units`). Nothing here
+recomputes costs: it renders what the plan holds (decisions' strategies; the plan's ``totals``,
+``input_shapes`` and ``pipeline`` record).
 """
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import re
 from collections import OrderedDict
 
 from ..plan import OpDecision, Plan
+from .units import byte_unit, fmt_bytes, fmt_seconds, wrap
 
-GIB = 2 ** 30
+__all__ = ["fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
+           "summary_rows", "totals_rows", "pipeline_rows", "print_summary", "print_pipeline"]
 
 
 def fmt_strategy(strategy) -> str:
@@ -18,17 +22,6 @@ def fmt_strategy(strategy) -> str:
     if not strategy:
         return "-"
     return "".join("(" + ",".join(str(c) for c in cuts) + ")" for cuts in strategy)
-
-
-def fmt_seconds(value) -> str:
-    return "-" if value is None else f"{float(value) * 1e3:.3f} ms"
-
-
-def fmt_bytes(value) -> str:
-    value = float(value)
-    if value >= GIB / 4:
-        return f"{value / GIB:.2f} GiB"
-    return f"{value / 2**20:.1f} MiB" if value >= 2**20 or not value else f"{value / 1024:.1f} KiB"
 
 
 def block_pattern(block: str) -> re.Pattern:
@@ -58,24 +51,51 @@ def is_memory_key(key: str) -> bool:
     return "memory" in key or key.endswith("bytes")
 
 
+def instance_label(block: str, instances: list[str], every: list[str] | None = None) -> str:
+    """The block name with its ``*`` replaced by ``instances`` (block instance ids): numeric ids
+    as ranges, ``layers.0–6`` / ``layers.0–2,5``; ``block`` itself when ``instances`` are
+    ``every`` instance of the block (and there are several)."""
+    if every is not None and len(every) > 1 and sorted(instances) == sorted(every):
+        return block
+    numbers = sorted(int(i) for i in instances if i.isdigit())
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [f"{a}–{b}" if b > a else str(a) for a, b in runs]
+    parts += [i for i in instances if not i.isdigit()]
+    return block.replace("*", ",".join(parts), 1)
+
+
 def summary_rows(plan: Plan) -> list[tuple[str, str, str]]:
     """``(block, primitive, strategy)`` rows: one per distinct primitive of each repeated block
-    (instances with different strategies are listed separately with their count)."""
+    (``layers.*``). A primitive whose strategy differs between instances gets one row per
+    strategy, the block column naming its instances (``layers.0–6``, primitive ``add_ffn
+    (x7)``; ``layers.7``, ``add_ffn``)."""
     rows = []
     for block, decisions in group_by_block(plan).items():
-        seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        variants: OrderedDict[str, OrderedDict[str, list[str]]] = OrderedDict()
+        every: list[str] = []
         for d in decisions:
-            if not d.shardable:
-                continue
-            rel, _ = relative_name(d) if block else (d.name, None)
-            key = (rel, fmt_strategy(d.strategy))
-            seen[key] = seen.get(key, 0) + 1
-        per_name: dict[str, int] = {}
-        for rel, _ in seen:
-            per_name[rel] = per_name.get(rel, 0) + 1
-        for (rel, strategy), count in seen.items():
-            label = rel if per_name[rel] == 1 else f"{rel} (x{count})"
-            rows.append((block or "(outside blocks)", label, strategy))
+            rel, inst = relative_name(d) if block else (d.name, None)
+            if inst is not None and inst not in every:
+                every.append(inst)
+            if d.shardable:
+                variants.setdefault(rel, OrderedDict()).setdefault(
+                    fmt_strategy(d.strategy), []).append(inst)
+        for rel, by_strategy in variants.items():
+            for strategy, insts in by_strategy.items():
+                if not block:
+                    rows.append(("(outside blocks)", rel, strategy))
+                    continue
+                where = instance_label(block, [i for i in insts if i is not None], every)
+                if len(by_strategy) == 1 and where == block:
+                    rows.append((block, rel, strategy))
+                else:
+                    rows.append((where, rel if len(insts) == 1 else f"{rel} (x{len(insts)})",
+                                 strategy))
     return rows
 
 
@@ -109,47 +129,71 @@ def _total_order(key: str) -> tuple:
     return (TOTALS_ORDER.index(key), key) if key in TOTALS_ORDER else (len(TOTALS_ORDER), key)
 
 
-def _fmt_total(key: str, value) -> str:
-    if "relative" in key:
-        return f"{float(value):.3f}"
-    return fmt_bytes(value) if is_memory_key(key) else fmt_seconds(value)
+def data_parallel_missing(plan: Plan) -> str:
+    """Why the plan has no pure data-parallel baseline: ``n/a: batch 6 of input 0 not divisible
+    by 8 devices`` (MindSpore's batch parallel cuts every data input's first dimension
+    ``devices``-way, see ``planner.data_parallel_choice``), else ``n/a: no pure data-parallel
+    plan`` (e.g. none fits the memory)."""
+    for i, shape in enumerate(plan.input_shapes or []):
+        if shape and isinstance(shape[0], int) and shape[0] % plan.devices:
+            of = f" of input {i}" if len(plan.input_shapes) > 1 else ""
+            return f"n/a: batch {shape[0]}{of} not divisible by {plan.devices} devices"
+    return "n/a: no pure data-parallel plan"
 
 
 def totals_rows(plan: Plan) -> list[tuple[str, str]]:
     """``(quantity, value)`` rows of the plan's totals: seconds (the cost model's breakdown kinds:
-    computation, each collective kind, redistribution ...), bytes per device (keys naming memory
-    or bytes), ratios (keys naming ``relative``). The step cost relative to pure data parallel
-    is ``step_seconds / data_parallel_step_seconds``, added when the plan does not hold it."""
-    rows = []
+    computation, each collective kind, redistribution ...) each in its own unit; bytes per
+    device (keys naming memory or bytes) all in one unit; ratios (keys naming ``relative``).
+    The step cost relative to pure data parallel is ``step_seconds /
+    data_parallel_step_seconds``, added when the plan does not hold it. A missing (``None``)
+    data-parallel value says why (:func:`data_parallel_missing`)."""
+    flat: list[tuple[str, str, object]] = []
     for key in sorted(plan.totals, key=_total_order):
         value = plan.totals[key]
         if isinstance(value, dict):
-            rows += [(f"{LABELS.get(key, key)}.{sub}", _fmt_total(key, value[sub]))
-                     for sub in sorted(value) if isinstance(value[sub], (int, float))]
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            rows.append((LABELS.get(key, key), _fmt_total(key, value)))
+            flat += [(key, f"{LABELS.get(key, key)}.{sub}", value[sub]) for sub in sorted(value)
+                     if isinstance(value[sub], (int, float))]
         else:
-            rows.append((LABELS.get(key, key), "n/a" if value is None else str(value)))
+            flat.append((key, LABELS.get(key, key), value))
+    unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
+    rows = []
+    for key, label, value in flat:
+        if not _is_number(value):
+            missing = data_parallel_missing(plan) if "data_parallel" in key else "n/a"
+            rows.append((label, missing if value is None else str(value)))
+        elif "relative" in key:
+            rows.append((label, f"{float(value):.3f}"))
+        else:
+            rows.append((label, fmt_bytes(value, unit) if is_memory_key(key)
+                         else fmt_seconds(value)))
     step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
-    if ("relative_to_data_parallel" not in plan.totals and isinstance(step, (int, float))
-            and isinstance(dp, (int, float)) and dp > 0):
+    if ("relative_to_data_parallel" not in plan.totals and _is_number(step)
+            and _is_number(dp) and dp > 0):
         rows.append((LABELS["relative_to_data_parallel"], f"{step / dp:.3f}"))
     return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def print_summary(plan: Plan, console) -> None:
     """Print the ``plan`` command's summary to a ``rich.console.Console``."""
     from rich.table import Table
 
-    table = Table(title=f"{plan.network}: {plan.devices} devices, {plan.hardware}")
-    for col in ("block", "primitive", "strategy"):
-        table.add_column(col)
+    title = f"{plan.network}: {plan.devices} devices, {plan.hardware}"
+    table = Table(title=title, min_width=len(title))
+    table.add_column("block", overflow="fold")
+    table.add_column("primitive", overflow="fold")
+    table.add_column("strategy", no_wrap=True)
     for row in summary_rows(plan):
         table.add_row(*row)
     console.print(table)
-    totals = Table(title="predicted totals (per device, one training step)")
+    title = "predicted totals (per device, one training step)"
+    totals = Table(title=title, min_width=len(title))
     totals.add_column("quantity")
-    totals.add_column("value", justify="right")
+    totals.add_column("value", justify="right", no_wrap=True)
     for row in totals_rows(plan):
         totals.add_row(*row)
     console.print(totals)
@@ -157,19 +201,10 @@ def print_summary(plan: Plan, console) -> None:
     if unsharded:
         console.print(f"not written back (functional calls / layout set by MindSpore): "
                       f"{len(unsharded)}")
-    console.print(f"data inputs: {'full_batch' if plan.dataset_strategy is None else 'dataset_strategy ' + fmt_strategy(plan.dataset_strategy)}")
+    console.print("data inputs: " + ("full_batch" if plan.dataset_strategy is None else
+                                     "dataset_strategy " + fmt_strategy(plan.dataset_strategy)))
     print_pipeline(plan, console)
     console.print(f"plan hash: {plan.content_hash}")
-
-
-def fmt_breakdown(breakdown: dict) -> str:
-    parts = []
-    for key in sorted(breakdown):
-        value = breakdown[key]
-        if not isinstance(value, (int, float)) or not value:
-            continue
-        parts.append(f"{key} {fmt_bytes(value) if is_memory_key(key) else fmt_seconds(value)}")
-    return ", ".join(parts) or "-"
 
 
 def fmt_runner_up(runner_up: dict | None) -> str:
@@ -188,7 +223,7 @@ def fmt_runner_up(runner_up: dict | None) -> str:
 
 def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     """Per stage of a pipelined plan: ``(stage, blocks, recomputed blocks, seconds per
-    micro-batch, memory per device)``; ``[]`` without a pipeline record."""
+    micro-batch, memory per device in one unit)``; ``[]`` without a pipeline record."""
     rec = plan.pipeline
     if not rec:
         return []
@@ -196,6 +231,7 @@ def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     recompute = rec.get("recompute", {})
     seconds = rec.get("stage_seconds", [])
     memory = rec.get("stage_memory_bytes", [])
+    unit = byte_unit(memory)
     rows = []
     for s in range(int(rec["stages"])):
         blocks = [b for b, st in stage_of.items() if st == s]
@@ -203,13 +239,14 @@ def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
         rc = [b for b in blocks if recompute.get(b)]
         rows.append((str(s), f"{span} ({len(blocks)})", ", ".join(rc) or "-",
                      fmt_seconds(seconds[s]) if s < len(seconds) else "-",
-                     fmt_bytes(memory[s]) if s < len(memory) else "-"))
+                     fmt_bytes(memory[s], unit) if s < len(memory) else "-"))
     return rows
 
 
 def print_pipeline(plan: Plan, console) -> None:
     """The stage split, bubble fraction and super-step of a pipelined plan (nothing otherwise)."""
     from rich.table import Table
+    from rich.text import Text
 
     rec = plan.pipeline
     if not rec:
@@ -217,109 +254,17 @@ def print_pipeline(plan: Plan, console) -> None:
     table = Table(title=f"pipeline: {rec['stages']} stages x {rec.get('devices_per_stage', '?')} "
                         f"devices, {rec['micro_batches']} micro-batches of "
                         f"{rec.get('micro_batch_size', '?')}")
-    for col in ("stage", "blocks", "recompute", "time / micro-batch", "memory / device"):
+    for col in ("stage", "blocks", "recompute"):
         table.add_column(col)
+    for col in ("time / micro-batch", "memory / device"):
+        table.add_column(col, justify="right", no_wrap=True)
     for row in pipeline_rows(plan):
         table.add_row(*row)
     console.print(table)
-    console.print(f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}; "
-                  f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}; "
-                  f"super-step: {fmt_seconds(rec.get('step_seconds'))}")
+    line = (f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}; "
+            f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}; "
+            f"super-step: {fmt_seconds(rec.get('step_seconds'))}")
+    for text in wrap(line, console.width):
+        console.print(Text(text))
 
 
-def _fmt_value(value, unit: str) -> str:
-    if value is None:
-        return "?"
-    if unit == "bytes":
-        return fmt_bytes(value) if value else "0"
-    return f"{float(value):.3g} FLOPs"
-
-
-def symbolic_lines(plan: Plan, decision: OpDecision) -> list[tuple[str, str, str]]:
-    """``(term, formula, value)`` rows of the decision's symbolic cost (empty without one),
-    headed by the einsum with its letters' sizes and cut counts."""
-    sym = plan.symbolic_of(decision)
-    if not sym:
-        return []
-    sizes = " ".join(f"{ch}={n}" for ch, n in sym.get("sizes", {}).items() if n != 1)
-    cuts = " ".join(f"{k}={v}" for k, v in sym.get("cuts", {}).items())
-    rows = [(sym.get("einsum", ""), f"{sizes}; {cuts}; D={sym.get('D')}", "")]
-    for term in sym.get("terms", []):
-        rows.append((term["term"], term["formula"], _fmt_value(term.get("value"), term["unit"])))
-    return rows
-
-
-def explained_decisions(plan: Plan, show_all: bool = False) -> list:
-    """``(decision, None)`` for each decision to show in full, ``(None, line)`` for each block
-    instance folded into the block's first instance (same strategies, primitive for
-    primitive); ``show_all`` shows every instance."""
-    groups: OrderedDict = OrderedDict()
-    for i, d in enumerate(plan.decisions):
-        _, inst = relative_name(d)
-        key = (d.block, inst) if inst is not None and not show_all else (None, i)
-        groups.setdefault(key, []).append(d)
-    first: dict[str, tuple] = {}
-    rows: list = []
-    for (block, inst), members in groups.items():
-        if block is None:
-            rows += [(d, None) for d in members]
-            continue
-        name = block.replace("*", inst)
-        strategies = [(relative_name(d)[0], fmt_strategy(d.strategy)) for d in members]
-        if block in first and first[block][1] == strategies:
-            seconds = sum(d.seconds for d in members)
-            rows.append((None, f"{name}: same strategies as {first[block][0]} "
-                               f"({len(members)} primitives, {fmt_seconds(seconds)})"))
-            continue
-        first.setdefault(block, (name, strategies))
-        rows += [(d, None) for d in members]
-    return rows
-
-
-def print_explain(plan: Plan, console, show_all: bool = False) -> None:
-    """Per operator: strategy, predicted time with its breakdown, memory, runner-up and the
-    symbolic cost (formula and value of each term). Readable at 80 columns: one block of
-    lines per operator. Block instances with the strategies of the block's first instance are
-    folded into one line unless ``show_all``."""
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
-
-    totals = plan.totals
-    head = (f"{plan.network}: {plan.devices} devices, {plan.hardware}, plan "
-            f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))}")
-    rel = totals.get("relative_to_data_parallel")
-    if isinstance(rel, (int, float)):
-        head += f" ({rel:.3f} x pure data parallel)"
-    console.print(Text(head, style="bold"))
-    for d, line in explained_decisions(plan, show_all):
-        if d is None:
-            console.print(Text(line, style="dim"))
-            continue
-        strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
-        console.print()
-        console.print(Text.assemble((d.name, "bold cyan"), f"  {d.op_type}  {strategy}  ",
-                                    (fmt_seconds(d.seconds), "bold")))
-        times = [f"{LABELS.get(k, k)} {fmt_seconds(v)}" for k, v in sorted(d.breakdown.items())
-                 if isinstance(v, (int, float)) and v and not is_memory_key(k)]
-        mems = [f"{LABELS.get(k, k)} {fmt_bytes(v)}" for k, v in sorted(d.breakdown.items())
-                if isinstance(v, (int, float)) and v and is_memory_key(k)]
-        if times:
-            console.print("  time: " + " · ".join(times))
-        if mems:
-            console.print("  memory: " + " · ".join(mems))
-        if d.runner_up and d.shardable:
-            console.print(f"  runner-up: {fmt_runner_up(d.runner_up)}")
-        sym = symbolic_lines(plan, d)
-        if sym:
-            grid = Table.grid(padding=(0, 1))
-            grid.add_column(style="dim", overflow="fold")
-            grid.add_column(overflow="fold")
-            grid.add_column(justify="right", no_wrap=True)
-            for row in sym:
-                grid.add_row(*row)
-            console.print("  symbolic cost:")
-            console.print(Padding(grid, (0, 0, 0, 4)))
-        for note in d.notes:
-            console.print(f"  note: {note}")
-    print_pipeline(plan, console)

@@ -1,0 +1,240 @@
+"""The ``explain`` view of a plan: per operator its strategy, predicted time with its breakdown,
+memory, runner-up and symbolic cost (einsum with a legend of its letters, each term's formula and
+value). Lines fit the console width (80 columns included) without splitting a number from its
+unit, a name, or a formula inside a symbol (:mod:`smsg_ms.report.units`).
+
+Repeated blocks (``layers.*``) are folded per primitive: a primitive with the same strategy in
+every instance is shown once as ``layers.*.<name>``; the others once per strategy, named by their
+instances (``layers.0–6.add_ffn``, ``layers.7.add_ffn``). Nothing here recomputes costs.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from typing import NamedTuple
+
+from ..plan import OpDecision, Plan
+from .tables import (LABELS, data_parallel_missing, fmt_runner_up, fmt_strategy, instance_label,
+                     is_memory_key, relative_name)
+from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
+
+#: Time kinds after the computation and the collectives named by the symbolic terms.
+TIME_ORDER = ("compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
+              "redistribution", "redistribution_into_loss")
+#: How the symbolic formulas read (printed once, under the head line).
+FORMULA_LEGEND = ("symbolic costs: in a formula a letter is its axis' global size (elements), "
+                  "c_<letter> its cut count and D the device count; FLOPs and bytes are per "
+                  "device")
+
+
+class Shown(NamedTuple):
+    """One entry of the view: a decision shown under ``name`` (its instance line, if any, in
+    ``instances``), or, with ``decision`` ``None``, a heading ``name`` of a folded block."""
+
+    decision: OpDecision | None
+    name: str
+    instances: str | None = None
+
+
+def explained_decisions(plan: Plan, show_all: bool = False) -> list[Shown]:
+    """The entries of the view, in the plan's order. A repeated block with several instances
+    becomes a heading and one entry per (primitive, strategy) at the block's first decision;
+    ``show_all`` shows every decision under its own name."""
+    members: OrderedDict[str, list[tuple[str, str, OpDecision]]] = OrderedDict()
+    for d in plan.decisions:
+        rel, inst = relative_name(d)
+        if inst is not None:
+            members.setdefault(d.block, []).append((rel, inst, d))
+    rows: list[Shown] = []
+    for d in plan.decisions:
+        _, inst = relative_name(d)
+        if show_all or inst is None:
+            rows.append(Shown(d, d.name))
+        elif d.block in members:
+            rows += _fold_block(d.block, members.pop(d.block))
+    return rows
+
+
+def _fold_block(block: str, members: list[tuple[str, str, OpDecision]]) -> list[Shown]:
+    every = list(OrderedDict.fromkeys(inst for _, inst, _ in members))
+    if len(every) == 1:
+        return [Shown(d, d.name) for _, _, d in members]
+    variants: OrderedDict[str, OrderedDict[str, list]] = OrderedDict()
+    for rel, inst, d in members:
+        key = fmt_strategy(d.strategy) if d.shardable else "-"
+        variants.setdefault(rel, OrderedDict()).setdefault(key, []).append((inst, d))
+    differ = [rel for rel, by in variants.items()
+              if len(by) > 1 or len(next(iter(by.values()))) != len(every)]
+    head = (f"{block}: {len(every)} instances ({instance_label(block, every)}); "
+            f"{len(variants) - len(differ)} of {len(variants)} primitives have the same strategy "
+            f"in every instance and are shown once as {block}.<name>")
+    if differ:
+        head += f"; per instance: {', '.join(differ)}"
+    rows = [Shown(None, head)]
+    for rel, by in variants.items():
+        for pairs in by.values():
+            insts = [inst for inst, _ in pairs]
+            rows.append(Shown(pairs[0][1], f"{instance_label(block, insts, every)}.{rel}",
+                              _instances_line(block, pairs)))
+    return rows
+
+
+def _instances_line(block: str, pairs: list[tuple[str, OpDecision]]) -> str | None:
+    """``layers.0–6, 41.9 µs each`` or ``layers.0 52.02 µs (shown) · layers.1–6 10.02 µs``."""
+    if len(pairs) == 1:
+        return None
+    by_time: OrderedDict[str, list[str]] = OrderedDict()
+    for inst, d in pairs:
+        by_time.setdefault(fmt_seconds(d.seconds), []).append(inst)
+    if len(by_time) == 1:
+        return f"{instance_label(block, [i for i, _ in pairs])}, {next(iter(by_time))} each"
+    first = pairs[0][0]
+    return " · ".join(f"{instance_label(block, insts)} {t}" + (" (shown)" if first in insts else "")
+                      for t, insts in by_time.items())
+
+
+def time_order(plan: Plan, decision: OpDecision) -> list[str]:
+    """Breakdown keys of seconds in the order of the decision's symbolic terms (computation,
+    the forward then backward collectives, gradient sync), then :data:`TIME_ORDER`, then the
+    rest alphabetically."""
+    order: list[str] = []
+    for term in (plan.symbolic_of(decision) or {}).get("terms", []):
+        words = term["term"].split()
+        if words[0] == "FLOPs":
+            key = "compute"
+        elif words[0] in ("forward", "backward") and len(words) > 1:
+            key = words[1]
+        elif words[:2] == ["grad", "sync"]:
+            key = "grad_sync"
+        else:
+            continue
+        if key not in order:
+            order.append(key)
+    order += [k for k in TIME_ORDER if k not in order]
+    keys = [k for k, v in decision.breakdown.items()
+            if isinstance(v, (int, float)) and v and not is_memory_key(k)]
+    return sorted(keys, key=lambda k: (order.index(k), "") if k in order else (len(order), k))
+
+
+def legend_items(sym: dict) -> tuple[str, list[str]]:
+    """The operands of the symbolic cost's einsum (``in0 mk, in1 kn = weight, out mn``) and one
+    item per letter in order of appearance: the tensor axes it indexes, its global size and cut
+    count (``m = in0[0] out[0]: 4096, cut 4``; ``not cut`` for an axis the operator's
+    strategy cannot cut). Weights are the inputs the terms call ``weight``."""
+    lhs, _, rhs = sym.get("einsum", "").partition("->")
+    ins, outs = lhs.split(","), rhs.split(",")
+    out_names = ["out"] if len(outs) == 1 else [f"out{i}" for i in range(len(outs))]
+    named = [(f"in{i}", w) for i, w in enumerate(ins)] + list(zip(out_names, outs))
+    weights = {t["term"].split()[-1] for t in sym.get("terms", []) if " weight in" in t["term"]}
+    operands = ", ".join(f"{n} {w or 'scalar'}" + (" = weight" if n in weights else "")
+                         for n, w in named)
+    axes: OrderedDict[str, list[str]] = OrderedDict()
+    for name, word in named:
+        for pos, ch in enumerate(word):
+            axes.setdefault(ch, []).append(f"{name}[{pos}]")
+    sizes, cuts = sym.get("sizes", {}), sym.get("cuts", {})
+    items = []
+    for ch, where in axes.items():
+        size, cut = sizes.get(ch, "?"), cuts.get(f"c_{ch}")
+        items.append(f"{ch} = {' '.join(where)}: {size}" + (f", cut {cut}" if cut is not None
+                                                            else "" if size == 1 else ", not cut"))
+    return operands, items
+
+
+def term_lines(sym: dict, width: int, unit) -> list[tuple[str, str, str]]:
+    """``(term, formula, value)`` line triples of the symbolic terms laid out in ``width``
+    columns: the term column at most 34 wide (folded at spaces), the formula folded after an
+    operator, the value (right-aligned) on each term's first line."""
+    terms = sym.get("terms", [])
+    if not terms:
+        return []
+    values = [_fmt_value(t.get("value"), t["unit"], unit) for t in terms]
+    term_w = min(34, max(len(t["term"]) for t in terms))
+    value_w = max(len(v) for v in values)
+    formula_w = max(12, width - term_w - value_w - 2)
+    out = []
+    for t, value in zip(terms, values):
+        names = wrap(t["term"], term_w)
+        formula = fold_formula(t["formula"], formula_w)
+        for i, (name, part) in enumerate(itertools.zip_longest(names, formula, fillvalue="")):
+            out.append((name.ljust(term_w), part.ljust(formula_w), value.rjust(value_w)
+                        if i == 0 else " " * value_w))
+    return out
+
+
+def _fmt_value(value, unit_name: str, unit) -> str:
+    if value is None:
+        return "?"
+    if unit_name == "bytes":
+        return fmt_bytes(value, unit)
+    return f"{float(value):.3g} FLOPs"
+
+
+def _block_byte_unit(plan: Plan, d: OpDecision):
+    """One byte unit for all the bytes of an operator's entry (memory line and terms)."""
+    values = [v for k, v in d.breakdown.items() if is_memory_key(k) and isinstance(v, (int, float))]
+    values += [t.get("value") for t in (plan.symbolic_of(d) or {}).get("terms", [])
+               if t["unit"] == "bytes" and isinstance(t.get("value"), (int, float))]
+    return byte_unit(values)
+
+
+def print_explain(plan: Plan, console, show_all: bool = False) -> None:
+    """Print the view to a ``rich.console.Console`` (lines fit ``console.width``): the head
+    line (step, ratio to pure data parallel), then per entry of :func:`explained_decisions`
+    the operator's lines, then the pipeline stages of a pipelined plan."""
+    from rich.text import Text
+
+    from .tables import print_pipeline
+
+    width = console.width
+
+    def say(text: str, indent: str = "", hanging: str | None = None, style: str = "") -> None:
+        for line in wrap(text, width, indent, hanging):
+            console.print(Text(line, style=style), overflow="fold")
+
+    totals = plan.totals
+    rel = totals.get("relative_to_data_parallel")
+    ratio = (f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
+             else f"pure data parallel {data_parallel_missing(plan)}")
+    say(f"{plan.network}: {plan.devices} devices, {plan.hardware}; plan "
+        f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
+        style="bold")
+    if any(plan.symbolic_of(d) for d in plan.decisions):
+        say(FORMULA_LEGEND, style="dim")
+    for shown in explained_decisions(plan, show_all):
+        console.print()
+        d = shown.decision
+        if d is None:
+            say(shown.name, style="bold")
+            continue
+        strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
+        say("  ".join(glue(x) for x in (shown.name, d.op_type, strategy, fmt_seconds(d.seconds))),
+            hanging="    ", style="bold cyan")
+        if shown.instances:
+            say("instances: " + shown.instances, "  ", "    ", style="dim")
+        unit = _block_byte_unit(plan, d)
+        times = [glue(f"{LABELS.get(k, k)} {fmt_seconds(d.breakdown[k])}")
+                 for k in time_order(plan, d)]
+        mems = [glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}")
+                for k, v in sorted(d.breakdown.items())
+                if isinstance(v, (int, float)) and v and is_memory_key(k)]
+        if times:
+            say("time: " + " · ".join(times), "  ", "    ")
+        if mems:
+            say("memory: " + " · ".join(mems), "  ", "    ")
+        if d.runner_up and d.shardable:
+            say(f"runner-up: {fmt_runner_up(d.runner_up)}", "  ", "    ")
+        sym = plan.symbolic_of(d)
+        if sym:
+            operands, letters = legend_items(sym)
+            say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",
+                "  ", "    ")
+            say("letters: " + " · ".join(glue(x) for x in letters), "    ", "      ",
+                style="dim")
+            for term, formula, value in term_lines(sym, width - 4, unit):
+                line = Text.assemble("    ", (term, "dim"), " ", formula, " ", value)
+                line.rstrip()
+                console.print(line, overflow="fold")
+        for note in d.notes:
+            say(f"note: {note}", "  ", "    ")
+    print_pipeline(plan, console)
