@@ -215,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="plan file")
     p.add_argument("--plot", metavar="PNG", help="also draw time and memory per layer")
     p.add_argument("--all", action="store_true",
-                   help="show every block instance (default: instances with the first "
-                        "instance's strategies are folded into one line)")
+                   help="show every block instance (default: a primitive with one strategy "
+                        "in every instance of its block is shown once)")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "

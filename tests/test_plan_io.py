@@ -36,6 +36,35 @@ def test_truncated_file_is_refused(tmp_path):
         load_plan(path)
 
 
+@pytest.mark.parametrize("content, message", [
+    ("# smsg-ms\n\nA README {with braces}.\n", "not JSON, so not an smsg-ms plan file"),
+    ("plan: {\n", "not JSON, so not an smsg-ms plan file"),
+    ("  \n", "empty file"),
+    (b"\x89PNG\r\n\x1a\n\xff\xfe", "not UTF-8 text"),
+])
+def test_other_kinds_of_file_are_named_as_such(tmp_path, content, message):
+    path = tmp_path / "p.json"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    with pytest.raises(PlanError, match=message) as info:
+        load_plan(path)
+    assert "truncated" not in str(info.value)
+
+
+def test_json_that_ends_early_is_truncated_not_other(tmp_path):
+    """A plan object cut anywhere (even inside a string) is truncated; a complete object with
+    a syntax error in the middle is invalid JSON."""
+    path = tmp_path / "p.json"
+    save_plan(make_plan(), path)
+    text = path.read_text()
+    for cut in (1, 2, len(text) // 3, len(text) - 2):
+        path.write_text(text[:cut])
+        with pytest.raises(PlanError, match="truncated"):
+            load_plan(path)
+    path.write_text(text.replace(":", "", 1))
+    with pytest.raises(PlanError, match="not valid JSON"):
+        load_plan(path)
+
+
 def test_edited_file_is_refused(tmp_path):
     path = tmp_path / "p.json"
     save_plan(make_plan(), path)

@@ -97,13 +97,16 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        # a plan file is one JSON object: an object that stops before its closing brace was
-        # cut off; text that does not start like a JSON document is some other file
-        start = text.lstrip()[:1]
-        if start not in ("{", "["):
+        # text that does not start like a JSON document is some other file; a document whose
+        # error is at its very end (or in a string never closed) was cut off
+        if not text.strip():
+            raise PlanError(f"{source}: empty file, not an smsg-ms plan file") from exc
+        if text.lstrip()[:1] not in ("{", "["):
             raise PlanError(f"{source}: not JSON, so not an smsg-ms plan file (it starts with "
                             f"{text.lstrip()[:20]!r})") from exc
-        what = "truncated" if not text.rstrip().endswith(("}", "]")) else "not valid JSON"
+        ended_early = (exc.pos >= len(text.rstrip())
+                       or exc.msg.startswith("Unterminated string"))
+        what = "truncated" if ended_early else "not valid JSON"
         raise PlanError(f"{source}: {what} (JSON error at line {exc.lineno}, column "
                         f"{exc.colno}: {exc.msg})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:
@@ -127,15 +130,17 @@ def load_plan(path: str | os.PathLike) -> Plan:
     """Read a plan file and verify it.
 
     Raises:
-        PlanError: missing or unreadable file, truncated or invalid JSON, not a plan, unknown
-            format, or content hash mismatch (edited file).
+        PlanError: missing or unreadable file, not JSON (another kind of file), truncated or
+            invalid JSON, not a plan, unknown format, or content hash mismatch (edited file).
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise PlanError(f"plan file {path} does not exist") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"{path}: not UTF-8 text, so not an smsg-ms plan file") from exc
+    except OSError as exc:
         raise PlanError(f"cannot read plan file {path}: {exc}") from exc
     return plan_from_text(text, str(path))
 

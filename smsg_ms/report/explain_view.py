@@ -67,7 +67,7 @@ def _fold_block(block: str, members: list[tuple[str, str, OpDecision]]) -> list[
               if len(by) > 1 or len(next(iter(by.values()))) != len(every)]
     head = (f"{block}: {len(every)} instances ({instance_label(block, every)}); "
             f"{len(variants) - len(differ)} of {len(variants)} primitives have the same strategy "
-            f"in every instance and are shown once as {block}.<name>")
+            f"in every instance and are shown once as {block}.<name> (times per instance)")
     if differ:
         head += f"; per instance: {', '.join(differ)}"
     rows = [Shown(None, head)]
@@ -80,14 +80,13 @@ def _fold_block(block: str, members: list[tuple[str, str, OpDecision]]) -> list[
 
 
 def _instances_line(block: str, pairs: list[tuple[str, OpDecision]]) -> str | None:
-    """``layers.0–6, 41.9 µs each`` or ``layers.0 52.02 µs (shown) · layers.1–6 10.02 µs``."""
-    if len(pairs) == 1:
-        return None
+    """Each instance's time where they differ: ``layers.0 52.02 µs (shown) · layers.1–6
+    10.02 µs``; ``None`` where every instance takes the time shown."""
     by_time: OrderedDict[str, list[str]] = OrderedDict()
     for inst, d in pairs:
         by_time.setdefault(fmt_seconds(d.seconds), []).append(inst)
     if len(by_time) == 1:
-        return f"{instance_label(block, [i for i, _ in pairs])}, {next(iter(by_time))} each"
+        return None
     first = pairs[0][0]
     return " · ".join(f"{instance_label(block, insts)} {t}" + (" (shown)" if first in insts else "")
                       for t, insts in by_time.items())
@@ -194,8 +193,8 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
 
     totals = plan.totals
     rel = totals.get("relative_to_data_parallel")
-    ratio = (f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
-             else f"pure data parallel {data_parallel_missing(plan)}")
+    ratio = glue(f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
+                 else f"pure data parallel {data_parallel_missing(plan)}")
     say(f"{plan.network}: {plan.devices} devices, {plan.hardware}; plan "
         f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
         style="bold")

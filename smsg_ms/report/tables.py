@@ -11,7 +11,7 @@ import re
 from collections import OrderedDict
 
 from ..plan import OpDecision, Plan
-from .units import byte_unit, fmt_bytes, fmt_seconds, wrap
+from .units import byte_unit, fmt_bytes, fmt_seconds, glue, wrap
 
 __all__ = ["fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
            "summary_rows", "totals_rows", "pipeline_rows", "print_summary", "print_pipeline"]
@@ -115,11 +115,13 @@ LABELS = {
     "data_parallel_step_seconds": "pure data parallel: step",
     "data_parallel_memory_bytes": "pure data parallel: memory",
     "relative_to_data_parallel": "step / pure data parallel",
+    "pipeline_step_seconds": "pipeline super-step",
 }
 
 
 #: Order of the totals rows: the step first, then time by kind, then memory.
-TOTALS_ORDER = ("step_seconds", "relative_to_data_parallel", "data_parallel_step_seconds",
+TOTALS_ORDER = ("step_seconds", "pipeline_step_seconds", "relative_to_data_parallel",
+                "data_parallel_step_seconds",
                 "compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
                 "redistribution_seconds", "memory_bytes", "parameter_bytes", "gradient_bytes",
                 "optimizer_bytes", "activation_bytes", "data_parallel_memory_bytes")
@@ -132,13 +134,14 @@ def _total_order(key: str) -> tuple:
 def data_parallel_missing(plan: Plan) -> str:
     """Why the plan has no pure data-parallel baseline: ``n/a: batch 6 of input 0 not divisible
     by 8 devices`` (MindSpore's batch parallel cuts every data input's first dimension
-    ``devices``-way, see ``planner.data_parallel_choice``), else ``n/a: no pure data-parallel
-    plan`` (e.g. none fits the memory)."""
+    ``devices``-way, see ``planner.data_parallel_choice``), else ``n/a: batch-parallel
+    strategies give no valid plan (infinite predicted cost)`` (an operator without a
+    batch-parallel strategy, or a redistribution between two the cost model cannot do)."""
     for i, shape in enumerate(plan.input_shapes or []):
         if shape and isinstance(shape[0], int) and shape[0] % plan.devices:
             of = f" of input {i}" if len(plan.input_shapes) > 1 else ""
             return f"n/a: batch {shape[0]}{of} not divisible by {plan.devices} devices"
-    return "n/a: no pure data-parallel plan"
+    return "n/a: batch-parallel strategies give no valid plan (infinite predicted cost)"
 
 
 def totals_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -261,9 +264,10 @@ def print_pipeline(plan: Plan, console) -> None:
     for row in pipeline_rows(plan):
         table.add_row(*row)
     console.print(table)
-    line = (f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}; "
-            f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}; "
-            f"super-step: {fmt_seconds(rec.get('step_seconds'))}")
+    line = "; ".join(glue(x) for x in (
+        f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}",
+        f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}",
+        f"super-step: {fmt_seconds(rec.get('step_seconds'))}"))
     for text in wrap(line, console.width):
         console.print(Text(text))
 
