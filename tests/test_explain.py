@@ -109,8 +109,8 @@ def test_block_instances_fold_per_primitive():
 
 def test_plan_table_names_the_instances_of_each_strategy():
     rows = summary_rows(_four_layers())
-    assert rows == [("(outside blocks)", "embed", "(8,1)"), ("(outside blocks)", "head", "(8,1)(1,1)"),
-                    ("layers.*", "a", "(2,1)(1,4)"), ("layers.0–2", "b (x3)", "(2,1)(1,4)"),
+    assert rows == [("(outside blocks)", "embed", "(8,1)"),
+                    ("(outside blocks)", "head", "(8,1)(1,1)"), ("layers.*", "a", "(2,1)(1,4)"), ("layers.0–2", "b (x3)", "(2,1)(1,4)"),
                     ("layers.3", "b", "(8,1)(1,1)")]
 
 

@@ -254,9 +254,9 @@ def print_pipeline(plan: Plan, console) -> None:
     rec = plan.pipeline
     if not rec:
         return
-    table = Table(title=f"pipeline: {rec['stages']} stages x {rec.get('devices_per_stage', '?')} "
-                        f"devices, {rec['micro_batches']} micro-batches of "
-                        f"{rec.get('micro_batch_size', '?')}")
+    title = (f"pipeline: {rec['stages']} stages x {rec.get('devices_per_stage', '?')} devices, "
+             f"{rec['micro_batches']} micro-batches of {rec.get('micro_batch_size', '?')}")
+    table = Table(title=title, min_width=len(title))
     for col in ("stage", "blocks", "recompute"):
         table.add_column(col)
     for col in ("time / micro-batch", "memory / device"):
