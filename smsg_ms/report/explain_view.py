@@ -181,16 +181,9 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
     """Print the view to a ``rich.console.Console`` (lines fit ``console.width``): the head
     line (step, ratio to pure data parallel), then per entry of :func:`explained_decisions`
     the operator's lines, then the pipeline stages of a pipelined plan."""
-    from rich.text import Text
-
     from .tables import print_pipeline
 
-    width = console.width
-
-    def say(text: str, indent: str = "", hanging: str | None = None, style: str = "") -> None:
-        for line in wrap(text, width, indent, hanging):
-            console.print(Text(line, style=style), overflow="fold")
-
+    say = _sayer(console)
     totals = plan.totals
     rel = totals.get("relative_to_data_parallel")
     ratio = glue(f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
@@ -202,38 +195,54 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
         say(FORMULA_LEGEND, style="dim")
     for shown in explained_decisions(plan, show_all):
         console.print()
-        d = shown.decision
-        if d is None:
+        if shown.decision is None:
             say(shown.name, style="bold")
-            continue
-        strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
-        say("  ".join(glue(x) for x in (shown.name, d.op_type, strategy, fmt_seconds(d.seconds))),
-            hanging="    ", style="bold cyan")
-        if shown.instances:
-            say("instances: " + shown.instances, "  ", "    ", style="dim")
-        unit = _block_byte_unit(plan, d)
-        times = [glue(f"{LABELS.get(k, k)} {fmt_seconds(d.breakdown[k])}")
-                 for k in time_order(plan, d)]
-        mems = [glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}")
-                for k, v in sorted(d.breakdown.items())
-                if isinstance(v, (int, float)) and v and is_memory_key(k)]
-        if times:
-            say("time: " + " · ".join(times), "  ", "    ")
-        if mems:
-            say("memory: " + " · ".join(mems), "  ", "    ")
-        if d.runner_up and d.shardable:
-            say(f"runner-up: {fmt_runner_up(d.runner_up)}", "  ", "    ")
-        sym = plan.symbolic_of(d)
-        if sym:
-            operands, letters = legend_items(sym)
-            say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",
-                "  ", "    ")
-            say("letters: " + " · ".join(glue(x) for x in letters), "    ", "      ",
-                style="dim")
-            for term, formula, value in term_lines(sym, width - 4, unit):
-                line = Text.assemble("    ", (term, "dim"), " ", formula, " ", value)
-                line.rstrip()
-                console.print(line, overflow="fold")
-        for note in d.notes:
-            say(f"note: {note}", "  ", "    ")
+        else:
+            _print_entry(plan, shown, console, say)
     print_pipeline(plan, console)
+
+
+def _sayer(console):
+    """``say(text, indent, hanging, style)``: print ``text`` folded by :func:`wrap`."""
+    from rich.text import Text
+
+    def say(text: str, indent: str = "", hanging: str | None = None, style: str = "") -> None:
+        for line in wrap(text, console.width, indent, hanging):
+            console.print(Text(line, style=style), overflow="fold")
+    return say
+
+
+def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
+    """One operator: head line, instances, time, memory, runner-up, symbolic cost, notes."""
+    from rich.text import Text
+
+    d = shown.decision
+    strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
+    say("  ".join(glue(x) for x in (shown.name, d.op_type, strategy, fmt_seconds(d.seconds))),
+        hanging="    ", style="bold cyan")
+    if shown.instances:
+        say("instances: " + shown.instances, "  ", "    ", style="dim")
+    unit = _block_byte_unit(plan, d)
+    times = [glue(f"{LABELS.get(k, k)} {fmt_seconds(d.breakdown[k])}")
+             for k in time_order(plan, d)]
+    mems = [glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}")
+            for k, v in sorted(d.breakdown.items())
+            if isinstance(v, (int, float)) and v and is_memory_key(k)]
+    if times:
+        say("time: " + " · ".join(times), "  ", "    ")
+    if mems:
+        say("memory: " + " · ".join(mems), "  ", "    ")
+    if d.runner_up and d.shardable:
+        say(f"runner-up: {fmt_runner_up(d.runner_up)}", "  ", "    ")
+    sym = plan.symbolic_of(d)
+    if sym:
+        operands, letters = legend_items(sym)
+        say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",
+            "  ", "    ")
+        say("letters: " + " · ".join(glue(x) for x in letters), "    ", "      ", style="dim")
+        for term, formula, value in term_lines(sym, console.width - 4, unit):
+            line = Text.assemble("    ", (term, "dim"), " ", formula, " ", value)
+            line.rstrip()
+            console.print(line, overflow="fold")
+    for note in d.notes:
+        say(f"note: {note}", "  ", "    ")
