@@ -14,8 +14,9 @@ from collections import Counter
 
 import pytest
 
-from smsg_ms.cost.layout import TensorLayout, maps_through_reshape, refined_shape
+from smsg_ms.cost.layout import TensorLayout, front_split, maps_through_reshape, refined_shape
 from smsg_ms.cost.model import CostModel
+from smsg_ms.graph.model import OpGraph, OpNode, TensorInfo
 from smsg_ms.integration import dryrun
 from test_cost_vs_mindspore import SPEC, act, backward_difference, observed
 
@@ -140,3 +141,38 @@ def test_refined_shape():
     assert refined_shape((1024, 768), (8, 128, 12, 64)) == (8, 128, 12, 64)
     assert refined_shape((6, 4), (4, 6)) is None
     assert refined_shape((2, 1, 6), (12,)) == (2, 6)
+
+
+@pytest.mark.parametrize("parts, cut, want", [
+    ([4, 8], 8, [4, 2]),      # the 4 outer parts whole, then 2 of the 8 inner
+    ([12, 64], 8, None),      # chunks of 96 = 1.5 × 64
+    ([12, 64], 4, [4, 1]),    # chunks of 3 × 64
+    ([2, 384], 8, [2, 4]),
+    ([3, 256], 8, None),      # 3 whole parts leave 8/3
+    ([1, 16], 4, [1, 4]),     # a size-1 part cut once
+])
+def test_front_split(parts, cut, want):
+    assert front_split(parts, cut) == want
+
+
+def test_reshape_options_cut_across_split_dimensions():
+    """(32, 96) → (4, 8, 12, 8) on 8 devices. Rows 32 = 4 × 8: cuts 1, 2, 4 land on the 4, cut
+    8 is 4 × 2; hidden 96 = 12 × 8: cuts 1, 2, 4 land on the 12, 8 straddles (1.5 heads). Pairs
+    with a product dividing 8: (1,1) (1,2) (1,4) (2,1) (2,2) (2,4) (4,1) (4,2) (8,1) = 9."""
+    t = {"a": TensorInfo("a", HIDDEN, "float32", producer=None),
+         "b": TensorInfo("b", HEADS, "float32", producer=0)}
+    g = OpGraph([OpNode(0, "Reshape", ["a"], ["b"], {}, "r")], t, ["a"], ["b"])
+    model = CostModel(g, 8)
+    opts = model.options(g.ops[0])
+    assert sorted(o.strategy[0] for o in opts) == [
+        (1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (8, 1)]
+    rows = next(o for o in opts if o.strategy == ((8, 1),))
+    assert rows.out_layouts[0].cuts == (4, 2, 1, 1)
+    assert rows.in_layouts[0].cuts == (8, 1)
+    # a producer with hidden cut 8 cannot enter; one with hidden cut 4 can
+    assert model.reshape_gathers(g.ops[0], TensorLayout.from_cuts((1, 8), 8), "input")
+    assert not model.reshape_gathers(g.ops[0], TensorLayout.from_cuts((1, 4), 8), "input")
+    # the head dimension cut 8 is already the refined shape: it passes
+    assert not model.reshape_gathers(g.ops[0], TensorLayout.from_cuts((1, 1, 1, 8), 8), "output")
+    with pytest.raises(ValueError, match="side"):
+        model.reshape_gathers(g.ops[0], rows.in_layouts[0], "inside")

@@ -111,9 +111,9 @@ def _gathers(sizes_and_groups, backward: bool) -> float:
     # (concat, 128 B slice → 256 B) before bits 1-2 move to the columns (→ 1024 B)
     ("concat-first", (8, 32), 4, TensorLayout((8,), (0, -1)),
      TensorLayout((2, 4), (-1, 0)), [(256, 2), (1024, 4)]),
-    # (4,1,2,1) → replicated on a (4, 8, 12, 8) fp32 tensor (the dry-run's Reshape bank, heads
-    # 2 rows 4 -> hidden 8): concat from the last cut dimension, heads 2-way (1·8·6·8·4 B → 3 KiB),
-    # then rows 4-way (→ 12 KiB)
+    # (4,1,2,1) → replicated on a (4, 8, 12, 8) fp32 tensor (the dry-run's Reshape bank,
+    # heads 2 rows 4 -> hidden 8): concat from the last cut dimension, heads 2-way
+    # (1·8·6·8·4 B → 3 KiB), then rows 4-way (→ 12 KiB)
     ("concat-last-dimension-first", (4, 8, 12, 8), 4, TensorLayout((4, 2), (1, -1, 0, -1)),
      TensorLayout((8,), (-1, -1, -1, -1)), [(3072, 2), (12288, 4)]),
 ])

@@ -418,13 +418,13 @@ class CostModel:
                 if c == 1:
                     row.append((1, [1] * len(g_in), [1] * len(g_out)))
                     continue
-                if any(not isinstance(x, int) for x in [src[i] for i in g_in] + [dst[j] for j in g_out]):
-                    if len(g_in) == len(g_out) == 1 and _divides(src[g_in[0]], c) and \
-                            _divides(dst[g_out[0]], c):
+                sizes_in, sizes_out = [src[i] for i in g_in], [dst[j] for j in g_out]
+                if any(not isinstance(x, int) for x in sizes_in + sizes_out):
+                    if len(g_in) == len(g_out) == 1 and _divides(sizes_in[0], c) and \
+                            _divides(sizes_out[0], c):
                         row.append((c, [c], [c]))
                     continue
-                a = front_split([src[i] for i in g_in], c)
-                b = front_split([dst[j] for j in g_out], c)
+                a, b = front_split(sizes_in, c), front_split(sizes_out, c)
                 if a is not None and b is not None:
                     row.append((c, a, b))
             choices.append(row)
