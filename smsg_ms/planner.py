@@ -296,6 +296,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
             dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
             small = np.array([[redist_seconds(tensor, a, b) for b in dst] for a in src])
+        small = _through_reshape(model, U.ops[uc], V.ops[vc], tensor, src, dst, small)
         m = small[np.ix_(src_of, dst_of)]
         if reuse:
             m.flags.writeable = False
@@ -420,6 +421,28 @@ def _agrees_with_reference(model, tensor, src: list, dst: list, m: np.ndarray) -
                           RuntimeWarning, stacklevel=3)
             return False
     return True
+
+
+def _through_reshape(model, producer, consumer, tensor, src: list, dst: list,
+                     block: np.ndarray) -> np.ndarray:
+    """``block`` (seconds, ``src`` × ``dst``) with MindSpore's whole-tensor gather at a Reshape
+    a layout cannot pass (``CostModel.reshape_gathers``, D9): a row whose source cannot enter
+    the consumer Reshape costs its redistribution to the replicated layout whatever the
+    destination; a column whose destination cannot leave the producer Reshape costs, per row,
+    the gather of the Reshape's output to the replicated layout."""
+    from .cost.layout import TensorLayout
+
+    rows = [i for i, a in enumerate(src) if model.reshape_gathers(consumer, a, "input")]
+    cols = [j for j, b in enumerate(dst) if model.reshape_gathers(producer, b, "output")]
+    if not rows and not cols:
+        return block
+    block = np.array(block, dtype=float)
+    whole = TensorLayout.replicated(len(tensor.shape), model.devices)
+    for i in rows:
+        block[i, :] = model.redistribution_seconds(tensor, src[i], whole)
+    for j in cols:
+        block[:, j] = [model.redistribution_seconds(tensor, a, whole) for a in src]
+    return block
 
 
 def _distinct(items: list) -> tuple[list, np.ndarray]:
@@ -627,6 +650,8 @@ def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> str | 
 
 def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[int]):
     """Collectives of the redistributions the chosen plan needs, by consumer variable index."""
+    from .cost.layout import TensorLayout
+
     where = {op.id: (vi, ci) for vi, var in enumerate(variables) for ci, op in enumerate(var.ops)}
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
@@ -636,6 +661,9 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
         src = variables[u].options[choice[u]][uc].out_layouts[
             graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
+        if model.reshape_gathers(graph.ops[dst_id], src, "input") or \
+                model.reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
+            dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
         key = (tname, model.normalized(src), model.normalized(dst))
         if src == dst or key in seen:

@@ -111,6 +111,11 @@ def _gathers(sizes_and_groups, backward: bool) -> float:
     # (concat, 128 B slice → 256 B) before bits 1-2 move to the columns (→ 1024 B)
     ("concat-first", (8, 32), 4, TensorLayout((8,), (0, -1)),
      TensorLayout((2, 4), (-1, 0)), [(256, 2), (1024, 4)]),
+    # (4,1,2,1) → replicated on a (4, 8, 12, 8) fp32 tensor (the dry-run's Reshape bank,
+    # heads 2 rows 4 -> hidden 8): concat from the last cut dimension, heads 2-way
+    # (1·8·6·8·4 B → 3 KiB), then rows 4-way (→ 12 KiB)
+    ("concat-last-dimension-first", (4, 8, 12, 8), 4, TensorLayout((4, 2), (1, -1, 0, -1)),
+     TensorLayout((8,), (-1, -1, -1, -1)), [(3072, 2), (12288, 4)]),
 ])
 def test_fast_seconds_follow_gather_order(name, shape, elem_bytes, src, dst, gathers, backward):
     """Each gather carries the tensor as the previous gathers left it, in the order concat, then
@@ -211,3 +216,25 @@ def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
         fast, _ = planner.build_problem(graph, CostModel(graph, 8))
     plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
     assert [e.cost.tolist() for e in fast.edges] == [e.cost.tolist() for e in plain.edges]
+
+
+def test_planner_reshape_edges_equal_reference(captured, monkeypatch):
+    """BERT at 8 devices: the edges into and out of its Reshapes, where layouts that cannot pass
+    a Reshape are gathered whole (D9, ``planner._through_reshape``), are equal in the fast
+    problem and the plain reference one; and that rule really fires."""
+    graph = captured("bert")
+    fired = []
+    real = CostModel.reshape_gathers
+
+    def counted(self, op, layout, side):
+        got = real(self, op, layout, side)
+        fired.append(got)
+        return got
+
+    monkeypatch.setattr(CostModel, "reshape_gathers", counted)
+    fast, _ = planner.build_problem(graph, CostModel(graph, 8))
+    assert any(fired)
+    plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
+    assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]
+    for f, p in zip(fast.edges, plain.edges):
+        assert f.cost.tolist() == p.cost.tolist(), (f.u, f.v)

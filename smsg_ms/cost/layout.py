@@ -160,3 +160,82 @@ def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int
     offset = 1 if rep > 1 and not repeat_right else 0
     tmap = tuple(-1 if a is None else n - 1 - (a + offset) for a in tensor_axes)
     return TensorLayout(tuple(matrix), tmap)
+
+
+def refined_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The coarsest shape both ``a`` and ``b`` (equal element counts) split into: the union of
+    their prefix products (MindSpore's ``ExpandShape``, ``tensor_layout/shape_util.cc``);
+    ``None`` when one prefix product does not divide the next (``(6, 4)`` and ``(4, 6)``)."""
+    bounds = sorted(set(_prefix_products(a)) | set(_prefix_products(b)))
+    out, prev = [], 1
+    for p in bounds:
+        if p % prev:
+            return None
+        out.append(p // prev)
+        prev = p
+    return tuple(out)
+
+
+def _prefix_products(shape) -> list[int]:
+    out, p = [], 1
+    for s in shape:
+        if s != 1:
+            p *= s
+            out.append(p)
+    return out
+
+
+def maps_through_reshape(layout: TensorLayout, shape: tuple, other: tuple) -> bool:
+    """Whether MindSpore can carry ``layout`` of a tensor of ``shape`` (elements) through a
+    Reshape to ``other`` without gathering it: ``TensorRedistribution::
+    InferTensorRedistributionOperatorList`` expands both layouts onto the common refinement of
+    the two shapes (``ReshapeLayoutTransfer::UnifyDeviceArrangementAndTensorShape``); when that
+    fails (``ExpandAble`` false) it gathers the whole tensor, reshapes and slices
+    (``InferTensorRedistributionOperatorListUnExpand``).
+
+    Rule (``TensorLayout::ExpandTensorShape`` via ``Arrangement::GetFrontElementByValue``): a
+    dimension split into refined parts ``q1, q2, ...`` (major first) and cut ``c``-way maps onto
+    them when ``c = q1·...·q(j-1)·r`` with ``r`` dividing ``q_j``: the cut fills whole parts
+    from the major side, then divides the next one; i.e. each chunk is a whole number of the
+    parts after ``q_j``. BERT's hidden 768 = 12 heads × 64 cut 8: chunks of 96 = 1.5 heads,
+    ``8`` does not divide 12: not mapped. Symbolic sizes: ``True`` (not checked).
+    Not modelled: the device-matrix refinement of the other side can split a dimension further
+    (``ExpandDeviceArrangement``); the check is per layout.
+    """
+    if any(not isinstance(s, int) for s in tuple(shape) + tuple(other)):
+        return True
+    parts = refined_shape(tuple(shape), tuple(other))
+    if parts is None:
+        return all(c == 1 for c in layout.cuts)
+    k = 0
+    for size, cut in zip(shape, layout.cuts):
+        if size == 1:
+            continue
+        mine, p = [], 1
+        while p < size:
+            mine.append(parts[k])
+            p *= parts[k]
+            k += 1
+        if cut > 1 and front_split(mine, cut) is None:
+            return False
+    return True
+
+
+def front_split(parts: list[int], cut: int) -> list[int] | None:
+    """Cut counts of ``parts`` (sizes of consecutive dimensions, major first) that cut their
+    flattened product ``cut``-way into contiguous chunks: whole parts from the major side, then
+    a divisor of the next (``Arrangement::GetFrontElementByValue``): ``([4, 8], 8) → [4, 2]``;
+    ``None`` when the chunks straddle (``([12, 64], 8)``)."""
+    out, filled = [], 1
+    for q in parts:
+        if filled == cut:
+            out.append(1)
+        elif filled * q <= cut:
+            out.append(q)
+            filled *= q
+        elif cut % filled == 0 and q % (cut // filled) == 0:
+            out.append(cut // filled)
+            filled = cut
+        else:
+            return None
+    return out if filled == cut else None

@@ -20,7 +20,7 @@ from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
 from .api import Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
-from .layout import TensorLayout, operator_layout
+from .layout import TensorLayout, maps_through_reshape, operator_layout
 from .operators.base import (Einsum, TensorSide, build_layouts, einsum_cost, enumerate_cuts,
                              letter_cuts)
 from .redistribution import redistribute
@@ -349,6 +349,48 @@ class CostModel:
                                      ["OneHot: strategy over the output (N, depth)"]))
         return result
 
+    def reshape_gathers(self, op: OpNode, layout: TensorLayout, side: str) -> bool:
+        """Whether MindSpore gathers the whole tensor at Reshape ``op`` because ``layout`` cannot
+        pass it (:func:`~smsg_ms.cost.layout.maps_through_reshape`): ``side="input"``, the
+        producer's layout of the Reshape's input; ``side="output"``, a consumer's layout of its
+        output. MindSpore then gathers the input as it comes, reshapes and slices (D9 in
+        docs/known-differences.md): so the redistribution into the Reshape goes to the
+        replicated layout (input side), or the one out of it first gathers the Reshape's output
+        (output side; same collectives, the reshape moves no data). ``False`` for other
+        operators (a Cast passing a layout through has equal shapes).
+
+        Raises:
+            ValueError: ``side`` is neither ``"input"`` nor ``"output"``.
+        """
+        if side not in ("input", "output"):
+            raise ValueError(f"side {side!r}: expected 'input' or 'output'")
+        if op.type != "Reshape":
+            return False
+        shapes = (tuple(self.graph.tensors[op.inputs[0]].shape),
+                  tuple(self.graph.tensors[op.outputs[0]].shape))
+        mine, other = shapes if side == "input" else shapes[::-1]
+        return not maps_through_reshape(layout, mine, other)
+
+    def reshape_redistribution(self, op: OpNode, src: TensorLayout,
+                               dst: TensorLayout) -> list[Collective]:
+        """Collectives of moving ``src`` (the producer's layout of Reshape ``op``'s input) to
+        ``dst`` (the consumer's layout of its output) through ``op``, as the search charges
+        them: the cheapest option (by :meth:`seconds`) of the two redistributions into and out
+        of the Reshape, with :meth:`reshape_gathers` applied on both sides."""
+        n = self.devices
+        t_in, t_out = (self.graph.tensors[op.inputs[0]], self.graph.tensors[op.outputs[0]])
+        best = None
+        for opt in self.options(op):
+            head = TensorLayout.replicated(len(t_in.shape), n) \
+                if self.reshape_gathers(op, src, "input") else opt.in_layouts[0]
+            tail = TensorLayout.replicated(len(t_out.shape), n) \
+                if self.reshape_gathers(op, dst, "output") else dst
+            colls = (self.redistribution(t_in, src, head)
+                     + self.redistribution(t_out, opt.out_layouts[0], tail))
+            if best is None or self.seconds(colls) < self.seconds(best):
+                best = colls
+        return best or []
+
     def passthrough_options(self, op: OpNode) -> list[OpCost]:
         """Options of an operator MindSpore does not treat as parallel (a Cast): one per layout
         its output keeps from its input, free, as a Reshape with equal input and output shapes.
@@ -357,36 +399,52 @@ class CostModel:
         return self._reshape_options(op)
 
     def _reshape_options(self, op: OpNode) -> list[OpCost]:
-        src = tuple(self.graph.tensors[op.inputs[0]].shape)
-        dst = tuple(self.graph.tensors[op.outputs[0]].shape)
-        groups = reshape_groups(src, dst)
-        n = self.devices
-        out = []
-        if groups is None:
-            groups = []
-        # one cuttable input dim per group: the group's first, landing on the first output dim
-        dims = [(g_in[0], g_out[0]) for g_in, g_out in groups if g_in and g_out]
+        """One option per layout a Reshape (or a Cast) passes through with no communication:
+        per group of dimensions it merges or splits (:func:`reshape_groups`), a cut count that
+        splits both sides into contiguous chunks (:func:`~smsg_ms.cost.layout.front_split`:
+        32 rows cut 8 into ``(4, 8)`` cut ``(4, 2)``; 768 cut 4 into 12 heads cut 4 × 64).
+        Keyed by the input cuts."""
+        from .layout import front_split
         from .operators.base import divisors
         import itertools
+        src = tuple(self.graph.tensors[op.inputs[0]].shape)
+        dst = tuple(self.graph.tensors[op.outputs[0]].shape)
+        groups = [(gi, go) for gi, go in (reshape_groups(src, dst) or []) if gi and go]
+        n = self.devices
         choices = []
-        for di, do in dims:
-            choices.append([c for c in divisors(n) if _divides(src[di], c) and _divides(dst[do], c)])
+        for g_in, g_out in groups:
+            row = []
+            for c in divisors(n):
+                if c == 1:
+                    row.append((1, [1] * len(g_in), [1] * len(g_out)))
+                    continue
+                sizes_in, sizes_out = [src[i] for i in g_in], [dst[j] for j in g_out]
+                if any(not isinstance(x, int) for x in sizes_in + sizes_out):
+                    if len(g_in) == len(g_out) == 1 and _divides(sizes_in[0], c) and \
+                            _divides(sizes_out[0], c):
+                        row.append((c, [c], [c]))
+                    continue
+                a, b = front_split(sizes_in, c), front_split(sizes_out, c)
+                if a is not None and b is not None:
+                    row.append((c, a, b))
+            choices.append(row)
+        out = []
         for combo in itertools.product(*choices):
-            if n % prod(combo):
+            if n % prod(c for c, _, _ in combo):
                 continue
             in_cuts = [1] * len(src)
-            out_axes: list[int | None] = [None] * len(dst)
-            in_axes: list[int | None] = [None] * len(src)
-            axes = []
-            for (di, do), c in zip(dims, combo):
-                if c > 1:
-                    in_cuts[di] = c
-                    in_axes[di] = len(axes)
-                    out_axes[do] = len(axes)
-                    axes.append(c)
-            in_l = operator_layout(axes, in_axes, n)
-            out_l = operator_layout(axes, out_axes, n)
-            out.append(OpCost(tuple([tuple(in_cuts)]), [in_l], [out_l], 0, 0, [],
+            sides = []
+            for dims, pick in ((len(src), 1), (len(dst), 2)):
+                axes, where = [], [None] * dims
+                for (g_in, g_out), chosen in zip(groups, combo):
+                    for d, c in zip(g_in if pick == 1 else g_out, chosen[pick]):
+                        if c > 1:
+                            where[d] = len(axes)
+                            axes.append(c)
+                            if pick == 1:
+                                in_cuts[d] = c
+                sides.append(operator_layout(axes, where, n))
+            out.append(OpCost(tuple([tuple(in_cuts)]), [sides[0]], [sides[1]], 0, 0, [],
                               {k: 0 for k in MEMORY_KINDS},
                               ["Reshape: layout passed through (not written back; MindSpore "
                                "redistributes around it)"]))

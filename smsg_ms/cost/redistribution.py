@@ -165,7 +165,11 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
                 d = dst_owner[x]
                 local[d] = local[d] // sizes[x] if isinstance(local[d], int) else local[d] / sizes[x]
     # 2. concat: axis used by the source only (before the permutes, as in the dry-run)
-    for run in groups(lambda x: x in src_owner and x not in dst_owner):
+    # from the source's last dimension, minor axis first, as the permutes (the dry-run's
+    # Reshape bank: (4,1,2,1) -> replicated gathers dimension 2 before dimension 0)
+    concats = groups(lambda x: x in src_owner and x not in dst_owner)
+    concats.sort(key=lambda run: (-src_owner[run[0]], -s_axes[src_owner[run[0]]].index(run[0])))
+    for run in concats:
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
     # destination's sub-dimensions from the last one (minor first)
@@ -201,8 +205,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
 # 1. order, dimensions ascending: a dimension cut in both layouts on overlapping bits that start
 #    at different bits gathers the overlap (which leaves both owners; it is on one dimension in
 #    both layouts, so no rule below sees it);
-# 2. concat, lowest bit first: runs of adjacent bits cutting one source dimension, replicated in
-#    the destination;
+# 2. concat: runs of adjacent bits cutting one source dimension, replicated in the destination,
+#    ordered by that source dimension, last first, then by first bit, highest (minor) first;
 # 3. permute: runs of adjacent bits cutting one source dimension and another destination
 #    dimension, ordered by the destination dimension of the run's first bit, last dimension
 #    first, then by that first bit, highest (minor) first.
@@ -323,27 +327,23 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
         hit = (common != 0) & (first_a[d] != first_b[d])
         if hit.any():
             gather(hit, popcount[common])
-    # 2. concat: runs from the lowest bit up, one per pass
-    starts, ends = runs(owned_a & ~owned_b)
-    while True:
-        live = starts != 0
-        if not live.any():
-            break
-        low_start, low_end = starts & -starts, ends & -ends
-        gather(live, popcount[(low_end << 1) - low_start])    # bits low_start .. low_end
-        starts &= starts - 1
-        ends &= ends - 1
-    # 3. permute: by destination dimension of the run's first bit, last first; highest first
+    def by_dimension(starts, ends, masks):
+        """Gather the runs, by the dimension of ``masks`` holding their first bit, last
+        dimension first, then highest first bit first."""
+        for d in reversed(range(rank)):
+            left = starts & masks[d]
+            while True:
+                live = left != 0
+                if not live.any():
+                    break
+                high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
+                after = ends & ~(high_start - 1)  # ends at or above the start (0 where not live)
+                gather(live, popcount[((after & -after) << 1) - high_start])
+                left ^= high_start
+
+    # 2. concat: by source dimension
+    by_dimension(*runs(owned_a & ~owned_b), sa)
+    # 3. permute: by destination dimension
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
-    starts, ends = runs(owned_a & owned_b & ~same_dim)
-    for d in reversed(range(rank)):
-        left = starts & sb[d]
-        while True:
-            live = left != 0
-            if not live.any():
-                break
-            high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
-            after = ends & ~(high_start - 1)     # ends at or above the start (0 where not live)
-            gather(live, popcount[((after & -after) << 1) - high_start])
-            left ^= high_start
+    by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
     return total + total if backward else total
