@@ -10,8 +10,8 @@ same 80-layer problem solved without the block hint (one variable elimination ov
 the smallest-memory plan and the unconstrained optimum's memory; on these problems it leaves a
 duality gap) and times, in the same run, the integer program over the whole problem, which was the
 gap search before reduced-cost fixing (:func:`smsg_ms.search.solve.solve_gap`). Measured on the
-2-core machine (CPU s, L = 4): 8 devices 0.26 vs 0.73, 64 devices 1.3 vs 21, 512 devices 2.9 vs
-54, 1024 devices 10 vs 70, same costs.
+2-core machine (CPU s, L = 4, 2026-11-29): 8 devices 0.26 vs 0.64, 64 devices 1.3 vs 20.4,
+512 devices 3.1 vs 49.6, 1024 devices 9.9 vs 67.0 (2.5x to 16x), same costs.
 
 Usage: python scripts/bench_search.py [--devices 8 64 512 1024] [--repeat 3] [--memory-layers 4]
 """

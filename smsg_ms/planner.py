@@ -335,12 +335,9 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         _add_pair(pair, problem_vars, u, v, m)
 
     # the training wrapper's loss reads each network output batch-parallel
-    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
-        tensor, U = graph.tensors[tname], variables[u]
-        need = model.normalized(loss_layout(tensor, model.devices))
-        extra = np.array([model.redistribution_seconds(
-            tensor, model.normalized(calls[uc].out_layouts[out_idx]), need)
-            for calls in U.options])
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, var_of_op):
+        extra = np.array([_loss_seconds(model, tensor, calls[uc].out_layouts[out_idx], need)
+                          for calls in variables[u].options])
         problem_vars[u].cost = problem_vars[u].cost + extra
 
     # one layout per parameter across its users
@@ -403,6 +400,20 @@ def _output_producers(graph: OpGraph, var_of_op):
             continue
         u, uc = var_of_op[t.producer]
         yield tname, u, uc, graph.ops[t.producer].outputs.index(tname)
+
+
+def _loss_reads(graph: OpGraph, model, var_of_op):
+    """What the training wrapper's loss reads: per network output made by an operator,
+    ``(tensor, variable, call, output index, layout the loss needs)`` (:func:`loss_layout`)."""
+    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
+        tensor = graph.tensors[tname]
+        yield tensor, u, uc, out_idx, loss_layout(tensor, model.devices)
+
+
+def _loss_seconds(model, tensor, src, need) -> float:
+    """Seconds of the redistribution of ``tensor`` from a producer's layout ``src`` into the
+    layout ``need`` the loss reads (the problem's unary term and the plan's breakdown)."""
+    return model.redistribution_seconds(tensor, model.normalized(src), model.normalized(need))
 
 
 def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
@@ -611,11 +622,9 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     loss_seconds = 0.0
     var_of_op = {op.id: (vi, ci) for vi, var in enumerate(variables)
                  for ci, op in enumerate(var.ops)}
-    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
-        tensor = graph.tensors[tname]
-        src = model.normalized(variables[u].options[choice[u]][uc].out_layouts[out_idx])
-        extra = model.redistribution_seconds(
-            tensor, src, model.normalized(loss_layout(tensor, model.devices)))
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, var_of_op):
+        extra = _loss_seconds(model, tensor,
+                              variables[u].options[choice[u]][uc].out_layouts[out_idx], need)
         if extra:
             bd = decisions[u].breakdown
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
@@ -688,12 +697,11 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
-    for tname, u, uc, out_idx in _output_producers(graph, where):
-        tensor = graph.tensors[tname]
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, where):
         src = variables[u].options[choice[u]][uc].out_layouts[out_idx]
-        for coll in model.redistribution(tensor, src, loss_layout(tensor, model.devices)):
+        for coll in model.redistribution(tensor, src, need):
             out[u].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
-                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "bytes": float(coll.full_bytes), "tensor": tensor.name,
                            "redistribution": True, "loss": True})
     return out
 

@@ -97,3 +97,20 @@ def test_too_wide_for_marginals_falls_back_to_the_whole_integer_program(monkeypa
     want = solve_brute_force(problem, limit)
     got = solve_gap(problem, limit, None, incumbent, 1e-6)
     assert math.isclose(problem.total(got), want.cost, rel_tol=1e-12)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_vars=6), st.integers(0, 12), st.data())
+def test_improved_incumbent_fits_and_costs_no_more(problem, limit, data):
+    from smsg_ms.search.solve import improve_fitting
+
+    fitting = [list(c) for c in itertools.product(*[range(len(v.keys))
+                                                      for v in problem.variables])
+               if problem.memory(list(c)) <= limit and math.isfinite(problem.total(list(c)))]
+    if not fitting:
+        return
+    start = data.draw(st.sampled_from(fitting))
+    got = improve_fitting(problem, start, limit)
+    assert problem.memory(got) <= limit
+    assert problem.total(got) <= problem.total(start)
+    assert improve_fitting(problem, start, limit) == got     # deterministic
