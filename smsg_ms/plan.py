@@ -30,6 +30,11 @@ def _plain(x):
     return copy.deepcopy(x)
 
 
+def _fields_of(x) -> dict:
+    """A dataclass instance's fields as a dict (no copy of the values)."""
+    return {f.name: getattr(x, f.name) for f in fields(x)}
+
+
 @dataclass
 class OpDecision:
     """What the planner chose for one primitive (all its calls) or one unshardable operator.
@@ -131,8 +136,12 @@ class Plan:
         return _plain(self)
 
     def compute_hash(self) -> str:
-        data = self.to_dict()
-        data.pop("content_hash", None)
+        """SHA-256 of the compact canonical JSON of :meth:`to_dict` without ``content_hash``.
+
+        The JSON is written from a shallow view (the decisions' fields read in place) instead of
+        a deep copy: ``json`` writes a dataclass's field dict as it writes ``asdict``'s copy."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "content_hash"}
+        data["decisions"] = [_fields_of(d) for d in self.decisions]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -63,10 +63,27 @@ class _Var:
     written_back: bool
     #: structural signature (identical signatures have identical options and edge matrices)
     signature: tuple | None = None
-    #: tensor names of the variable whose options are shared → this variable's own names
-    rename: dict | None = None
+    #: operators of the variable whose options this one shares (``None``: its own options)
+    shared_from: list[OpNode] | None = None
     #: a Cast MindSpore does not treat as parallel: its output keeps its producer's layout
     transparent: bool = False
+    #: small integer naming ``signature`` (equal signatures, equal ids): a cheap cache key
+    sig_id: int = -1
+
+    @property
+    def rename(self) -> dict:
+        """Tensor names of the variable whose options are shared → this variable's own names
+        (empty for a variable with its own options); built on first use."""
+        got = self.__dict__.get("_rename")
+        if got is None:
+            got = {} if self.shared_from is None else {
+                a: b for a, b in zip(_names(self.shared_from), _names(self.ops)) if a != b}
+            self.__dict__["_rename"] = got
+        return got
+
+
+#: ``json.dumps(x, sort_keys=True, default=str)`` without building an encoder per call
+_attrs_json = json.JSONEncoder(sort_keys=True, default=str).encode
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
@@ -78,7 +95,7 @@ def op_signature(graph: OpGraph, op: OpNode) -> tuple:
     """Everything :meth:`CostModel.options` reads of ``op``: type, attributes, shardability,
     (shape, dtype, kind, requires_grad) of each input and output and which inputs are the same
     tensor. Two operators with equal signatures get equal option lists, up to tensor names."""
-    return (op.type, json.dumps(op.attrs, sort_keys=True, default=str), op.shardable,
+    return (op.type, _attrs_json(op.attrs), op.shardable,
             tuple(_tensor_side(graph, n) for n in op.inputs),
             tuple(_tensor_side(graph, n) for n in op.outputs),
             tuple(op.inputs.index(n) for n in op.inputs))
@@ -96,7 +113,7 @@ def _names(ops: list[OpNode]) -> list[str]:
 def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     """Variables in topological order. With ``reuse``, a variable whose signature was seen
     before shares that variable's option list (the options are computed once per signature);
-    its ``rename`` maps the shared options' tensor names to its own."""
+    its ``rename`` maps the shared options' tensor names to its own (built on first use)."""
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
@@ -113,9 +130,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
         rep = seen.get(signature) if reuse else None
         if rep is None:
             return False
-        rename = {a: b for a, b in zip(_names(rep.ops), _names(ops)) if a != b}
         variables.append(_Var(name, ops, rep.options, rep.keys, rep.written_back, signature,
-                              rename))
+                              rep.ops))
         return True
 
     for _, key in order:
@@ -164,6 +180,9 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             keys = [(_strategy_key(c.strategy), tuple(c.out_layouts)) for c in opts]
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
+    ids: dict[tuple, int] = {}
+    for var in variables:
+        var.sig_id = ids.setdefault(var.signature, len(ids))
     return variables
 
 
@@ -259,16 +278,18 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         for ci, op in enumerate(var.ops):
             var_of_op[op.id] = (vi, ci)
     problem_vars = []
-    unary: dict[tuple, tuple] = {}
+    unary: dict[int, tuple] = {}
     for var in variables:
-        got = unary.get(var.signature) if reuse else None
+        got = unary.get(var.sig_id) if reuse else None
         if got is None:
-            got = ([sum(model.seconds(c) for c in calls) for calls in var.options],
-                   [sum(sum(float(v) for v in c.memory.values()) for c in calls)
-                    for calls in var.options])
-            unary[var.signature] = got
-        problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys,
-                                     np.array(got[0]), np.array(got[1])))
+            got = (np.array([sum(model.seconds(c) for c in calls) for calls in var.options]),
+                   np.array([sum(sum(float(v) for v in c.memory.values()) for c in calls)
+                             for calls in var.options]))
+            if reuse:   # shared by the variables of one signature: read-only
+                for a in got:
+                    a.flags.writeable = False
+            unary[var.sig_id] = got
+        problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys, *got))
 
     pair: dict[tuple[int, int], np.ndarray] = {}
     matrices: dict[tuple, np.ndarray] = {}
@@ -283,7 +304,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         return redist_cache[key]
 
     def edge_matrix(tensor, U, uc, out_idx, V, vc, idx) -> np.ndarray:
-        key = (U.signature, uc, out_idx, V.signature, vc, idx, tensor.shape, tensor.dtype,
+        key = (U.sig_id, uc, out_idx, V.sig_id, vc, idx, tensor.shape, tensor.dtype,
                model.carries_gradient(tensor.name))
         if reuse and key in matrices:
             return matrices[key]
@@ -315,12 +336,9 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
         _add_pair(pair, problem_vars, u, v, m)
 
     # the training wrapper's loss reads each network output batch-parallel
-    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
-        tensor, U = graph.tensors[tname], variables[u]
-        need = model.normalized(loss_layout(tensor, model.devices))
-        extra = np.array([model.redistribution_seconds(
-            tensor, model.normalized(calls[uc].out_layouts[out_idx]), need)
-            for calls in U.options])
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, var_of_op):
+        extra = np.array([_loss_seconds(model, tensor, calls[uc].out_layouts[out_idx], need)
+                          for calls in variables[u].options])
         problem_vars[u].cost = problem_vars[u].cost + extra
 
     # one layout per parameter across its users
@@ -335,7 +353,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
             if u == v:
                 continue
             U, V = variables[u], variables[v]
-            key = ("parameter", U.signature, uc, ui, V.signature, vc, vi_)
+            key = ("parameter", U.sig_id, uc, ui, V.sig_id, vc, vi_)
             m = matrices.get(key) if reuse else None
             if m is None:
                 a, a_of = _distinct([ou[uc].in_layouts[ui].cuts for ou in U.options])
@@ -383,6 +401,20 @@ def _output_producers(graph: OpGraph, var_of_op):
             continue
         u, uc = var_of_op[t.producer]
         yield tname, u, uc, graph.ops[t.producer].outputs.index(tname)
+
+
+def _loss_reads(graph: OpGraph, model, var_of_op):
+    """What the training wrapper's loss reads: per network output made by an operator,
+    ``(tensor, variable, call, output index, layout the loss needs)`` (:func:`loss_layout`)."""
+    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
+        tensor = graph.tensors[tname]
+        yield tensor, u, uc, out_idx, loss_layout(tensor, model.devices)
+
+
+def _loss_seconds(model, tensor, src, need) -> float:
+    """Seconds of the redistribution of ``tensor`` from a producer's layout ``src`` into the
+    layout ``need`` the loss reads (the problem's unary term and the plan's breakdown)."""
+    return model.redistribution_seconds(tensor, model.normalized(src), model.normalized(need))
 
 
 def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
@@ -497,14 +529,27 @@ def _breakdown(model, calls) -> dict[str, float]:
     return dict(total)
 
 
-def _collectives(calls, rename: dict | None = None) -> list[dict]:
-    rename = rename or {}
+def _collectives(calls, var: _Var, positions: dict) -> list[dict]:
+    """The calls' collectives as plan entries, tensor names translated to ``var``'s own
+    (``var.rename.get(name, name)``, read off the positions of ``name`` among the shared
+    operators' tensor names; ``positions`` caches them per shared operator list)."""
     out = []
+    own = None
     for c in calls:
         for coll in c.collectives:
+            name = coll.tensor
+            if var.shared_from is not None:
+                key = id(var.shared_from)
+                if key not in positions:
+                    at: dict[str, list[int]] = {}
+                    for i, n in enumerate(_names(var.shared_from)):
+                        at.setdefault(n, []).insert(0, i)   # last position first
+                    positions[key] = at
+                own = own or _names(var.ops)
+                name = next((own[i] for i in positions[key].get(name, ()) if own[i] != name),
+                            name)
             out.append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
-                        "bytes": float(coll.full_bytes),
-                        "tensor": rename.get(coll.tensor, coll.tensor)})
+                        "bytes": float(coll.full_bytes), "tensor": name})
     return out
 
 
@@ -568,39 +613,41 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     totals: dict[str, float] = defaultdict(float)
     incident = _incident_edges(problem)
     symbolic_cache: dict = {}
-    breakdowns: dict[tuple, dict] = {}   # (id of a shared option list, option) → breakdown
+    # (id of a shared option list, option) → breakdown, notes, symbolic key
+    per_option: dict[tuple, tuple] = {}
+    runners: dict[tuple, tuple | None] = {}
+    positions: dict[int, dict] = {}
     for vi, var in enumerate(variables):
         calls = var.options[choice[vi]]
         key = (id(var.options), choice[vi])
-        if key not in breakdowns:
-            breakdowns[key] = _breakdown(model, calls)
-        bd = dict(breakdowns[key])
+        if key not in per_option:
+            per_option[key] = (
+                _breakdown(model, calls), sorted({n for c in calls for n in c.notes}),
+                _symbolic(model, graph, var, calls[0].strategy, symbolic_cache)
+                if var.written_back else None)
+        breakdown, notes, symbolic = per_option[key]
+        bd = dict(breakdown)
         for k, v in bd.items():
             totals[k] += v
-        runner = _runner_up(problem, choice, vi, incident[vi])
+        runner = _cached_runner_up(problem, choice, vi, incident[vi], runners)
         strategy = [list(s) for s in calls[0].strategy] if var.written_back else None
-        notes = sorted({n for c in calls for n in c.notes})
         decisions.append(OpDecision(
             name=var.name, op_type=var.ops[0].type, strategy=strategy,
             shardable=var.written_back, seconds=float(problem.variables[vi].cost[choice[vi]]),
-            breakdown=bd, collectives=_collectives(calls, var.rename),
+            breakdown=bd, collectives=_collectives(calls, var, positions),
             runner_up=None if runner is None else {
                 "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
                 if var.written_back else None, "extra_seconds": runner[1]},
-            block=_block_of(var.name), notes=notes,
-            symbolic=_symbolic(model, graph, var, calls[0].strategy, symbolic_cache)
-            if var.written_back else None))
+            block=_block_of(var.name), notes=list(notes), symbolic=symbolic))
     symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
     for vi, coll in _redistributions(graph, model, variables, choice).items():
         decisions[vi].collectives.extend(coll)
     loss_seconds = 0.0
     var_of_op = {op.id: (vi, ci) for vi, var in enumerate(variables)
                  for ci, op in enumerate(var.ops)}
-    for tname, u, uc, out_idx in _output_producers(graph, var_of_op):
-        tensor = graph.tensors[tname]
-        src = model.normalized(variables[u].options[choice[u]][uc].out_layouts[out_idx])
-        extra = model.redistribution_seconds(
-            tensor, src, model.normalized(loss_layout(tensor, model.devices)))
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, var_of_op):
+        extra = _loss_seconds(model, tensor,
+                              variables[u].options[choice[u]][uc].out_layouts[out_idx], need)
         if extra:
             bd = decisions[u].breakdown
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
@@ -640,7 +687,7 @@ def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> str | 
     from .cost.explain import describe
 
     op = var.ops[0]
-    sig = var.signature if var.signature is not None else op_signature(graph, op)
+    sig = var.sig_id if var.signature is not None else op_signature(graph, op)
     key = (sig, tuple(tuple(c) for c in strategy))
     if key not in cache:
         desc = describe(model, graph, op, strategy)
@@ -678,12 +725,11 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
-    for tname, u, uc, out_idx in _output_producers(graph, where):
-        tensor = graph.tensors[tname]
+    for tensor, u, uc, out_idx, need in _loss_reads(graph, model, where):
         src = variables[u].options[choice[u]][uc].out_layouts[out_idx]
-        for coll in model.redistribution(tensor, src, loss_layout(tensor, model.devices)):
+        for coll in model.redistribution(tensor, src, need):
             out[u].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
-                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "bytes": float(coll.full_bytes), "tensor": tensor.name,
                            "redistribution": True, "loss": True})
     return out
 
@@ -695,6 +741,19 @@ def _incident_edges(problem: SearchProblem) -> list[list]:
         out[e.u].append(e)
         out[e.v].append(e)
     return out
+
+
+def _cached_runner_up(problem: SearchProblem, choice: list[int], vi: int, edges: list,
+                      cache: dict):
+    """:func:`_runner_up`, memoised by what it reads: the identity of the variable's cost array
+    and, per incident edge in order, the identity of its matrix, the side and the other end's
+    option (identical layers share these arrays, so they share the answer)."""
+    key = (id(problem.variables[vi].cost), choice[vi],
+           tuple((id(e.cost), e.u == vi, choice[e.v] if e.u == vi else choice[e.u])
+                 for e in edges))
+    if key not in cache:
+        cache[key] = _runner_up(problem, choice, vi, edges)
+    return cache[key]
 
 
 def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):

@@ -42,3 +42,17 @@ def test_to_dict_is_a_deep_copy():
     assert plan.options["seq"] == (128,)
     assert plan.decisions[1].breakdown["pair"].b == [2]
     assert plan.to_json() == _plan().to_json()
+
+
+def test_content_hash_is_the_sha256_of_asdict_json():
+    import hashlib
+    import json
+
+    plan = _plan()
+    data = dataclasses.asdict(plan)
+    data.pop("content_hash")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    assert plan.compute_hash() == hashlib.sha256(text.encode()).hexdigest()
+    sealed = plan.seal()
+    assert sealed.content_hash == hashlib.sha256(text.encode()).hexdigest()
+    assert sealed.compute_hash() == sealed.content_hash   # the hash excludes itself

@@ -59,3 +59,15 @@ def test_shared_matrices_are_read_only(captured):
     assert shared
     with pytest.raises(ValueError):
         shared[0].cost[0, 0] = np.nan
+
+
+def test_shared_option_costs_are_read_only_and_shared(captured):
+    """Variables of one signature share one cost array (the search compares them by identity
+    first); writing into it raises instead of changing every layer at once."""
+    graph = captured("llama", layers=2)
+    problem, variables = build_problem(graph, CostModel(graph, 8))
+    by_name = {v.name: v for v in problem.variables}
+    a, b = by_name["layers.0.attention.wq.matmul"], by_name["layers.1.attention.wq.matmul"]
+    assert a.cost is b.cost and a.memory is b.memory
+    with pytest.raises(ValueError):
+        a.cost[0] = 0.0

@@ -6,12 +6,15 @@ With ``c(x)`` the cost and ``m(x)`` the memory (bytes per device) of a plan and 
 the cutting-plane (Kelley) iteration between an over-limit plan A and a fitting plan B:
 ``λ = (c(B) - c(A)) / (m(A) - m(B))``; each unconstrained solve either returns a new plan (which
 replaces A or B) or proves ``λ`` optimal. If the best fitting plan's cost equals the bound, it is the
-exact constrained optimum. Otherwise (a duality gap, possible with discrete choices) the integer
-program of :mod:`.ilp` with the memory row decides, which is exact but slower.
+exact constrained optimum. Otherwise (a duality gap, possible with discrete choices) reduced-cost
+fixing (:func:`prunable`) removes every option that no plan cheaper than the best fitting one can
+use, and the integer program of :mod:`.ilp` with the memory row decides on what is left.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .problem import NoFeasiblePlan, SearchProblem
 
@@ -40,7 +43,7 @@ def lagrangian(problem: SearchProblem, limit: float, solve_at, over: list[int], 
         over: a plan with memory > limit minimising c (λ = 0).
         fit: a plan with memory <= limit (e.g. the smallest-memory plan).
     Returns:
-        ``(best fitting plan, lower bound on the constrained optimum)``.
+        ``(best fitting plan, lower bound on the constrained optimum, the λ giving that bound)``.
     """
     def cm(x):
         return problem.total(x), problem.memory(x)
@@ -48,7 +51,7 @@ def lagrangian(problem: SearchProblem, limit: float, solve_at, over: list[int], 
     a, b = over, fit
     (ca, ma), (cb, mb) = cm(a), cm(b)
     best, best_c = b, cb
-    bound = ca + 0.0 * (ma - limit)
+    bound, bound_lam = ca, 0.0
     for _ in range(max_iter):
         if ma <= mb:
             break
@@ -56,7 +59,8 @@ def lagrangian(problem: SearchProblem, limit: float, solve_at, over: list[int], 
         x = solve_at(lam)
         cx, mx = cm(x)
         line = ca + lam * ma
-        bound = max(bound, cx + lam * (mx - limit))
+        if cx + lam * (mx - limit) > bound:
+            bound, bound_lam = cx + lam * (mx - limit), lam
         if cx + lam * mx >= line - REL_TOL * max(1.0, abs(line)):
             break
         if mx > limit:
@@ -65,7 +69,7 @@ def lagrangian(problem: SearchProblem, limit: float, solve_at, over: list[int], 
             b, cb, mb = x, cx, mx
             if cx < best_c:
                 best, best_c = x, cx
-    return best, bound
+    return best, bound, bound_lam
 
 
 def certified(cost: float, bound: float) -> bool:
@@ -73,4 +77,19 @@ def certified(cost: float, bound: float) -> bool:
     return cost <= bound + REL_TOL * max(1.0, abs(bound)) or math.isclose(cost, bound)
 
 
-__all__ = ["NoFeasiblePlan", "infeasible_message", "lagrangian", "certified"]
+def prunable(marginals, lam: float, limit: float, upper: float) -> list[np.ndarray]:
+    """Per variable, a mask of the options no fitting plan of cost <= ``upper`` can use.
+
+    ``marginals[v][i]`` = min over plans with ``x_v = i`` of ``c(x) + λ m(x)``
+    (:func:`.marginals.min_marginals` at ``λ = lam``). A fitting plan x (``m(x) <= limit``) has
+    ``c(x) >= c(x) + λ (m(x) - limit)`` >= its options' marginals minus ``λ limit``, so an option
+    whose marginal exceeds ``upper + λ limit`` is in no fitting plan of cost <= ``upper``
+    (reduced-cost fixing; e.g. Wolsey, "Integer Programming", 1998, §10.2). A relative margin of
+    :data:`REL_TOL` absorbs rounding.
+    """
+    line = upper + lam * limit
+    tol = REL_TOL * max(1.0, abs(upper), abs(lam * limit))
+    return [np.asarray(m) > line + tol for m in marginals]
+
+
+__all__ = ["NoFeasiblePlan", "infeasible_message", "lagrangian", "certified", "prunable"]

@@ -103,17 +103,31 @@ def validate(problem: SearchProblem) -> None:
     Checked: edge endpoints in range, matrix shapes, no NaN anywhere, no ``-inf``.
     """
     n = len(problem.variables)
+    good: set[tuple] = set()   # (array id, test) passed (identical layers share arrays)
+
+    def fine(a: np.ndarray, test) -> bool:
+        if (id(a), test) in good:
+            return True
+        if test(a):
+            good.add((id(a), test))
+            return True
+        return False
+
     for v in problem.variables:
-        if not _no_nan_or_minus_inf(v.cost) or np.isnan(v.memory).any():
+        if not fine(v.cost, _no_nan_or_minus_inf) or not fine(v.memory, _no_nan):
             raise ValueError(f"variable {v.name}: cost or memory is NaN or -inf")
     for e in problem.edges:
         if not (0 <= e.u < n and 0 <= e.v < n):
             raise ValueError(f"edge {e.u}->{e.v}: endpoint outside 0..{n - 1}")
         if e.cost.ndim != 2:
             raise ValueError(f"edge {e.u}->{e.v}: matrix must be 2-D, got shape {e.cost.shape}")
-        if not _no_nan_or_minus_inf(e.cost):
+        if not fine(e.cost, _no_nan_or_minus_inf):
             raise ValueError(f"edge {e.u}->{e.v}: matrix holds NaN or -inf")
     problem.check()
+
+
+def _no_nan(x: np.ndarray) -> bool:
+    return not np.isnan(x).any()
 
 
 def _no_nan_or_minus_inf(x: np.ndarray) -> bool:
