@@ -264,28 +264,42 @@ class StageCosts:
     """``layer_costs(d, b)`` for :func:`plan_pipeline`, with captures and solutions cached.
 
     Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
-    (MindSpore's device counts, an operator without a valid strategy)."""
+    (MindSpore's device counts, an operator without a valid strategy). Graphs by micro-batch size
+    come from a :class:`smsg_ms.graph.batch_scale.BatchFamily`: two captures, the other batch
+    sizes derived by rescaling the batch axis (exact for batch-linear graphs, else captured).
+    ``solves`` counts the operator-level stage solves.
+    """
 
     def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
-                 devices: int | None = None, **network_options):
+                 devices: int | None = None, capture=None, **network_options):
         """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
         plan so that every stage of the even cut fits, ``p = devices / d``
-        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit."""
+        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit. ``capture``:
+        ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
+        ``spec`` with ``network_options``), or a ``BatchFamily`` to share."""
+        from .graph.batch_scale import BatchFamily
+
         self.spec, self.hardware = spec, hardware
         self.stage_limit, self.devices = stage_limit, devices
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
-        self.graphs: dict[int, OpGraph] = {}
+        if isinstance(capture, BatchFamily):
+            self.family = capture
+        else:
+            self.family = BatchFamily(capture or self._capture)
         self.solutions: dict[tuple[int, int], StageSolution] = {}
+        self.solves = 0
 
-    def graph(self, b: int) -> OpGraph:
+    def _capture(self, b: int) -> OpGraph:
         from .graph.capture import capture_network
 
-        if b not in self.graphs:
-            self.graphs[b] = capture_network(self.spec, batch=b, **self.options)
-        return self.graphs[b]
+        return capture_network(self.spec, batch=b, **self.options)
+
+    def graph(self, b: int) -> OpGraph:
+        return self.family(b)
 
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
+            self.solves += 1
             if self.stage_limit is None:
                 self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
             else:
@@ -308,7 +322,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
                            optimizer_sharding: bool | None = None, recompute: bool = True,
-                           **network_options) -> Plan:
+                           capture=None, stats: dict | None = None, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -325,6 +339,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
         optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
             searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
+        capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
+        stats: when a dict, filled with ``stage_solves`` (operator-level stage solves),
+            ``captures`` (calls of the capture) and ``micro_batch_sizes`` (graphs used).
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -362,7 +379,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                                         "MindSpore requires micro >= stages")
     hw = get_hardware(hardware)
     limit = memory_gib * 2**30 if memory_gib is not None else hw.memory
-    costs = StageCosts(spec, hw, **network_options)
+    costs = StageCosts(spec, hw, capture=capture, **network_options)
+    first = costs
     links = links_of(hw)
     sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
 
@@ -396,15 +414,19 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit
-        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, **network_options)
-        lean.graphs = costs.graphs
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
+                          **network_options)
         costs, results = lean, search(lean)
+    if stats is not None:
+        stats.update(stage_solves=first.solves + (costs.solves if costs is not first else 0),
+                     captures=costs.family.captures,
+                     micro_batch_sizes=sorted(costs.family.graphs))
     if not results:
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     options = dict(network_options, batch=b)
-    fixed = costs.solution(d, b).choice if costs.stage_limit is not None else None
+    fixed = costs.solution(d, b).choice     # same problem as plan_graph's: no second solve
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
                       network=spec, progress=False, choice=fixed)
     plan.devices = devices
