@@ -66,10 +66,12 @@ def stage_memory(rows: list[list[np.ndarray]], choice: list[int]) -> list[float]
     return [float(sum(r[vi][c] for vi, c in enumerate(choice))) for r in rows]
 
 
-def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float) -> StageSolution:
+def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float, *,
+                       model=None) -> StageSolution:
     """Stage plan of ``graph`` on ``devices`` whose every stage (balanced cut, ``stages`` stages)
     fits in ``limit`` bytes per device: the unconstrained optimum if it fits, else the optimum
-    under the row of the stage most over the limit, repeated (module docstring).
+    under the row of the stage most over the limit, repeated (module docstring). ``model``: the
+    stage's cost model to reuse (:func:`smsg_ms.pipeline_planner.stage_cost_model`).
 
     Raises:
         smsg_ms.search.NoFeasiblePlan: no plan found within the limit (message names the stage
@@ -78,7 +80,7 @@ def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float)
     from .search import NoFeasiblePlan, solve
     from .search.problem import SearchProblem
 
-    sol = solve_stage(graph, devices, hardware)
+    sol = solve_stage(graph, devices, hardware, model)
     names, _ = block_of_ops(graph)
     rows = stage_memory_rows(sol, stages, balanced_cut(len(names), stages))
     choice = sol.choice

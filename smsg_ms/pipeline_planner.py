@@ -96,16 +96,26 @@ class StageSolution:
     problem: object = None      # the SearchProblem (smsg_ms.search.problem)
 
 
-def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
-    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
-    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`."""
+def stage_cost_model(graph: OpGraph, devices: int, hardware):
+    """The :class:`~smsg_ms.cost.model.CostModel` of a stage plan, as
+    :func:`smsg_ms.planner.plan_graph` builds it."""
     from .cost.hardware import get_hardware
     from .cost.model import CostModel
-    from .planner import EXHAUSTIVE_UP_TO, _repeated_variable_groups, build_problem
+    from .planner import EXHAUSTIVE_UP_TO
+
+    return CostModel(graph, devices, get_hardware(hardware),
+                     fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+
+
+def solve_stage(graph: OpGraph, devices: int, hardware, model=None) -> StageSolution:
+    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
+    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`. ``model``: a
+    :func:`stage_cost_model` of the same graph and devices to reuse (its option cache)."""
+    from .planner import _repeated_variable_groups, build_problem
     from .search import solve
 
-    model = CostModel(graph, devices, get_hardware(hardware),
-                      fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+    if model is None:
+        model = stage_cost_model(graph, devices, hardware)
     problem, variables = build_problem(graph, model)
     solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
     return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
@@ -287,6 +297,8 @@ class StageCosts:
         else:
             self.family = BatchFamily(capture or self._capture)
         self.solutions: dict[tuple[int, int], StageSolution] = {}
+        self.models: dict[tuple[int, int], object] = {}
+        self.signatures: dict[int, list] = {}
         self.solves = 0
 
     def _capture(self, b: int) -> OpGraph:
@@ -297,16 +309,56 @@ class StageCosts:
     def graph(self, b: int) -> OpGraph:
         return self.family(b)
 
+    def model(self, d: int, b: int):
+        """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
+        stage is solved)."""
+        if (d, b) not in self.models:
+            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware)
+        return self.models[(d, b)]
+
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
             self.solves += 1
+            model = self.model(d, b)
             if self.stage_limit is None:
-                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model)
             else:
                 from .pipeline_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
-                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit)
+                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
+                    model=model)
+            self.models.pop((d, b), None)
         return self.solutions[(d, b)]
+
+    def compute_floor(self, d: int, b: int) -> float:
+        """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
+        ``self(d, b)``, without solving: Σ over operators of the least compute seconds
+        (``(flops_fwd + flops_bwd) / hardware.flops``) among the strategies the cost model
+        offers it on ``d`` devices.
+
+        Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds under
+        its chosen strategy, which is one of those offered (a search variable's options are
+        strategies common to its operators' option lists, ``planner._group_variables``), plus
+        collective seconds (≥ 0). Operators with equal ``planner.op_signature`` have equal
+        option lists, so each signature is costed once. Returns 0 (no bound) where the cost
+        model refuses ``d``.
+        """
+        from .planner import op_signature
+
+        graph = self.graph(b)
+        if b not in self.signatures:
+            groups: dict[tuple, list] = {}
+            for op in graph.ops:
+                groups.setdefault(op_signature(graph, op), [op, 0])[1] += 1
+            self.signatures[b] = [tuple(v) for v in groups.values()]
+        try:
+            model = self.model(d, b)
+            peak = model.hardware.flops
+            return sum(n * min(float(c.flops_fwd) + float(c.flops_bwd)
+                               for c in model.options(op)) / peak
+                       for op, n in self.signatures[b])
+        except ValueError:
+            return 0.0
 
     def __call__(self, d: int, b: int) -> list[LayerCost] | None:
         from .planner import PlanningError
@@ -364,7 +416,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         raise PipelinePlanningError(f"global batch must be a positive integer, got "
                                     f"{global_batch!r}")
     if stages == "auto":
-        p_list = divisors(devices)
+        p_list = divisors(devices)      # cut to the block count below, once a graph is known
     elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
         p_list = [stages]
     else:
@@ -382,6 +434,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     costs = StageCosts(spec, hw, capture=capture, **network_options)
     first = costs
     links = links_of(hw)
+    if stages == "auto":
+        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
+        p_list = [p for p in p_list if p <= blocks]
     sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
 
     def search(stage_costs) -> list:
@@ -395,7 +450,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                     found.append(plan_pipeline(stage_costs, devices, global_batch,
                                                memory_limit=limit, links=links, stages=[1],
                                                micro_batches=m_one, optimizer_sharding=sharding,
-                                               recompute=recompute))
+                                               recompute=recompute,
+                                               compute_floor=stage_costs.compute_floor))
                     break
                 except NoFeasiblePipeline:
                     pass
@@ -406,7 +462,10 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                 found.append(plan_pipeline(stage_costs, devices, global_batch,
                                            memory_limit=limit, links=links, stages=deep,
                                            micro_batches=m_list, optimizer_sharding=sharding,
-                                           recompute=recompute))
+                                           recompute=recompute,
+                                           compute_floor=stage_costs.compute_floor,
+                                           incumbent=min((r.step_seconds for r in found),
+                                                         default=math.inf)))
             except NoFeasiblePipeline:
                 pass
         return found
@@ -469,5 +528,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "plan_network_pipelined", "solve_stage", "weight_dependent",
+           "plan_network_pipelined", "solve_stage", "stage_cost_model", "weight_dependent",
            "stage_of_decision"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import random
 
 import pytest
@@ -150,3 +151,65 @@ def test_bad_stage_count_is_named():
     costs = _synthetic(random.Random(1), 3)
     with pytest.raises(ValueError, match="stage count 3 does not divide 4"):
         plan_pipeline(costs, 4, 8, memory_limit=1e9, links=ONE, stages=[3])
+
+
+# ---------------------------------------------------------------- pruning by a compute floor
+
+def _floor_of(costs, scale):
+    """A valid floor: ``scale`` (≤ 1) × the exact Σ (forward + backward) of the chain."""
+    def floor(d, b):
+        return scale * sum(x.forward_seconds + x.backward_seconds for x in costs(d, b))
+    return floor
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_pruned_search_gives_the_unpruned_plan(seed):
+    rng = random.Random(1000 + seed)
+    costs = _synthetic(rng, rng.randint(1, 5))
+    links = Links(bandwidth=rng.uniform(1, 4), latency=rng.uniform(0, 0.3))
+    devices, batch = rng.choice([2, 4, 8]), rng.choice([4, 8, 16])
+    small = costs(devices, 1)
+    limit = (sum(c.activation_bytes for c in small)
+             + 16 * sum(x.params[0].elements for x in small)) * rng.uniform(0.3, 1.1)
+    calls = []
+
+    def counted(d, b):
+        calls.append((d, b))
+        return costs(d, b)
+
+    try:
+        plain = plan_pipeline(costs, devices, batch, memory_limit=limit, links=links)
+    except NoFeasiblePipeline:
+        plain = None
+    for scale in (1.0, 0.5):
+        calls.clear()
+        if plain is None:
+            with pytest.raises(NoFeasiblePipeline):
+                plan_pipeline(counted, devices, batch, memory_limit=limit, links=links,
+                              compute_floor=_floor_of(costs, scale))
+            continue
+        pruned = plan_pipeline(counted, devices, batch, memory_limit=limit, links=links,
+                               compute_floor=_floor_of(costs, scale))
+        assert replace(pruned, candidates=0) == replace(plain, candidates=0)
+        assert len(set(calls)) == len(calls) and pruned.candidates <= plain.candidates
+
+
+def test_pruning_skips_the_costly_candidates():
+    """Derived: with every layer's time ``c · b / d`` the floor of ``(p, m)`` is
+    ``(m + p − 1) / p · Σc · (B/m) / (n/p) = (1 + (p − 1)/m) · Σc · B / n``: smallest for
+    ``p = 1`` (no bubble), which is also optimal with no memory pressure and no communication;
+    every ``p > 1`` candidate has a larger floor and is never solved."""
+    costs = _synthetic(random.Random(3), 4)
+    calls = []
+
+    def counted(d, b):
+        calls.append((d, b))
+        return costs(d, b)
+
+    plan = plan_pipeline(counted, 4, 8, memory_limit=1e12, links=Links(bandwidth=1e12),
+                         compute_floor=_floor_of(costs, 1.0))
+    assert plan.stages == 1
+    assert {d for d, _ in calls} == {4}
+    with pytest.raises(NoFeasiblePipeline, match="could not beat"):
+        plan_pipeline(costs, 4, 8, memory_limit=1e12, links=ONE, incumbent=1e-9,
+                      compute_floor=_floor_of(costs, 1.0))

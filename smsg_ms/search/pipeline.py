@@ -279,8 +279,9 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                   memory_limit: float, links: Links, stages: Iterable[int] | None = None,
                   micro_batches: Iterable[int] | None = None,
                   optimizer_sharding: Iterable[bool] = (False, True), recompute: bool = True,
-                  bytes_per: dict | None = None, layer_names: Sequence[str] | None = None
-                  ) -> PipelinePlan:
+                  bytes_per: dict | None = None, layer_names: Sequence[str] | None = None,
+                  compute_floor: Callable[[int, int], float] | None = None,
+                  incumbent: float = INF) -> PipelinePlan:
     """Best (stages, micro-batches, optimizer sharding, stage cut, recompute) for one network.
 
     Args:
@@ -290,10 +291,23 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         links: communication constants (gradient sync, sends).
         stages, micro_batches: restrict the candidates (default: all divisors, ``m ≥ p``).
         optimizer_sharding: the settings tried. recompute: allow recompute.
+        compute_floor: ``(d, b) → F``, a lower bound (s) on ``Σ (forward_seconds +
+            backward_seconds)`` over the layers ``layer_costs(d, b)`` would return, cheaper than
+            ``layer_costs``. Candidates are then visited by increasing bound
+            ``(m + p − 1) / p · F`` and ``layer_costs`` is not called for those whose bound
+            exceeds the best step found (or ``incumbent``). Exact (same plan as without it):
+            every stage cut's objective is ``max_s ((m + p − 1)(b_s + r_s + e_s) + g_s)`` with
+            ``b_s`` the stage's forward + backward seconds and recompute ``r_s``, sends ``e_s``,
+            gradient synchronisation ``g_s`` all ≥ 0, so it is at least ``(m + p − 1) · max_s
+            b_s ≥ (m + p − 1) / p · Σ_s b_s ≥ (m + p − 1) / p · F``; ties keep the original
+            preference (smallest ``p``, then ``m``, then sharding off).
+        incumbent: step seconds of a plan found elsewhere; candidates whose bound exceeds it
+            are skipped (needs ``compute_floor``).
 
     Raises:
         ValueError: non-positive ``devices`` / ``global_batch`` / ``memory_limit``.
-        NoFeasiblePipeline: nothing fits; the message gives the smallest memory need found.
+        NoFeasiblePipeline: nothing fits (or, with ``incumbent``, nothing could beat it); the
+            message gives the candidates tried.
     """
     for name, val in (("devices", devices), ("global_batch", global_batch)):
         if not isinstance(val, int) or val < 1:
@@ -303,36 +317,49 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     bytes_per = bytes_per or MIXED_PRECISION_ADAM
     p_list = sorted(set(stages)) if stages is not None else divisors(devices)
     m_all = sorted(set(micro_batches)) if micro_batches is not None else divisors(global_batch)
-    best, best_key, tried = None, None, 0
-    cache: dict = {}
-    memo: dict = {}      # recompute Pareto sets, shared by all candidates
+    pairs = []
     for p in p_list:
         if p < 1 or devices % p:
             raise ValueError(f"stage count {p} does not divide {devices} devices")
-        d = devices // p
-        for m in m_all:
-            if m < p or global_batch % m:
+        pairs += [(p, m) for m in m_all if m >= p and global_batch % m == 0]
+    if compute_floor is not None:
+        bound = {(p, m): (m + p - 1) / p * compute_floor(devices // p, global_batch // m)
+                 for p, m in pairs}
+        pairs.sort(key=lambda pm: (bound[pm], pm))
+    best, best_key, tried, pruned = None, None, 0, 0
+    cache: dict = {}
+    memo: dict = {}      # recompute Pareto sets, shared by all candidates
+    chain_length = None    # the same for every (d, b): p beyond it is skipped unsolved
+    for p, m in pairs:
+        if compute_floor is not None and bound[(p, m)] > min(incumbent, best[0] if best else INF):
+            pruned = len(pairs) - pairs.index((p, m))
+            break          # every later candidate's bound is at least as large
+        if chain_length is not None and p > chain_length:
+            continue
+        d, b = devices // p, global_batch // m
+        if (d, b) not in cache:
+            got = layer_costs(d, b)
+            cache[(d, b)] = None if got is None else list(got)
+        layers = cache[(d, b)]
+        if layers is not None:
+            chain_length = len(layers)
+        if layers is None or p > len(layers):
+            continue
+        for sh in sorted(set(bool(x) for x in optimizer_sharding)):
+            tried += 1
+            found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
+                              links=links, recompute=recompute, bytes_per=bytes_per,
+                              memo=memo)
+            if found is None:
                 continue
-            b = global_batch // m
-            if (d, b) not in cache:
-                got = layer_costs(d, b)
-                cache[(d, b)] = None if got is None else list(got)
-            layers = cache[(d, b)]
-            if layers is None or p > len(layers):
-                continue
-            for sh in sorted(set(bool(x) for x in optimizer_sharding)):
-                tried += 1
-                found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links, recompute=recompute, bytes_per=bytes_per,
-                                  memo=memo)
-                if found is None:
-                    continue
-                if best is None or found[0] < best[0]:
-                    best, best_key = found, (p, m, sh, layers)
+            if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
+                best, best_key = found, (p, m, sh, layers)
     if best is None:
         raise NoFeasiblePipeline(
             f"no pipeline plan fits in {memory_limit / 2**30:.1f} GiB per device on {devices} "
-            f"devices (tried {tried} stage/micro-batch/sharding combinations)")
+            f"devices (tried {tried} stage/micro-batch/sharding combinations"
+            + (f"; {pruned} stage/micro-batch pairs could not beat {incumbent:.4g} s)"
+               if pruned else ")"))
     p, m, sh, layers = best_key
     _, starts, flags = best
     bounds = starts + [len(layers)]
