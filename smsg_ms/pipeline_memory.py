@@ -56,7 +56,8 @@ def stage_memory_rows(sol: StageSolution, stages: int, stage_of_block: list[int]
                     t, layout = graph.tensors[name], c.in_layouts[idx]
                     sl = _slice(t.shape, layout)
                     prm = ParamSlice(int(np.prod(sl)) if sl else 1, int(sl[0]) if sl else 1,
-                                     sol.devices // layout.shards, float(t.nbytes or 0))
+                                     sol.devices // layout.shards, float(t.nbytes or 0),
+                                     t.parallel_optimizer)
                     rows[s][vi][oi] += sum(parameter_memory([prm], sharding, b).values())
     return rows
 

@@ -198,7 +198,8 @@ def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
                 sl = _slice(t.shape, layout)
                 out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
                                                       sol.devices // layout.shards,
-                                                      float(t.nbytes or 0)))
+                                                      float(t.nbytes or 0),
+                                                      t.parallel_optimizer))
     return out
 
 

@@ -157,3 +157,41 @@ def test_gradient_accumulation_when_the_batch_does_not_fit():
                                    memory_gib=limit / 2**30, **opts)
     assert tight.pipeline["micro_batches"] >= 2
     assert tight.pipeline["stage_memory_bytes"][0] <= limit
+
+
+# ---- what optimizer sharding slices: MindSpore's compiled parameter shapes -------------------
+def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
+    """Stage 0 of the 2-stage plan above, compiled by MindSpore: per weight, the elements one
+    device holds of the weight itself, of its optimizer state (Momentum's ``moments.*``) and of
+    its gradient accumulator (``accu_grads.*``) are read off the compiled parameters; the memory
+    model (:func:`smsg_ms.cost.pipeline.parameter_memory` with one byte per element of one kind)
+    must give the same counts for the planner's parameter slices. Observed: a sharded weight and
+    its moments hold 1/r of the operator-level slice, the accumulator the whole slice."""
+    from math import prod
+
+    from smsg_ms.cost.pipeline import parameter_memory
+    from smsg_ms.integration.check import plan_compile_job
+    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.pipeline_planner import StageCosts, parameter_slices
+
+    plan, _ = _checked(8, 2)
+    out = run_child(plan_compile_job(plan), devices=8, rank=0)
+    compiled = {p["name"]: prod(p["shape"]) for p in out["parameters"]}
+    on_stage = sorted(p["name"] for p in out["parameters"]
+                      if "slice_shape" in p
+                      and not p["name"].startswith(("moments.", "accu_grads.")))
+    rec = plan.pipeline
+    costs = StageCosts("llama", "ascend910b", **dict(NET, batch=rec["micro_batch_size"]))
+    slices = parameter_slices(costs.solution(rec["devices_per_stage"], rec["micro_batch_size"]))
+    assert len(on_stage) == 2 * BLOCK_SHARDED + 2 * BLOCK_NORMS + 1     # 2 blocks + embedding
+    kinds = ("parameter", "optimizer", "gradient")
+    sharded = 0
+    for name in on_stage:
+        _, prm = slices[name]
+        want = {k: parameter_memory([prm], True, {x: float(x == k) for x in kinds})[k]
+                for k in kinds}
+        got = {"parameter": compiled[name], "optimizer": compiled["moments." + name],
+               "gradient": compiled["accu_grads." + name]}
+        assert want == got, name
+        sharded += got["parameter"] < got["gradient"]
+    assert sharded == 2 * BLOCK_SHARDED + 1

@@ -51,7 +51,17 @@ def test_optimizer_sharding_skips_indivisible_first_axis():
     on = stage_cost([layer], 0, 1, 0, 1, recompute=[False], sharding=True, links=ONE)
     assert off.memory["optimizer"] == pytest.approx(2400.0)
     assert on.memory["optimizer"] == pytest.approx(1200.0 + 300.0)
-    assert on.memory["parameter"] == off.memory["parameter"] == pytest.approx(400.0)
+    assert off.memory["parameter"] == pytest.approx(400.0)
+    # MindSpore slices the sharded weight itself (dry-run, test_pipeline_check.py): 200 + 200 / 4;
+    # the gradient (accumulated before the ReduceScatter) stays whole
+    assert on.memory["parameter"] == pytest.approx(250.0)
+    assert on.memory["gradient"] == off.memory["gradient"] == pytest.approx(400.0)
+    # a parameter MindSpore is told to leave alone (Parameter.parallel_optimizer=False) is whole
+    kept = ParamSlice(elements=100, first_axis=20, replicas=4, parallel_optimizer=False)
+    assert not kept.optimizer_shardable() and even.optimizer_shardable()
+    whole = stage_cost([LayerCost(0, 0, 0, 0, 0, params=(kept,))], 0, 1, 0, 1,
+                       recompute=[False], sharding=True, links=ONE)
+    assert whole.memory == {"parameter": 200.0, "gradient": 200.0, "optimizer": 1200.0}
     # gradient sync: AllReduce ring volume 2 (r-1)/r S = 2 * 3/4 * 200 B = 300 B per parameter;
     # ReduceScatter + AllGather move the same bytes, with one more latency each
     links = Links(bandwidth=1.0, latency=5.0)
