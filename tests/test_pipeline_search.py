@@ -61,7 +61,8 @@ def test_optimizer_sharding_skips_indivisible_first_axis():
     assert not kept.optimizer_shardable() and even.optimizer_shardable()
     whole = stage_cost([LayerCost(0, 0, 0, 0, 0, params=(kept,))], 0, 1, 0, 1,
                        recompute=[False], sharding=True, links=ONE)
-    assert whole.memory == {"parameter": 200.0, "gradient": 200.0, "optimizer": 1200.0}
+    assert whole.memory == {"parameter": 200.0, "gradient": 200.0, "optimizer": 1200.0,
+                            "activation": 0.0}
     # gradient sync: AllReduce ring volume 2 (r-1)/r S = 2 * 3/4 * 200 B = 300 B per parameter;
     # ReduceScatter + AllGather move the same bytes, with one more latency each
     links = Links(bandwidth=1.0, latency=5.0)
