@@ -252,6 +252,39 @@ def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], flo
     return out
 
 
+def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
+                               ) -> dict[str, list[int]]:
+    """Decisions whose forward MindSpore runs again on a later stage: ``{decision name: [stages]}``
+    (sorted).
+
+    A tensor not computed from trained weights (:func:`weight_dependent`: mindformers' causal
+    mask) is not sent between stages; the stage that reads it computes it again, with the
+    operators that produce it from the data inputs (their forward collectives too: observed in
+    the dry-run on mindformers LLaMA, the mask's AllGather appears on both stages). Found by
+    walking back from every operator of stage ``s`` through producers on earlier stages whose
+    outputs are all weight-independent.
+    """
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    sent = weight_dependent(graph)
+    stage = {op.id: stage_of_block[block[op.id]] for op in graph.ops}
+    name_of = {op.id: var.name for var in sol.variables for op in var.ops}
+    out: dict[str, set[int]] = {}
+    for s in sorted(set(stage_of_block))[1:]:
+        todo = [op.id for op in graph.ops if stage[op.id] == s]
+        seen: set[int] = set()
+        while todo:
+            for name in graph.ops[todo.pop()].inputs:
+                q = graph.tensors[name].producer
+                if (q is None or q in seen or stage[q] >= s
+                        or any(o in sent for o in graph.ops[q].outputs)):
+                    continue
+                seen.add(q)
+                todo.append(q)
+                out.setdefault(name_of[q], set()).add(s)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     """Per-device slice shape and dtype of the (first) tensor computed from trained weights that
     crosses from block ``boundary`` to a later block, under the producer's layout: what MindSpore
@@ -502,6 +535,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                   if c > a]
         shape, dtype = boundary_slice(sol, bounds[0])
         record["boundary_shape"], record["boundary_dtype"] = shape, dtype
+        record["recomputed_on"] = recomputed_on_later_stages(sol, list(names.values()))
     if costs.stage_limit is not None:
         record["stage_plan_memory_limit"] = costs.stage_limit
     plan.pipeline = record
@@ -529,5 +563,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "plan_network_pipelined", "solve_stage", "stage_cost_model", "weight_dependent",
+           "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
            "stage_of_decision"]

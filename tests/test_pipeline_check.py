@@ -82,18 +82,27 @@ MF_NET = {"seq": 64, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 512}
 
 @pytest.mark.parametrize("layers,stages", [(2, 2), (4, 4)])
 def test_mindformers_llama_pipelined_send_receive(layers, stages):
-    """mindformers' ``LlamaForCausalLM`` cut into ``stages`` stages on 8 devices: every stage's
-    rank compiles (mindformers' own parallel config follows the context's ``pipeline_stages``, our
-    record marks ``model.layers.i``), and MindSpore sends exactly the hidden state: per boundary
-    and micro-batch one forward Send/Receive and one backward pair (derived count: ``m`` of each
-    kind per neighbour), of the slice the plan predicts; the causal mask that also crosses the
-    block boundary in the graph is recomputed by the later stage, not sent."""
+    """mindformers' ``LlamaForCausalLM`` cut into ``stages`` stages on 8 devices, optimizer
+    sharding on: every stage's rank compiles (mindformers' own parallel config follows the
+    context's ``pipeline_stages``, our record marks ``model.layers.i``), and MindSpore sends
+    exactly the hidden state: per boundary and micro-batch one forward Send/Receive and one
+    backward pair (derived count: ``m`` of each kind per neighbour), of the slice the plan
+    predicts; the causal mask that also crosses the block boundary in the graph is recomputed by
+    the later stage, not sent (its forward collectives are predicted there too).
+
+    Operator rows: zero mismatches. mindformers builds its embedding table with
+    ``parallel_optimizer=False``: 512 × 256 fp16 = 256 KB (above the 64 KB threshold, first axis
+    divisible by the replicas) would be sharded otherwise; MindSpore keeps its gradient
+    AllReduce, so stage 0's inserted gradient AllReduces carry at least its 262144 bytes."""
     pytest.importorskip("mindformers")
     from smsg_ms.pipeline_planner import plan_network_pipelined
 
     micro = 4
     plan = plan_network_pipelined("mf-llama", 8, global_batch=8, stages=stages,
-                                  micro_batches=micro, layers=layers, **MF_NET)
+                                  micro_batches=micro, layers=layers, optimizer_sharding=True,
+                                  **MF_NET)
+    assert plan.pipeline["optimizer_sharding"] is True
+    assert "model.tok_embeddings.embedding_weight" not in plan.pipeline["optimizer_sharded"]
     assert list(plan.pipeline["stage_of_block"]) == [f"model.layers.{i}" for i in range(layers)]
     assert list(plan.pipeline["stage_of_block"].values()) == list(range(stages))
     shape = plan.pipeline["boundary_shape"]
@@ -105,6 +114,33 @@ def test_mindformers_llama_pipelined_send_receive(layers, stages):
         neighbours = (r.stage > 0) + (r.stage < stages - 1)
         assert sum(row.inserted for row in r.p2p) == 2 * micro * neighbours
         assert {row.key[2] for row in r.p2p} == {tuple(shape)}
+        assert r.rows and all(row.ok for row in r.rows), [row for row in r.rows if not row.ok]
+        if r.stage == 0:
+            sync = [row for row in r.rows if row.key[:2] == ("AllReduce", "grad_sync")]
+            assert sum(row.inserted_bytes for row in sync) >= 512 * 256 * 2
+    assert report.ok
+
+
+def test_capture_records_parallel_optimizer(captured):
+    """The flag as the networks set it: mindformers' embedding ``False``, the built-in LLaMA's
+    weights MindSpore's default ``True``; the graph JSON names it only when ``False``, and a
+    graph written without it reads ``True``."""
+    pytest.importorskip("mindformers")
+    from smsg_ms.graph.model import OpGraph
+
+    mf = captured("mf-llama", layers=2, batch=1, **MF_NET)
+    assert mf.tensors["model.tok_embeddings.embedding_weight"].parallel_optimizer is False
+    assert mf.tensors["lm_head.weight"].parallel_optimizer is True
+    own = captured("llama", layers=2, batch=2, **{k: MF_NET[k] for k in ("seq", "hidden",
+                                                                         "heads", "ffn",
+                                                                         "vocab")})
+    assert all(t.parallel_optimizer for t in own.parameters())
+    data = mf.to_dict()
+    flagged = {t["name"] for t in data["tensors"] if "parallel_optimizer" in t}
+    assert flagged == {t.name for t in mf.parameters() if not t.parallel_optimizer}
+    for t in data["tensors"]:
+        t.pop("parallel_optimizer", None)
+    assert all(t.parallel_optimizer for t in OpGraph.from_dict(data).parameters())
 
 
 # ---- one stage, gradient accumulation -----------------------------------------------------------
