@@ -171,10 +171,10 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
             coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
                          block[t.producer])
-    for name, (i, prm) in parameter_slices(sol).items():
+    for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
         params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
-    for name, (i, j), nbytes in boundary_tensors(sol):
+    for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of)):
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
@@ -182,13 +182,22 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             for i in range(n)]
 
 
-def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
+def _blocks_and_costs(sol: StageSolution, known=None) -> tuple[dict, dict]:
+    """``({op id: block index}, {op id: chosen OpCost})`` of a stage solution (``known``: the
+    pair already computed by the caller)."""
+    if known is not None:
+        return known
+    _, block = block_of_ops(sol.graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    return block, cost_of
+
+
+def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, ParamSlice]]:
     """Every parameter of a stage solution as one device holds it: ``{name: (block index,
     ParamSlice)}``, from the layout its first consumer (graph order) needs, in graph order."""
     graph = sol.graph
-    _, block = block_of_ops(graph)
-    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
-               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    block, cost_of = _blocks_and_costs(sol, _known)
     out: dict[str, tuple[int, ParamSlice]] = {}
     for op in graph.ops:
         for idx, name in enumerate(op.inputs):
@@ -227,15 +236,14 @@ def weight_dependent(graph: OpGraph) -> set[str]:
     return out
 
 
-def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
+def boundary_tensors(sol: StageSolution, _known=None
+                     ) -> list[tuple[str, tuple[int, int], float]]:
     """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
     per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
     producer's chosen layout; only tensors computed from trained weights
     (:func:`weight_dependent`)."""
     graph = sol.graph
-    _, block = block_of_ops(graph)
-    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
-               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    block, cost_of = _blocks_and_costs(sol, _known)
     sent = weight_dependent(graph)
     out = []
     for op in graph.ops:

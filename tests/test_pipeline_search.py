@@ -224,3 +224,17 @@ def test_pruning_skips_the_costly_candidates():
     with pytest.raises(NoFeasiblePipeline, match="could not beat"):
         plan_pipeline(costs, 4, 8, memory_limit=1e12, links=ONE, incumbent=1e-9,
                       compute_floor=_floor_of(costs, 1.0))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_recompute_front_enumerated_equals_incremental(seed):
+    """The numpy enumeration of recompute counts gives the kind-by-kind front exactly (values,
+    count vectors and order), including kinds that save nothing and equal kinds (ties)."""
+    from smsg_ms.search.pipeline import (_recompute_front_enumerated,
+                                         _recompute_front_incremental)
+
+    rng = random.Random(seed)
+    pool = [(rng.choice([0.5, 1.0, 1.5]), rng.choice([-1.0, 0.0, 2.0, 3.0, 6.0]))
+            for _ in range(3)]
+    key = tuple(pool[rng.randrange(3)] + (rng.randint(0, 6),) for _ in range(rng.randint(1, 4)))
+    assert _recompute_front_enumerated(key) == _recompute_front_incremental(key)
