@@ -18,6 +18,7 @@ batch does not fit.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from math import prod
 
@@ -342,6 +343,7 @@ class StageCosts:
         self.models: dict[tuple[int, int], object] = {}
         self.signatures: dict[int, list] = {}
         self.solves = 0
+        self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
 
     def _capture(self, b: int) -> OpGraph:
         from .graph.capture import capture_network
@@ -361,6 +363,7 @@ class StageCosts:
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
             self.solves += 1
+            start = time.process_time()
             model = self.model(d, b)
             if self.stage_limit is None:
                 self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model)
@@ -370,6 +373,7 @@ class StageCosts:
                     self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
                     model=model)
             self.models.pop((d, b), None)
+            self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]
 
     def compute_floor(self, d: int, b: int) -> float:
@@ -435,6 +439,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
             searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
         capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
         stats: when a dict, filled with ``stage_solves`` (operator-level stage solves),
+            ``stage_solve_seconds`` (their CPU seconds, cost model included),
             ``captures`` (calls of the capture) and ``micro_batch_sizes`` (graphs used).
         network_options: other network options (``seq``, ``layers`` ...).
 
@@ -519,7 +524,10 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                           **network_options)
         costs, results = lean, search(lean)
     if stats is not None:
-        stats.update(stage_solves=first.solves + (costs.solves if costs is not first else 0),
+        again = costs is not first
+        stats.update(stage_solves=first.solves + (costs.solves if again else 0),
+                     stage_solve_seconds=first.solve_seconds
+                     + (costs.solve_seconds if again else 0.0),
                      captures=costs.family.captures,
                      micro_batch_sizes=sorted(costs.family.graphs))
     if not results:
