@@ -1,12 +1,20 @@
-"""Benchmark of the outer pipeline search (smsg_ms.search.pipeline) on LLaMA-2-70B shapes.
+"""Planning time of ``plan --pipeline auto`` on the LLaMA-2-70B shape (built-in ``llama``).
 
-Layer costs are closed forms (tests/test_pipeline_known.py's fixture: Megatron tensor parallelism
-up to 8-way inside a stage, Korthikanti et al. 2022 activations, 16 B/param mixed-precision Adam).
-Prints seconds per configuration and, as the in-run baseline, the time of the single-stage
-candidate (p = 1, every micro-batch count) on the same machine: the ratio says how much the
-outer loop over stages costs on top of the plain operator-level setting.
+The real code path (:func:`smsg_ms.pipeline_planner.plan_network_pipelined`): for every stage
+count ``p`` and micro-batch count ``m`` the outer search asks for the operator-level stage plan
+on ``n / p`` devices with micro-batch size ``B / m``. Network: hidden 8192, 64 heads, FFN 28672,
+vocab 32000, seq 4096, 80 layers, fp16. Graphs come from two captures (cached as graph JSON under
+``--cache``, keyed by the options) and are rescaled to the other micro-batch sizes
+(:mod:`smsg_ms.graph.batch_scale`); the capture seconds are reported apart and excluded from the
+planning seconds. Planning seconds are CPU seconds of this process (the machine is shared) and
+wall seconds.
 
-Usage: python scripts/bench_pipeline.py [--devices 1024] [--batch 1024] [--repeat 3]
+Baseline in the same run: the outer search alone with closed-form layer costs
+(``tests/test_pipeline_known.py``'s LLaMA-2-70B fixture) on the same devices and batch; the
+ratio says what the operator-level stage plans cost on top.
+
+Usage: ``PYTHONPATH=. python scripts/bench_pipeline.py [--devices 64 512 1024] [--batch 1024]
+[--memory-gib 64] [--layers 80]``
 """
 from __future__ import annotations
 
@@ -15,41 +23,79 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
-from test_pipeline_known import GiB, LINKS, LLAMA2_70B, llama_costs  # noqa: E402
-
-from smsg_ms.search.pipeline import plan_pipeline  # noqa: E402
-
-
-def timed(fn, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+from bench_plan import SHAPE, load_graph, warm_imports  # noqa: E402
 
 
-def main() -> int:
+class CachedCapture:
+    """``batch -> OpGraph`` from the bench_plan JSON cache; counts the seconds spent capturing."""
+
+    def __init__(self, layers: int, cache: Path):
+        self.layers, self.cache, self.seconds = layers, cache, 0.0
+
+    def __call__(self, batch: int):
+        graph, seconds = load_graph(dict(SHAPE, layers=self.layers, batch=batch), self.cache)
+        self.seconds += seconds
+        return graph
+
+
+def closed_form_seconds(devices: int, batch: int, memory_gib: float) -> float:
+    from test_pipeline_known import GiB, LINKS, LLAMA2_70B, llama_costs
+
+    from smsg_ms.search.pipeline import plan_pipeline
+
+    c0 = time.process_time()
+    plan_pipeline(llama_costs(**LLAMA2_70B), devices, batch, memory_limit=memory_gib * GiB,
+                  links=LINKS)
+    return time.process_time() - c0
+
+
+def main(argv=None) -> int:
+    from smsg_ms.graph.batch_scale import BatchFamily
+    from smsg_ms.pipeline_planner import plan_network_pipelined
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--devices", type=int, nargs="+", default=[64, 256, 1024])
+    ap.add_argument("--devices", type=int, nargs="+", default=[64, 512, 1024])
     ap.add_argument("--batch", type=int, default=1024, help="global batch (samples)")
     ap.add_argument("--memory-gib", type=float, default=64.0)
-    ap.add_argument("--repeat", type=int, default=1)
-    args = ap.parse_args()
+    ap.add_argument("--layers", type=int, default=80)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp") / "smsg-bench-plan")
+    args = ap.parse_args(argv)
+    warm_imports()
+    import smsg_ms.pipeline_planner  # noqa: F401
+    capture = CachedCapture(args.layers, args.cache)
+    family = BatchFamily(capture)      # shared by all device counts: graphs do not depend on n
     for n in args.devices:
-        def run(stages=None):
-            costs = llama_costs(**LLAMA2_70B)   # fresh: no cache shared between runs
-            return plan_pipeline(costs, n, args.batch, memory_limit=args.memory_gib * GiB,
-                                 links=LINKS, stages=stages)
-        base, _ = timed(lambda: run([1]), args.repeat)
-        full, plan = timed(run, args.repeat)
-        print(f"{n:5d} devices  batch {args.batch}: outer search {full:6.2f} s "
-              f"({plan.candidates} candidates; p=1 only: {base:5.2f} s, ratio {full / base:5.1f}x)"
-              f"  -> p={plan.stages} m={plan.micro_batches} optimizer_sharding="
-              f"{plan.optimizer_sharding} recompute={sum(plan.recompute)}/{len(plan.recompute)} "
-              f"bubble={plan.bubble:.3f} step={plan.step_seconds:.3f} s")
+        stats: dict = {}
+        before = capture.seconds
+        t0, c0 = time.perf_counter(), time.process_time()
+        plan = plan_network_pipelined("llama", n, global_batch=args.batch, stages="auto",
+                                      memory_gib=args.memory_gib, capture=family, stats=stats,
+                                      layers=args.layers, **SHAPE)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        cap = capture.seconds - before
+        rec = plan.pipeline
+        d = rec["devices_per_stage"]
+        strategies = [dc.strategy for dc in plan.decisions if dc.strategy]
+        mm = next((dc for dc in plan.decisions if dc.strategy and "MatMul" in dc.op_type
+                   and ".0." in dc.name), None)
+        base = closed_form_seconds(n, args.batch, args.memory_gib)
+        print(f"{n:5d} devices, batch {args.batch}: planning {cpu:6.2f} s CPU ({wall - cap:6.2f} s "
+              f"wall), capture {cap:5.1f} s (excluded; {stats['captures']} captures, "
+              f"{len(stats['micro_batch_sizes'])} micro-batch sizes), "
+              f"{stats['stage_solves']} stage solves ({stats['stage_solve_seconds']:.2f} s CPU), "
+              f"{rec['candidates']} candidates; "
+              f"closed-form outer search {base:5.2f} s CPU (ratio {cpu / base:5.1f}x)"
+              f"\n      -> p={rec['stages']} m={rec['micro_batches']} "
+              f"b={rec['micro_batch_size']} devices/stage={d} "
+              f"({len(strategies)} written-back strategies; {mm.name if mm else '-'} "
+              f"{mm.strategy if mm else '-'}) optimizer_sharding="
+              f"{rec['optimizer_sharding']} recompute={sum(rec['recompute'].values())}/"
+              f"{len(rec['recompute'])} bubble={rec['bubble_fraction']:.3f} "
+              f"step={rec['step_seconds']:.3f} s", flush=True)
     return 0
 
 

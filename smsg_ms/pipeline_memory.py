@@ -56,7 +56,8 @@ def stage_memory_rows(sol: StageSolution, stages: int, stage_of_block: list[int]
                     t, layout = graph.tensors[name], c.in_layouts[idx]
                     sl = _slice(t.shape, layout)
                     prm = ParamSlice(int(np.prod(sl)) if sl else 1, int(sl[0]) if sl else 1,
-                                     sol.devices // layout.shards, float(t.nbytes or 0))
+                                     sol.devices // layout.shards, float(t.nbytes or 0),
+                                     t.parallel_optimizer)
                     rows[s][vi][oi] += sum(parameter_memory([prm], sharding, b).values())
     return rows
 
@@ -66,10 +67,12 @@ def stage_memory(rows: list[list[np.ndarray]], choice: list[int]) -> list[float]
     return [float(sum(r[vi][c] for vi, c in enumerate(choice))) for r in rows]
 
 
-def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float) -> StageSolution:
+def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float, *,
+                       model=None) -> StageSolution:
     """Stage plan of ``graph`` on ``devices`` whose every stage (balanced cut, ``stages`` stages)
     fits in ``limit`` bytes per device: the unconstrained optimum if it fits, else the optimum
-    under the row of the stage most over the limit, repeated (module docstring).
+    under the row of the stage most over the limit, repeated (module docstring). ``model``: the
+    stage's cost model to reuse (:func:`smsg_ms.pipeline_planner.stage_cost_model`).
 
     Raises:
         smsg_ms.search.NoFeasiblePlan: no plan found within the limit (message names the stage
@@ -78,7 +81,7 @@ def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float)
     from .search import NoFeasiblePlan, solve
     from .search.problem import SearchProblem
 
-    sol = solve_stage(graph, devices, hardware)
+    sol = solve_stage(graph, devices, hardware, model)
     names, _ = block_of_ops(graph)
     rows = stage_memory_rows(sol, stages, balanced_cut(len(names), stages))
     choice = sol.choice

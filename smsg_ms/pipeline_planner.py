@@ -18,6 +18,7 @@ batch does not fit.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from math import prod
 
@@ -96,16 +97,26 @@ class StageSolution:
     problem: object = None      # the SearchProblem (smsg_ms.search.problem)
 
 
-def solve_stage(graph: OpGraph, devices: int, hardware) -> StageSolution:
-    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
-    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`."""
+def stage_cost_model(graph: OpGraph, devices: int, hardware):
+    """The :class:`~smsg_ms.cost.model.CostModel` of a stage plan, as
+    :func:`smsg_ms.planner.plan_graph` builds it."""
     from .cost.hardware import get_hardware
     from .cost.model import CostModel
-    from .planner import EXHAUSTIVE_UP_TO, _repeated_variable_groups, build_problem
+    from .planner import EXHAUSTIVE_UP_TO
+
+    return CostModel(graph, devices, get_hardware(hardware),
+                     fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+
+
+def solve_stage(graph: OpGraph, devices: int, hardware, model=None) -> StageSolution:
+    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
+    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`. ``model``: a
+    :func:`stage_cost_model` of the same graph and devices to reuse (its option cache)."""
+    from .planner import _repeated_variable_groups, build_problem
     from .search import solve
 
-    model = CostModel(graph, devices, get_hardware(hardware),
-                      fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+    if model is None:
+        model = stage_cost_model(graph, devices, hardware)
     problem, variables = build_problem(graph, model)
     solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
     return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
@@ -161,10 +172,10 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
             coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
                          block[t.producer])
-    for name, (i, prm) in parameter_slices(sol).items():
+    for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
         params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
-    for name, (i, j), nbytes in boundary_tensors(sol):
+    for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of)):
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
@@ -172,13 +183,22 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             for i in range(n)]
 
 
-def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
+def _blocks_and_costs(sol: StageSolution, known=None) -> tuple[dict, dict]:
+    """``({op id: block index}, {op id: chosen OpCost})`` of a stage solution (``known``: the
+    pair already computed by the caller)."""
+    if known is not None:
+        return known
+    _, block = block_of_ops(sol.graph)
+    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
+               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    return block, cost_of
+
+
+def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, ParamSlice]]:
     """Every parameter of a stage solution as one device holds it: ``{name: (block index,
     ParamSlice)}``, from the layout its first consumer (graph order) needs, in graph order."""
     graph = sol.graph
-    _, block = block_of_ops(graph)
-    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
-               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    block, cost_of = _blocks_and_costs(sol, _known)
     out: dict[str, tuple[int, ParamSlice]] = {}
     for op in graph.ops:
         for idx, name in enumerate(op.inputs):
@@ -188,7 +208,8 @@ def parameter_slices(sol: StageSolution) -> dict[str, tuple[int, ParamSlice]]:
                 sl = _slice(t.shape, layout)
                 out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
                                                       sol.devices // layout.shards,
-                                                      float(t.nbytes or 0)))
+                                                      float(t.nbytes or 0),
+                                                      t.parallel_optimizer))
     return out
 
 
@@ -216,15 +237,14 @@ def weight_dependent(graph: OpGraph) -> set[str]:
     return out
 
 
-def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], float]]:
+def boundary_tensors(sol: StageSolution, _known=None
+                     ) -> list[tuple[str, tuple[int, int], float]]:
     """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
     per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
     producer's chosen layout; only tensors computed from trained weights
     (:func:`weight_dependent`)."""
     graph = sol.graph
-    _, block = block_of_ops(graph)
-    cost_of = {op.id: c for vi, var in enumerate(sol.variables)
-               for op, c in zip(var.ops, var.options[sol.choice[vi]])}
+    block, cost_of = _blocks_and_costs(sol, _known)
     sent = weight_dependent(graph)
     out = []
     for op in graph.ops:
@@ -239,6 +259,39 @@ def boundary_tensors(sol: StageSolution) -> list[tuple[str, tuple[int, int], flo
                 out.append((name, (block[op.id], later[0]),
                             float(prod(sl) * DTYPE_BYTES.get(t.dtype, 4))))
     return out
+
+
+def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
+                               ) -> dict[str, list[int]]:
+    """Decisions whose forward MindSpore runs again on a later stage: ``{decision name: [stages]}``
+    (sorted).
+
+    A tensor not computed from trained weights (:func:`weight_dependent`: mindformers' causal
+    mask) is not sent between stages; the stage that reads it computes it again, with the
+    operators that produce it from the data inputs (their forward collectives too: observed in
+    the dry-run on mindformers LLaMA, the mask's AllGather appears on both stages). Found by
+    walking back from every operator of stage ``s`` through producers on earlier stages whose
+    outputs are all weight-independent.
+    """
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    sent = weight_dependent(graph)
+    stage = {op.id: stage_of_block[block[op.id]] for op in graph.ops}
+    name_of = {op.id: var.name for var in sol.variables for op in var.ops}
+    out: dict[str, set[int]] = {}
+    for s in sorted(set(stage_of_block))[1:]:
+        todo = [op.id for op in graph.ops if stage[op.id] == s]
+        seen: set[int] = set()
+        while todo:
+            for name in graph.ops[todo.pop()].inputs:
+                q = graph.tensors[name].producer
+                if (q is None or q in seen or stage[q] >= s
+                        or any(o in sent for o in graph.ops[q].outputs)):
+                    continue
+                seen.add(q)
+                todo.append(q)
+                out.setdefault(name_of[q], set()).add(s)
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
@@ -264,35 +317,94 @@ class StageCosts:
     """``layer_costs(d, b)`` for :func:`plan_pipeline`, with captures and solutions cached.
 
     Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
-    (MindSpore's device counts, an operator without a valid strategy)."""
+    (MindSpore's device counts, an operator without a valid strategy). Graphs by micro-batch size
+    come from a :class:`smsg_ms.graph.batch_scale.BatchFamily`: two captures, the other batch
+    sizes derived by rescaling the batch axis (exact for batch-linear graphs, else captured).
+    ``solves`` counts the operator-level stage solves.
+    """
 
     def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
-                 devices: int | None = None, **network_options):
+                 devices: int | None = None, capture=None, **network_options):
         """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
         plan so that every stage of the even cut fits, ``p = devices / d``
-        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit."""
+        (:func:`smsg_ms.pipeline_memory.solve_stage_within`); default: no limit. ``capture``:
+        ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
+        ``spec`` with ``network_options``), or a ``BatchFamily`` to share."""
+        from .graph.batch_scale import BatchFamily
+
         self.spec, self.hardware = spec, hardware
         self.stage_limit, self.devices = stage_limit, devices
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
-        self.graphs: dict[int, OpGraph] = {}
+        if isinstance(capture, BatchFamily):
+            self.family = capture
+        else:
+            self.family = BatchFamily(capture or self._capture)
         self.solutions: dict[tuple[int, int], StageSolution] = {}
+        self.models: dict[tuple[int, int], object] = {}
+        self.signatures: dict[int, list] = {}
+        self.solves = 0
+        self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
 
-    def graph(self, b: int) -> OpGraph:
+    def _capture(self, b: int) -> OpGraph:
         from .graph.capture import capture_network
 
-        if b not in self.graphs:
-            self.graphs[b] = capture_network(self.spec, batch=b, **self.options)
-        return self.graphs[b]
+        return capture_network(self.spec, batch=b, **self.options)
+
+    def graph(self, b: int) -> OpGraph:
+        return self.family(b)
+
+    def model(self, d: int, b: int):
+        """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
+        stage is solved)."""
+        if (d, b) not in self.models:
+            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware)
+        return self.models[(d, b)]
 
     def solution(self, d: int, b: int) -> StageSolution:
         if (d, b) not in self.solutions:
+            self.solves += 1
+            start = time.process_time()
+            model = self.model(d, b)
             if self.stage_limit is None:
-                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware)
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model)
             else:
                 from .pipeline_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
-                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit)
+                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
+                    model=model)
+            self.models.pop((d, b), None)
+            self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]
+
+    def compute_floor(self, d: int, b: int) -> float:
+        """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
+        ``self(d, b)``, without solving: Σ over operators of the least compute seconds
+        (``(flops_fwd + flops_bwd) / hardware.flops``) among the strategies the cost model
+        offers it on ``d`` devices.
+
+        Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds under
+        its chosen strategy, which is one of those offered (a search variable's options are
+        strategies common to its operators' option lists, ``planner._group_variables``), plus
+        collective seconds (≥ 0). Operators with equal ``planner.op_signature`` have equal
+        option lists, so each signature is costed once. Returns 0 (no bound) where the cost
+        model refuses ``d``.
+        """
+        from .planner import op_signature
+
+        graph = self.graph(b)
+        if b not in self.signatures:
+            groups: dict[tuple, list] = {}
+            for op in graph.ops:
+                groups.setdefault(op_signature(graph, op), [op, 0])[1] += 1
+            self.signatures[b] = [tuple(v) for v in groups.values()]
+        try:
+            model = self.model(d, b)
+            peak = model.hardware.flops
+            return sum(n * min(float(c.flops_fwd) + float(c.flops_bwd)
+                               for c in model.options(op)) / peak
+                       for op, n in self.signatures[b])
+        except ValueError:
+            return 0.0
 
     def __call__(self, d: int, b: int) -> list[LayerCost] | None:
         from .planner import PlanningError
@@ -308,7 +420,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
                            optimizer_sharding: bool | None = None, recompute: bool = True,
-                           **network_options) -> Plan:
+                           capture=None, stats: dict | None = None, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -325,6 +437,10 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
         optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
             searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
+        capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
+        stats: when a dict, filled with ``stage_solves`` (operator-level stage solves),
+            ``stage_solve_seconds`` (their CPU seconds, cost model included),
+            ``captures`` (calls of the capture) and ``micro_batch_sizes`` (graphs used).
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -347,7 +463,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         raise PipelinePlanningError(f"global batch must be a positive integer, got "
                                     f"{global_batch!r}")
     if stages == "auto":
-        p_list = divisors(devices)
+        p_list = divisors(devices)      # cut to the block count below, once a graph is known
     elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
         p_list = [stages]
     else:
@@ -362,8 +478,12 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                                         "MindSpore requires micro >= stages")
     hw = get_hardware(hardware)
     limit = memory_gib * 2**30 if memory_gib is not None else hw.memory
-    costs = StageCosts(spec, hw, **network_options)
+    costs = StageCosts(spec, hw, capture=capture, **network_options)
+    first = costs
     links = links_of(hw)
+    if stages == "auto":
+        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
+        p_list = [p for p in p_list if p <= blocks]
     sharding = (False, True) if optimizer_sharding is None else (bool(optimizer_sharding),)
 
     def search(stage_costs) -> list:
@@ -377,7 +497,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                     found.append(plan_pipeline(stage_costs, devices, global_batch,
                                                memory_limit=limit, links=links, stages=[1],
                                                micro_batches=m_one, optimizer_sharding=sharding,
-                                               recompute=recompute))
+                                               recompute=recompute,
+                                               compute_floor=stage_costs.compute_floor))
                     break
                 except NoFeasiblePipeline:
                     pass
@@ -388,7 +509,10 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                 found.append(plan_pipeline(stage_costs, devices, global_batch,
                                            memory_limit=limit, links=links, stages=deep,
                                            micro_batches=m_list, optimizer_sharding=sharding,
-                                           recompute=recompute))
+                                           recompute=recompute,
+                                           compute_floor=stage_costs.compute_floor,
+                                           incumbent=min((r.step_seconds for r in found),
+                                                         default=math.inf)))
             except NoFeasiblePipeline:
                 pass
         return found
@@ -396,15 +520,22 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit
-        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, **network_options)
-        lean.graphs = costs.graphs
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
+                          **network_options)
         costs, results = lean, search(lean)
+    if stats is not None:
+        again = costs is not first
+        stats.update(stage_solves=first.solves + (costs.solves if again else 0),
+                     stage_solve_seconds=first.solve_seconds
+                     + (costs.solve_seconds if again else 0.0),
+                     captures=costs.family.captures,
+                     micro_batch_sizes=sorted(costs.family.graphs))
     if not results:
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     options = dict(network_options, batch=b)
-    fixed = costs.solution(d, b).choice if costs.stage_limit is not None else None
+    fixed = costs.solution(d, b).choice     # same problem as plan_graph's: no second solve
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
                       network=spec, progress=False, choice=fixed)
     plan.devices = devices
@@ -420,6 +551,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                   if c > a]
         shape, dtype = boundary_slice(sol, bounds[0])
         record["boundary_shape"], record["boundary_dtype"] = shape, dtype
+        record["recomputed_on"] = recomputed_on_later_stages(sol, list(names.values()))
     if costs.stage_limit is not None:
         record["stage_plan_memory_limit"] = costs.stage_limit
     plan.pipeline = record
@@ -447,5 +579,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "plan_network_pipelined", "solve_stage", "weight_dependent",
+           "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
            "stage_of_decision"]

@@ -82,18 +82,27 @@ MF_NET = {"seq": 64, "hidden": 256, "heads": 4, "ffn": 512, "vocab": 512}
 
 @pytest.mark.parametrize("layers,stages", [(2, 2), (4, 4)])
 def test_mindformers_llama_pipelined_send_receive(layers, stages):
-    """mindformers' ``LlamaForCausalLM`` cut into ``stages`` stages on 8 devices: every stage's
-    rank compiles (mindformers' own parallel config follows the context's ``pipeline_stages``, our
-    record marks ``model.layers.i``), and MindSpore sends exactly the hidden state: per boundary
-    and micro-batch one forward Send/Receive and one backward pair (derived count: ``m`` of each
-    kind per neighbour), of the slice the plan predicts; the causal mask that also crosses the
-    block boundary in the graph is recomputed by the later stage, not sent."""
+    """mindformers' ``LlamaForCausalLM`` cut into ``stages`` stages on 8 devices, optimizer
+    sharding on: every stage's rank compiles (mindformers' own parallel config follows the
+    context's ``pipeline_stages``, our record marks ``model.layers.i``), and MindSpore sends
+    exactly the hidden state: per boundary and micro-batch one forward Send/Receive and one
+    backward pair (derived count: ``m`` of each kind per neighbour), of the slice the plan
+    predicts; the causal mask that also crosses the block boundary in the graph is recomputed by
+    the later stage, not sent (its forward collectives are predicted there too).
+
+    Operator rows: zero mismatches. mindformers builds its embedding table with
+    ``parallel_optimizer=False``: 512 × 256 fp16 = 256 KB (above the 64 KB threshold, first axis
+    divisible by the replicas) would be sharded otherwise; MindSpore keeps its gradient
+    AllReduce, so stage 0's inserted gradient AllReduces carry at least its 262144 bytes."""
     pytest.importorskip("mindformers")
     from smsg_ms.pipeline_planner import plan_network_pipelined
 
     micro = 4
     plan = plan_network_pipelined("mf-llama", 8, global_batch=8, stages=stages,
-                                  micro_batches=micro, layers=layers, **MF_NET)
+                                  micro_batches=micro, layers=layers, optimizer_sharding=True,
+                                  **MF_NET)
+    assert plan.pipeline["optimizer_sharding"] is True
+    assert "model.tok_embeddings.embedding_weight" not in plan.pipeline["optimizer_sharded"]
     assert list(plan.pipeline["stage_of_block"]) == [f"model.layers.{i}" for i in range(layers)]
     assert list(plan.pipeline["stage_of_block"].values()) == list(range(stages))
     shape = plan.pipeline["boundary_shape"]
@@ -105,6 +114,33 @@ def test_mindformers_llama_pipelined_send_receive(layers, stages):
         neighbours = (r.stage > 0) + (r.stage < stages - 1)
         assert sum(row.inserted for row in r.p2p) == 2 * micro * neighbours
         assert {row.key[2] for row in r.p2p} == {tuple(shape)}
+        assert r.rows and all(row.ok for row in r.rows), [row for row in r.rows if not row.ok]
+        if r.stage == 0:
+            sync = [row for row in r.rows if row.key[:2] == ("AllReduce", "grad_sync")]
+            assert sum(row.inserted_bytes for row in sync) >= 512 * 256 * 2
+    assert report.ok
+
+
+def test_capture_records_parallel_optimizer(captured):
+    """The flag as the networks set it: mindformers' embedding ``False``, the built-in LLaMA's
+    weights MindSpore's default ``True``; the graph JSON names it only when ``False``, and a
+    graph written without it reads ``True``."""
+    pytest.importorskip("mindformers")
+    from smsg_ms.graph.model import OpGraph
+
+    mf = captured("mf-llama", layers=2, batch=1, **MF_NET)
+    assert mf.tensors["model.tok_embeddings.embedding_weight"].parallel_optimizer is False
+    assert mf.tensors["lm_head.weight"].parallel_optimizer is True
+    own = captured("llama", layers=2, batch=2, **{k: MF_NET[k] for k in ("seq", "hidden",
+                                                                         "heads", "ffn",
+                                                                         "vocab")})
+    assert all(t.parallel_optimizer for t in own.parameters())
+    data = mf.to_dict()
+    flagged = {t["name"] for t in data["tensors"] if "parallel_optimizer" in t}
+    assert flagged == {t.name for t in mf.parameters() if not t.parallel_optimizer}
+    for t in data["tensors"]:
+        t.pop("parallel_optimizer", None)
+    assert all(t.parallel_optimizer for t in OpGraph.from_dict(data).parameters())
 
 
 # ---- one stage, gradient accumulation -----------------------------------------------------------
@@ -157,3 +193,41 @@ def test_gradient_accumulation_when_the_batch_does_not_fit():
                                    memory_gib=limit / 2**30, **opts)
     assert tight.pipeline["micro_batches"] >= 2
     assert tight.pipeline["stage_memory_bytes"][0] <= limit
+
+
+# ---- what optimizer sharding slices: MindSpore's compiled parameter shapes -------------------
+def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
+    """Stage 0 of the 2-stage plan above, compiled by MindSpore: per weight, the elements one
+    device holds of the weight itself, of its optimizer state (Momentum's ``moments.*``) and of
+    its gradient accumulator (``accu_grads.*``) are read off the compiled parameters; the memory
+    model (:func:`smsg_ms.cost.pipeline.parameter_memory` with one byte per element of one kind)
+    must give the same counts for the planner's parameter slices. Observed: a sharded weight and
+    its moments hold 1/r of the operator-level slice, the accumulator the whole slice."""
+    from math import prod
+
+    from smsg_ms.cost.pipeline import parameter_memory
+    from smsg_ms.integration.check import plan_compile_job
+    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.pipeline_planner import StageCosts, parameter_slices
+
+    plan, _ = _checked(8, 2)
+    out = run_child(plan_compile_job(plan), devices=8, rank=0)
+    compiled = {p["name"]: prod(p["shape"]) for p in out["parameters"]}
+    on_stage = sorted(p["name"] for p in out["parameters"]
+                      if "slice_shape" in p
+                      and not p["name"].startswith(("moments.", "accu_grads.")))
+    rec = plan.pipeline
+    costs = StageCosts("llama", "ascend910b", **dict(NET, batch=rec["micro_batch_size"]))
+    slices = parameter_slices(costs.solution(rec["devices_per_stage"], rec["micro_batch_size"]))
+    assert len(on_stage) == 2 * BLOCK_SHARDED + 2 * BLOCK_NORMS + 1     # 2 blocks + embedding
+    kinds = ("parameter", "optimizer", "gradient")
+    sharded = 0
+    for name in on_stage:
+        _, prm = slices[name]
+        want = {k: parameter_memory([prm], True, {x: float(x == k) for x in kinds})[k]
+                for k in kinds}
+        got = {"parameter": compiled[name], "optimizer": compiled["moments." + name],
+               "gradient": compiled["accu_grads." + name]}
+        assert want == got, name
+        sharded += got["parameter"] < got["gradient"]
+    assert sharded == 2 * BLOCK_SHARDED + 1

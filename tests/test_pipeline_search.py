@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import random
 
 import pytest
@@ -50,7 +51,18 @@ def test_optimizer_sharding_skips_indivisible_first_axis():
     on = stage_cost([layer], 0, 1, 0, 1, recompute=[False], sharding=True, links=ONE)
     assert off.memory["optimizer"] == pytest.approx(2400.0)
     assert on.memory["optimizer"] == pytest.approx(1200.0 + 300.0)
-    assert on.memory["parameter"] == off.memory["parameter"] == pytest.approx(400.0)
+    assert off.memory["parameter"] == pytest.approx(400.0)
+    # MindSpore slices the sharded weight itself (dry-run, test_pipeline_check.py): 200 + 200 / 4;
+    # the gradient (accumulated before the ReduceScatter) stays whole
+    assert on.memory["parameter"] == pytest.approx(250.0)
+    assert on.memory["gradient"] == off.memory["gradient"] == pytest.approx(400.0)
+    # a parameter MindSpore is told to leave alone (Parameter.parallel_optimizer=False) is whole
+    kept = ParamSlice(elements=100, first_axis=20, replicas=4, parallel_optimizer=False)
+    assert not kept.optimizer_shardable() and even.optimizer_shardable()
+    whole = stage_cost([LayerCost(0, 0, 0, 0, 0, params=(kept,))], 0, 1, 0, 1,
+                       recompute=[False], sharding=True, links=ONE)
+    assert whole.memory == {"parameter": 200.0, "gradient": 200.0, "optimizer": 1200.0,
+                            "activation": 0.0}
     # gradient sync: AllReduce ring volume 2 (r-1)/r S = 2 * 3/4 * 200 B = 300 B per parameter;
     # ReduceScatter + AllGather move the same bytes, with one more latency each
     links = Links(bandwidth=1.0, latency=5.0)
@@ -150,3 +162,79 @@ def test_bad_stage_count_is_named():
     costs = _synthetic(random.Random(1), 3)
     with pytest.raises(ValueError, match="stage count 3 does not divide 4"):
         plan_pipeline(costs, 4, 8, memory_limit=1e9, links=ONE, stages=[3])
+
+
+# ---------------------------------------------------------------- pruning by a compute floor
+
+def _floor_of(costs, scale):
+    """A valid floor: ``scale`` (≤ 1) × the exact Σ (forward + backward) of the chain."""
+    def floor(d, b):
+        return scale * sum(x.forward_seconds + x.backward_seconds for x in costs(d, b))
+    return floor
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_pruned_search_gives_the_unpruned_plan(seed):
+    rng = random.Random(1000 + seed)
+    costs = _synthetic(rng, rng.randint(1, 5))
+    links = Links(bandwidth=rng.uniform(1, 4), latency=rng.uniform(0, 0.3))
+    devices, batch = rng.choice([2, 4, 8]), rng.choice([4, 8, 16])
+    small = costs(devices, 1)
+    limit = (sum(c.activation_bytes for c in small)
+             + 16 * sum(x.params[0].elements for x in small)) * rng.uniform(0.3, 1.1)
+    calls = []
+
+    def counted(d, b):
+        calls.append((d, b))
+        return costs(d, b)
+
+    try:
+        plain = plan_pipeline(costs, devices, batch, memory_limit=limit, links=links)
+    except NoFeasiblePipeline:
+        plain = None
+    for scale in (1.0, 0.5):
+        calls.clear()
+        if plain is None:
+            with pytest.raises(NoFeasiblePipeline):
+                plan_pipeline(counted, devices, batch, memory_limit=limit, links=links,
+                              compute_floor=_floor_of(costs, scale))
+            continue
+        pruned = plan_pipeline(counted, devices, batch, memory_limit=limit, links=links,
+                               compute_floor=_floor_of(costs, scale))
+        assert replace(pruned, candidates=0) == replace(plain, candidates=0)
+        assert len(set(calls)) == len(calls) and pruned.candidates <= plain.candidates
+
+
+def test_pruning_skips_the_costly_candidates():
+    """Derived: with every layer's time ``c · b / d`` the floor of ``(p, m)`` is
+    ``(m + p − 1) / p · Σc · (B/m) / (n/p) = (1 + (p − 1)/m) · Σc · B / n``: smallest for
+    ``p = 1`` (no bubble), which is also optimal with no memory pressure and no communication;
+    every ``p > 1`` candidate has a larger floor and is never solved."""
+    costs = _synthetic(random.Random(3), 4)
+    calls = []
+
+    def counted(d, b):
+        calls.append((d, b))
+        return costs(d, b)
+
+    plan = plan_pipeline(counted, 4, 8, memory_limit=1e12, links=Links(bandwidth=1e12),
+                         compute_floor=_floor_of(costs, 1.0))
+    assert plan.stages == 1
+    assert {d for d, _ in calls} == {4}
+    with pytest.raises(NoFeasiblePipeline, match="could not beat"):
+        plan_pipeline(costs, 4, 8, memory_limit=1e12, links=ONE, incumbent=1e-9,
+                      compute_floor=_floor_of(costs, 1.0))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_recompute_front_enumerated_equals_incremental(seed):
+    """The numpy enumeration of recompute counts gives the kind-by-kind front exactly (values,
+    count vectors and order), including kinds that save nothing and equal kinds (ties)."""
+    from smsg_ms.search.pipeline import (_recompute_front_enumerated,
+                                         _recompute_front_incremental)
+
+    rng = random.Random(seed)
+    pool = [(rng.choice([0.5, 1.0, 1.5]), rng.choice([-1.0, 0.0, 2.0, 3.0, 6.0]))
+            for _ in range(3)]
+    key = tuple(pool[rng.randrange(3)] + (rng.randint(0, 6),) for _ in range(rng.randint(1, 4)))
+    assert _recompute_front_enumerated(key) == _recompute_front_incremental(key)

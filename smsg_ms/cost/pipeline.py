@@ -22,7 +22,9 @@ optimizer state.
 
 Optimizer sharding (MindSpore ``enable_parallel_optimizer``): a parameter replicated on ``r`` devices
 has its gradient ReduceScattered and its weight AllGathered (instead of one AllReduce: same ring volume
-``2(r−1)/r·S``, one more synchronisation) and keeps ``1/r`` of its optimizer state, but only when the
+``2(r−1)/r·S``, one more synchronisation) and keeps ``1/r`` of its weight and of its optimizer state
+(its gradient, accumulated over the micro-batches before the ReduceScatter, stays whole), but only
+when its ``Parameter.parallel_optimizer`` flag is on and the
 first axis of its per-device slice divides ``r``; otherwise MindSpore leaves it out (full optimizer
 state on every device, AllReduce as before; ``shared/docs/mindspore-notes.md``), and only when the
 whole parameter holds at least ``parallel_optimizer_threshold`` (64 KB by default) bytes.
@@ -56,22 +58,26 @@ class ParamSlice:
         full_bytes: bytes of the whole parameter (all its elements × dtype size), what
             MindSpore's optimizer-sharding threshold is compared with (default: above any
             threshold).
+        parallel_optimizer: the parameter's own ``Parameter.parallel_optimizer`` flag;
+            ``False`` keeps it out of optimizer sharding (mindformers' embedding table).
     """
 
     elements: int
     first_axis: int
     replicas: int
     full_bytes: float = math.inf
+    parallel_optimizer: bool = True
 
     def optimizer_shardable(self, threshold: float = OPTIMIZER_THRESHOLD_BYTES) -> bool:
-        """MindSpore shards it only when ``replicas > 1``, ``first_axis % replicas == 0`` and the
-        whole parameter is not smaller than ``threshold`` bytes
+        """MindSpore shards it only when its ``parallel_optimizer`` flag is on, ``replicas > 1``,
+        ``first_axis % replicas == 0`` and the whole parameter is not smaller than ``threshold``
+        bytes
         (``frontend/parallel/parallel_optimizer/opt_param_mgr.cc``: ``SplitParam`` skips
         ``size < parallel_optimizer_threshold``, size = whole shape × dtype size in KB, default
         64 KB; checked in the dry-run: a 128 KB weight whose slice is 32 KB is sharded, a 64 KB
         one is, a 512 B norm weight is not)."""
-        return (self.replicas > 1 and self.first_axis % self.replicas == 0
-                and self.full_bytes >= threshold)
+        return (self.parallel_optimizer and self.replicas > 1
+                and self.first_axis % self.replicas == 0 and self.full_bytes >= threshold)
 
 
 @dataclass(frozen=True)
@@ -125,14 +131,17 @@ class Links:
 def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> dict[str, float]:
     """Bytes per device by kind (``parameter``, ``gradient``, ``optimizer``) of ``params``.
 
-    With ``sharding`` the optimizer state of each shardable parameter is divided by its replicas.
+    With ``sharding`` the weight and the optimizer state of each shardable parameter are divided by
+    its replicas ``r``, its gradient is not: in MindSpore's compiled training graph (CPU dry-run,
+    ``tests/test_pipeline_check.py``) a sharded weight and its optimizer moments have the slice's
+    first axis divided by ``r`` while its gradient accumulator (``accu_grads``) keeps the slice.
     """
     b = bytes_per or MIXED_PRECISION_ADAM
     out = {"parameter": 0.0, "gradient": 0.0, "optimizer": 0.0}
     for prm in params:
-        out["parameter"] += prm.elements * b["parameter"]
-        out["gradient"] += prm.elements * b["gradient"]
         div = prm.replicas if sharding and prm.optimizer_shardable() else 1
+        out["parameter"] += prm.elements * b["parameter"] / div
+        out["gradient"] += prm.elements * b["gradient"]
         out["optimizer"] += prm.elements * b["optimizer"] / div
     return out
 

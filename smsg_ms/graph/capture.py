@@ -113,8 +113,20 @@ def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None =
     tag_net = net if tag_net is None else tag_net
     if wrappers is None:
         wrappers = 0 if tag_net is net else 2
-    return parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
-                       path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
+    graph = parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
+                        path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
+    record_parallel_optimizer(graph, net)
+    return graph
+
+
+def record_parallel_optimizer(graph: OpGraph, net) -> None:
+    """Copy each parameter's ``Parameter.parallel_optimizer`` flag (``False``: MindSpore's
+    optimizer sharding leaves it whole, e.g. mindformers' embedding table) onto the graph's
+    parameter tensors (:attr:`TensorInfo.parallel_optimizer`)."""
+    flags = {p.name: bool(getattr(p, "parallel_optimizer", True)) for p in net.get_parameters()}
+    for t in graph.tensors.values():
+        if t.kind == "parameter":
+            t.parallel_optimizer = flags.get(t.name, True)
 
 
 def set_training_mode(net, own_loss: bool = False) -> None:

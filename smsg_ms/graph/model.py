@@ -34,6 +34,10 @@ class TensorInfo:
         producer: id of the producing operator, ``None`` for inputs/parameters/constants.
         consumers: ids of the operators that read it, in graph order.
         requires_grad: for parameters, whether it is trained.
+        parallel_optimizer: for parameters, MindSpore's ``Parameter.parallel_optimizer``: whether
+            ``enable_parallel_optimizer`` may shard it (``False`` for mindformers' embedding).
+            Left out of the JSON form when ``True`` (graphs written before it existed load
+            with ``True``, MindSpore's default).
     """
 
     name: str
@@ -43,6 +47,7 @@ class TensorInfo:
     producer: int | None = None
     consumers: list[int] = field(default_factory=list)
     requires_grad: bool = True
+    parallel_optimizer: bool = True
 
     @property
     def numel(self) -> int | None:
@@ -59,6 +64,13 @@ class TensorInfo:
         """Size in bytes, ``None`` if a dimension is symbolic."""
         n = self.numel
         return None if n is None else n * DTYPE_BYTES.get(self.dtype, 4)
+
+
+def _tensor_dict(t: TensorInfo) -> dict:
+    out = dict(asdict(t), shape=list(t.shape))
+    if out["parallel_optimizer"]:
+        del out["parallel_optimizer"]      # the default: JSON as before the field existed
+    return out
 
 
 @dataclass
@@ -174,7 +186,7 @@ class OpGraph:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "warnings": self.warnings,
-            "tensors": [dict(asdict(t), shape=list(t.shape)) for t in self.tensors.values()],
+            "tensors": [_tensor_dict(t) for t in self.tensors.values()],
             "ops": [asdict(o) for o in self.ops],
         }
 

@@ -200,6 +200,9 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     gradient (slice → slice / r); both carry the slice's bytes (``S`` convention of
     :func:`inserted_bytes`). Parameters below MindSpore's 64 KB threshold or whose slice's first
     axis does not divide r keep the AllReduce (:meth:`ParamSlice.optimizer_shardable`).
+    Decisions the record lists in ``recomputed_on`` for ``stage`` (weight-independent tensors
+    such as a causal mask, computed again where they are read:
+    :func:`smsg_ms.pipeline_planner.recomputed_on_later_stages`) add their forward collectives.
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
     from ..pipeline_planner import stage_of_decision
@@ -207,8 +210,12 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     where = stage_of_decision(plan)
     m = int(plan.pipeline["micro_batches"])
     sharded = plan.pipeline.get("optimizer_sharded") or {}
+    again = plan.pipeline.get("recomputed_on") or {}
     out = []
     for d in plan.decisions:
+        if stage in again.get(d.name, ()):     # weight-independent forward run again here
+            out.extend(dict(c, op=d.name) for c in d.collectives
+                       if c.get("phase") == "forward" for _ in range(m))
         if where[d.name] != stage:
             continue
         for c in d.collectives:

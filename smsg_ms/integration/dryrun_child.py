@@ -234,7 +234,29 @@ def job_pipeline_compile(job: dict) -> dict:
                    for x in built.train_inputs)
     phase = compile_cell(train, inputs, phase="train")
     return {"collectives": read_collectives(train, phase), "marked": marked,
-            "seconds": time.perf_counter() - t0}
+            "parameters": _parameter_layouts(train), "seconds": time.perf_counter() - t0}
+
+
+def _parameter_layouts(train) -> list[dict]:
+    """Every parameter of the compiled training cell (weights, optimizer state, gradient
+    accumulators) with its shape and, where MindSpore recorded one, ``slice_shape`` (the
+    per-device slice after operator-level sharding, ``parameter_layout_dict[name][2]``) and
+    ``opt_shard_group`` / ``opt_slice_shape`` (optimizer sharding: entries 5 and 7 of the layout,
+    MindSpore ``parallel/_tensor.py``), sorted by name."""
+    layouts = train.parameter_layout_dict or {}
+    out = []
+    for p in sorted(train.get_parameters(), key=lambda q: q.name):
+        row = {"name": p.name, "shape": [int(d) for d in p.shape],
+               "parallel_optimizer": bool(getattr(p, "parallel_optimizer", True))}
+        lay = layouts.get(p.name)
+        if lay:
+            row["slice_shape"] = [int(d) for d in lay[2]]
+            if len(lay) > 5:
+                row["opt_shard_group"] = str(lay[5])
+            if len(lay) > 7:
+                row["opt_slice_shape"] = [int(d) for d in lay[7]]
+        out.append(row)
+    return out
 
 
 #: planner → (parallel_mode, search_mode or None); see :func:`job_planner_compile`.

@@ -96,13 +96,61 @@ def _kind_key(layer: LayerCost) -> LayerCost:
     return replace(layer, name="", output_bytes=0.0)
 
 
+#: Largest number of count vectors :func:`_recompute_options` enumerates at once (numpy);
+#: beyond it the front is built kind by kind.
+ENUMERATE_UP_TO = 1 << 14
+
+
 def _recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
                        ) -> list[tuple[float, float, float, tuple]]:
-    """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``."""
+    """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``, sorted by
+    (recomputed s, working set, −saved, counts). Equal to the incremental construction
+    (:func:`_recompute_front_incremental`; ``tests/test_pipeline_search.py`` compares them)."""
     key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c))
                 for k, c in zip(kinds, counts))
     if memo is not None and key in memo:
         return memo[key]
+    size = math.prod(c + 1 for fwd, saved, c in key if c > 0 and saved > 0)
+    if size <= ENUMERATE_UP_TO:
+        front = _recompute_front_enumerated(key)
+    else:
+        front = _recompute_front_incremental(key)
+    if memo is not None:
+        memo[key] = front
+    return front
+
+
+def _recompute_front_enumerated(key) -> list[tuple[float, float, float, tuple]]:
+    """Every count vector at once: recompute, saved and working set accumulated kind by kind in
+    the incremental order (same floating-point sums), then one Pareto filter: an option is
+    dominated when an earlier one (in the sort order) has a working set no larger and saved at
+    least as much, which is what the incremental filter removes (dominance is preserved by
+    adding the same later choices: sums shift equally, ``max(w, x)`` is monotone)."""
+    live = [(i, fwd, saved, c) for i, (fwd, saved, c) in enumerate(key) if c > 0 and saved > 0]
+    grids = np.meshgrid(*[np.arange(c + 1) for _, _, _, c in live], indexing="ij")
+    ks = [g.reshape(-1) for g in grids]
+    n = ks[0].size if ks else 1
+    r, sv, w = np.zeros(n), np.zeros(n), np.zeros(n)
+    for k, (_, fwd, saved, _) in zip(ks, live):
+        r = r + k * fwd
+        sv = sv + k * saved
+        w = np.where(k > 0, np.maximum(w, saved), w)
+    full = np.zeros((n, len(key)), dtype=np.int64)
+    for k, (i, _, _, _) in zip(ks, live):
+        full[:, i] = k
+    order = np.lexsort(tuple(full[:, j] for j in range(len(key) - 1, -1, -1)) + (-sv, w, r))
+    r, sv, w, full = r[order], sv[order], w[order], full[order]
+    keep = np.ones(n, dtype=bool)
+    for u in np.unique(w):
+        best = np.maximum.accumulate(np.where(w <= u, sv, -INF))
+        before = np.concatenate(([-INF], best[:-1]))
+        keep &= ~((w == u) & (before >= sv))
+    return list(zip(r[keep].tolist(), sv[keep].tolist(), w[keep].tolist(),
+                    map(tuple, full[keep].tolist())))
+
+
+def _recompute_front_incremental(key) -> list[tuple[float, float, float, tuple]]:
+    """The front built kind by kind, pruned after each (the reference construction)."""
     front = [(0.0, 0.0, 0.0, ())]
     for fwd, saved, c in key:
         if c == 0 or saved <= 0:
@@ -111,8 +159,6 @@ def _recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
         grown = [(r + k * fwd, s + k * saved, max(w, saved) if k else w, cs + (k,))
                  for r, s, w, cs in front for k in range(c + 1)]
         front = _pareto(grown)
-    if memo is not None:
-        memo[key] = front
     return front
 
 
@@ -279,8 +325,9 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                   memory_limit: float, links: Links, stages: Iterable[int] | None = None,
                   micro_batches: Iterable[int] | None = None,
                   optimizer_sharding: Iterable[bool] = (False, True), recompute: bool = True,
-                  bytes_per: dict | None = None, layer_names: Sequence[str] | None = None
-                  ) -> PipelinePlan:
+                  bytes_per: dict | None = None, layer_names: Sequence[str] | None = None,
+                  compute_floor: Callable[[int, int], float] | None = None,
+                  incumbent: float = INF) -> PipelinePlan:
     """Best (stages, micro-batches, optimizer sharding, stage cut, recompute) for one network.
 
     Args:
@@ -290,10 +337,23 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         links: communication constants (gradient sync, sends).
         stages, micro_batches: restrict the candidates (default: all divisors, ``m ≥ p``).
         optimizer_sharding: the settings tried. recompute: allow recompute.
+        compute_floor: ``(d, b) → F``, a lower bound (s) on ``Σ (forward_seconds +
+            backward_seconds)`` over the layers ``layer_costs(d, b)`` would return, cheaper than
+            ``layer_costs``. Candidates are then visited by increasing bound
+            ``(m + p − 1) / p · F`` and ``layer_costs`` is not called for those whose bound
+            exceeds the best step found (or ``incumbent``). Exact (same plan as without it):
+            every stage cut's objective is ``max_s ((m + p − 1)(b_s + r_s + e_s) + g_s)`` with
+            ``b_s`` the stage's forward + backward seconds and recompute ``r_s``, sends ``e_s``,
+            gradient synchronisation ``g_s`` all ≥ 0, so it is at least ``(m + p − 1) · max_s
+            b_s ≥ (m + p − 1) / p · Σ_s b_s ≥ (m + p − 1) / p · F``; ties keep the original
+            preference (smallest ``p``, then ``m``, then sharding off).
+        incumbent: step seconds of a plan found elsewhere; candidates whose bound exceeds it
+            are skipped (needs ``compute_floor``).
 
     Raises:
         ValueError: non-positive ``devices`` / ``global_batch`` / ``memory_limit``.
-        NoFeasiblePipeline: nothing fits; the message gives the smallest memory need found.
+        NoFeasiblePipeline: nothing fits (or, with ``incumbent``, nothing could beat it); the
+            message gives the candidates tried.
     """
     for name, val in (("devices", devices), ("global_batch", global_batch)):
         if not isinstance(val, int) or val < 1:
@@ -303,36 +363,49 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     bytes_per = bytes_per or MIXED_PRECISION_ADAM
     p_list = sorted(set(stages)) if stages is not None else divisors(devices)
     m_all = sorted(set(micro_batches)) if micro_batches is not None else divisors(global_batch)
-    best, best_key, tried = None, None, 0
-    cache: dict = {}
-    memo: dict = {}      # recompute Pareto sets, shared by all candidates
+    pairs = []
     for p in p_list:
         if p < 1 or devices % p:
             raise ValueError(f"stage count {p} does not divide {devices} devices")
-        d = devices // p
-        for m in m_all:
-            if m < p or global_batch % m:
+        pairs += [(p, m) for m in m_all if m >= p and global_batch % m == 0]
+    if compute_floor is not None:
+        bound = {(p, m): (m + p - 1) / p * compute_floor(devices // p, global_batch // m)
+                 for p, m in pairs}
+        pairs.sort(key=lambda pm: (bound[pm], pm))
+    best, best_key, tried, pruned = None, None, 0, 0
+    cache: dict = {}
+    memo: dict = {}      # recompute Pareto sets, shared by all candidates
+    chain_length = None    # the same for every (d, b): p beyond it is skipped unsolved
+    for p, m in pairs:
+        if compute_floor is not None and bound[(p, m)] > min(incumbent, best[0] if best else INF):
+            pruned = len(pairs) - pairs.index((p, m))
+            break          # every later candidate's bound is at least as large
+        if chain_length is not None and p > chain_length:
+            continue
+        d, b = devices // p, global_batch // m
+        if (d, b) not in cache:
+            got = layer_costs(d, b)
+            cache[(d, b)] = None if got is None else list(got)
+        layers = cache[(d, b)]
+        if layers is not None:
+            chain_length = len(layers)
+        if layers is None or p > len(layers):
+            continue
+        for sh in sorted(set(bool(x) for x in optimizer_sharding)):
+            tried += 1
+            found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
+                              links=links, recompute=recompute, bytes_per=bytes_per,
+                              memo=memo)
+            if found is None:
                 continue
-            b = global_batch // m
-            if (d, b) not in cache:
-                got = layer_costs(d, b)
-                cache[(d, b)] = None if got is None else list(got)
-            layers = cache[(d, b)]
-            if layers is None or p > len(layers):
-                continue
-            for sh in sorted(set(bool(x) for x in optimizer_sharding)):
-                tried += 1
-                found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links, recompute=recompute, bytes_per=bytes_per,
-                                  memo=memo)
-                if found is None:
-                    continue
-                if best is None or found[0] < best[0]:
-                    best, best_key = found, (p, m, sh, layers)
+            if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
+                best, best_key = found, (p, m, sh, layers)
     if best is None:
         raise NoFeasiblePipeline(
             f"no pipeline plan fits in {memory_limit / 2**30:.1f} GiB per device on {devices} "
-            f"devices (tried {tried} stage/micro-batch/sharding combinations)")
+            f"devices (tried {tried} stage/micro-batch/sharding combinations"
+            + (f"; {pruned} stage/micro-batch pairs could not beat {incumbent:.4g} s)"
+               if pruned else ")"))
     p, m, sh, layers = best_key
     _, starts, flags = best
     bounds = starts + [len(layers)]
