@@ -497,7 +497,8 @@ REUSE = True
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
-               exhaustive: bool | None = None, choice: list[int] | None = None) -> Plan:
+               exhaustive: bool | None = None, choice: list[int] | None = None,
+               write_back: str = "auto") -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -513,6 +514,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             :data:`EXHAUSTIVE_UP_TO` devices).
         choice: option index per search variable to use instead of searching (a pipeline stage
             plan solved under per-stage memory rows, :mod:`smsg_ms.pipeline_planner`).
+        write_back: ``auto``, ``shard`` or ``propagate``: :attr:`Plan.write_back`, chosen by
+            :func:`smsg_ms.integration.writeback.choose_write_back`.
 
     Raises:
         PlanningError: device count MindSpore refuses, operator without options.
@@ -607,7 +610,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                 totals={k: (round(v, 15) if isinstance(v, float) else v)
                         for k, v in sorted(totals.items())},
                 dataset_strategy=dataset, symbolic=dict(sorted(symbolic_table.items())))
-    return plan.seal()
+    from .integration.writeback import set_write_back
+    return set_write_back(plan, write_back).seal()
 
 
 def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> str | None:
@@ -742,7 +746,8 @@ def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
 
 
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
-                 progress: bool | None = None, **network_options) -> Plan:
+                 progress: bool | None = None, write_back: str = "auto",
+                 **network_options) -> Plan:
     """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
 
     Raises:
@@ -753,4 +758,5 @@ def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=N
     check_device_count(devices)
     graph = capture_network(spec, **network_options)
     return plan_graph(graph, devices, hardware=hardware, memory_gib=memory_gib,
-                      options=network_options, network=spec, progress=progress)
+                      options=network_options, network=spec, progress=progress,
+                      write_back=write_back)

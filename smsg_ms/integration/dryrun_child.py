@@ -11,7 +11,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
 * ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
-  batch), used by ``smsg-ms check``.
+  batch) and write-back (``write_back``: ``shard``, or ``propagate`` = auto_parallel with
+  sharding propagation seeded by the strategies), used by ``smsg-ms check``.
 * ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
   stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
 * ``planner_compile``: compile the training graph under one planner (``planner``: one of
@@ -140,7 +141,9 @@ def job_plan_compile(job: dict) -> dict:
     from smsg_ms.networks import build_network
 
     t0 = time.perf_counter()
-    ms = _setup()
+    propagate = job.get("write_back", "shard") == "propagate"
+    ms = _setup(parallel_mode="auto_parallel" if propagate else "semi_auto_parallel",
+                extra_context={"search_mode": "sharding_propagation"} if propagate else None)
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     inputs = list(built.train_inputs)
     layout = job.get("dataset_strategy")

@@ -1,0 +1,115 @@
+"""Write-back by sharding propagation (``Plan.write_back == "propagate"``).
+
+Network: ``smsg_ms.networks.window_bias`` (blocks of 3, 6 and 12 heads, 8 devices). Its bias is
+built by functional calls that no ``shard()`` reaches. Derivation of the expected collectives:
+
+* semi_auto_parallel: ``expand_dims`` of ``(heads, N, N)`` takes the batch-parallel default, a
+  ``gcd(heads, 8)``-way cut of the heads: 1, 2, 4 for 3, 6, 12 heads; the Add with the
+  batch-parallel attention needs the bias whole, so one AllGather (forward) and one
+  ReduceScatter (backward) over 2 and over 4 devices.
+* sharding propagation seeded with the same strategies: the Add's layout comes from its
+  planned neighbours (attention cut on the batch, heads whole), the bias chain inherits
+  "heads whole", so nothing is gathered: no AllGather or ReduceScatter over 2 or 4 devices.
+  MindSpore keeps every seed: the strategies it reports for the planned primitives are the plan's.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from smsg_ms.compare import measures
+from smsg_ms.compare.runner import _compile
+from smsg_ms.integration.plan_io import PlanError, plan_from_text
+from smsg_ms.integration.writeback import (choose_write_back, parallel_context,
+                                           set_write_back, unreached_with_collectives,
+                                           wrapper_mode)
+from smsg_ms.planner import plan_graph
+
+SPEC = "smsg_ms.networks.window_bias:build"
+
+
+@pytest.fixture(scope="module")
+def plans(captured):
+    graph = captured(SPEC)
+    return {mode: plan_graph(graph, 8, network=SPEC, progress=False, write_back=mode)
+            for mode in ("auto", "shard", "propagate")}
+
+
+@pytest.fixture(scope="module")
+def compiled(plans):
+    """The same strategies compiled once per write-back mode (planner_compile job)."""
+    return {"shard": _compile(SPEC, 8, "semi_auto", {}, plans["shard"].strategies),
+            "propagate": _compile(SPEC, 8, "sharding_propagation", {},
+                                  plans["propagate"].strategies)}
+
+
+def _gathers(result) -> Counter:
+    return Counter((c["type"], int(c["group_size"]), measures.phase_of(c))
+                   for c in result["collectives"]
+                   if c["type"] in ("AllGather", "ReduceScatter"))
+
+
+def test_auto_propagates_when_functional_calls_communicate(plans):
+    # the gathers above sit on functional operators (labelled Type@scope)
+    unreached = unreached_with_collectives(plans["shard"])
+    assert unreached and all("@" in name for name in unreached)
+    assert plans["auto"].write_back == "propagate"
+    assert plans["shard"].write_back == "shard"
+    assert plans["auto"].strategies == plans["shard"].strategies
+
+
+def test_write_back_recorded_and_hashed(plans):
+    shard, prop = plans["shard"], plans["propagate"]
+    assert "write_back" not in shard.to_dict()          # older plan files keep their hash
+    assert prop.to_dict()["write_back"] == "propagate"
+    assert shard.content_hash != prop.content_hash
+    assert plan_from_text(prop.to_json()).write_back == "propagate"
+    assert parallel_context(prop) == {"parallel_mode": "auto_parallel",
+                                      "search_mode": "sharding_propagation"}
+    assert parallel_context(shard) == {"parallel_mode": "semi_auto_parallel"}
+    assert (wrapper_mode(prop), wrapper_mode(shard)) == ("sharding_propagation", "semi_auto")
+
+
+def test_bad_write_back_mode(plans):
+    with pytest.raises(PlanError, match="write-back mode must be one of"):
+        choose_write_back(plans["shard"], "sideways")
+    pipelined = plan_from_text(plans["shard"].to_json())
+    pipelined.pipeline = {"stages": 2}
+    with pytest.raises(PlanError, match="pipelined"):
+        set_write_back(pipelined, "propagate")
+    assert choose_write_back(pipelined, "auto") == "shard"
+
+
+def test_semi_auto_gathers_the_bias(compiled):
+    got = _gathers(compiled["shard"])
+    for group in (2, 4):
+        assert got[("AllGather", group, "forward")] == 1
+        assert got[("ReduceScatter", group, "backward")] == 1
+
+
+def test_propagation_keeps_seeds_and_drops_the_gathers(plans, compiled):
+    result = compiled["propagate"]
+    seeds = plans["propagate"].strategies
+    assert {p: result["strategies"].get(p) for p in seeds} == seeds
+    got = _gathers(result)
+    assert not [k for k in got if k[1] in (2, 4)], got
+    # nothing is added: the propagated graph's collectives are a part of the semi-auto ones
+    def every(r):
+        return Counter((c["type"], int(c["group_size"]), measures.phase_of(c))
+                       for c in r["collectives"])
+    assert not every(result) - every(compiled["shard"])
+
+
+def test_check_compiles_with_the_plans_write_back(plans):
+    """``smsg-ms check`` route (plan_compile job): the propagated plan is compiled by
+    propagation, so the bias gathers it predicts under the semi-auto default are not found."""
+    from smsg_ms.integration.check import check_plan
+
+    rank = check_plan(plans["propagate"], [0]).ranks[0]
+    assert rank.error is None, rank.error
+    inserted = {row.key: row.inserted for row in rank.rows}
+    predicted = {row.key: row.predicted for row in rank.rows}
+    for group in (2, 4):
+        assert predicted.get(("AllGather", "forward", group)) == 1
+        assert not inserted.get(("AllGather", "forward", group))
