@@ -93,17 +93,20 @@ def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
 
-def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
+def _group_variables(graph: OpGraph, model, reuse: bool = False,
+                     split_calls=frozenset()) -> list[_Var]:
     """Variables in topological order. With ``reuse``, a variable whose signature was seen
     before shares that variable's option list (the options are computed once per signature);
-    its ``rename`` maps the shared options' tensor names to its own."""
+    its ``rename`` maps the shared options' tensor names to its own. The calls of a primitive
+    path in ``split_calls`` become one variable each, named by :attr:`OpNode.label`."""
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
         if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
-            if op.prim_path not in by_path:
-                order.append((op.id, op.prim_path))
-            by_path[op.prim_path].append(op)
+            key = op.label if op.prim_path in split_calls else op.prim_path
+            if key not in by_path:
+                order.append((op.id, key))
+            by_path[key].append(op)
         else:
             order.append((op.id, op.id))
     variables = []
@@ -233,7 +236,7 @@ def _strategy_key(strategy) -> tuple:
     return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
 
 
-def build_problem(graph: OpGraph, model, *, reuse: bool = True
+def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset()
                   ) -> tuple[SearchProblem, list[_Var]]:
     """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
 
@@ -252,8 +255,11 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     device counts, ``enable_alltoall`` off; bit-for-bit the reference's seconds). ``reuse=False``
     is the plain computation (one option list per operator, one matrix per edge, every pair by
     the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
+    ``split_calls``: primitive paths whose calls get one variable each (scoring another
+    planner's per-call strategies, :func:`smsg_ms.compare.score.score`); a plan cannot write
+    such a choice back.
     """
-    variables = _group_variables(graph, model, reuse)
+    variables = _group_variables(graph, model, reuse, split_calls)
     var_of_op: dict[int, tuple[int, int]] = {}
     for vi, var in enumerate(variables):
         for ci, op in enumerate(var.ops):

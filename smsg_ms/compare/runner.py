@@ -138,6 +138,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
     if row["planning_seconds"] is None:  # MindSpore plans inside the compile
         row["planning_seconds"] = result["compile_seconds"]
     row["strategies"] = result["strategies"]
+    if result.get("strategies_per_call"):
+        row["strategies_per_call"] = result["strategies_per_call"]
     row["notes"] += result.get("notes", [])
     if result.get("cleared_shard"):
         row["notes"].append(f"dropped the network's own shard() on {len(result['cleared_shard'])}"
@@ -219,7 +221,8 @@ def _score_rows(rows, spec, devices, hardware, graph, options) -> None:
             continue
         try:
             row["smsg_score"] = score(spec, devices, row["strategies"], hardware=hardware,
-                                      graph=graph, **options)
+                                      graph=graph, per_call=row.get("strategies_per_call"),
+                                      **options)
         except ImportError as exc:
             row["smsg_score"] = {"error": f"smsg cost model not available: {exc}"}
         except Exception as exc:
