@@ -113,3 +113,24 @@ def test_check_compiles_with_the_plans_write_back(plans):
     for group in (2, 4):
         assert predicted.get(("AllGather", "forward", group)) == 1
         assert not inserted.get(("AllGather", "forward", group))
+
+
+def test_exported_strategy_file_loads_under_the_plans_write_back(captured, plans, tmp_path):
+    """Strategy-file route: the exported file, loaded with ``load_context`` (auto_parallel,
+    sharding propagation), seeds the propagation like ``shard()``: no bias gathers. The file
+    holds only the primitives that read a Parameter (the Dense MatMuls, BiasAdds); the rest
+    is propagated."""
+    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.integration.strategy_files import load_context, write_strategy_ckpt
+
+    ckpt = tmp_path / "strategy.json"
+    plan = plans["propagate"]
+    write_strategy_ckpt(plan, captured(SPEC), ckpt)
+    context = load_context(plan, ckpt)
+    mode = context.pop("parallel_mode")
+    assert (mode, context["search_mode"]) == ("auto_parallel", "sharding_propagation")
+    result = run_child({"job": "compile", "spec": SPEC, "options": {}, "strategies": {},
+                        "parallel_mode": mode, "context": dict(context, full_batch=True)},
+                       devices=8)
+    got = _gathers(result)
+    assert not [k for k in got if k[1] in (2, 4)], got
