@@ -134,3 +134,41 @@ def test_exported_strategy_file_loads_under_the_plans_write_back(captured, plans
                        devices=8)
     got = _gathers(result)
     assert not [k for k in got if k[1] in (2, 4)], got
+
+
+def _example(tmp_path, *extra) -> list[str]:
+    """Run scripts/msrun_example.py on window_bias over 2 simulated ranks; rank 0's mode line."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]))
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "msrun_example.py"),
+                           "--simulate-ranks", "2", "--network", SPEC, "--options", "{}",
+                           *extra], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-2000:]
+    return [l for l in proc.stdout.splitlines() if l.startswith("rank 0: parallel_mode")]
+
+
+@pytest.mark.parametrize("route", ["search_mode", "AutoParallel"])
+def test_training_script_routes_honour_the_write_back(captured, tmp_path, route):
+    """On 2 devices the semi-auto default cuts 6 and 12 heads 2-way (gcd), so a ``shard`` plan
+    gathers twice over 2 devices; the ``propagate`` plan runs sharding propagation, no gather."""
+    from smsg_ms.integration.plan_io import save_plan
+
+    wrapper = ["--wrapper"] if route == "AutoParallel" else []
+    got = {}
+    for mode in ("shard", "propagate"):
+        path = tmp_path / f"{mode}.plan.json"
+        save_plan(plan_graph(captured(SPEC), 2, network=SPEC, progress=False, write_back=mode),
+                  path)
+        (line,) = _example(tmp_path, "--plan", str(path), *wrapper)
+        got[mode] = line
+    assert got["shard"].count('"AllGather/2"') == 2
+    assert "AllGather" not in got["propagate"]
+    if not wrapper:  # the wrapper sets MindSpore's context only during its compile
+        assert "parallel_mode semi_auto_parallel" in got["shard"]
+        assert "parallel_mode auto_parallel search_mode sharding_propagation" in got["propagate"]

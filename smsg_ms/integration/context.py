@@ -300,7 +300,8 @@ def _make_wrapper_class():
         ``AutoParallel(net, parallel_mode="smsg", *, example_inputs=None, plan=None,
         hardware="ascend910b", memory_gib=None, planner=None)``: plans ``net`` from
         ``example_inputs`` (global shapes) at construction, else from the first compiled batch,
-        or applies ``plan`` (a :class:`Plan` or plan file). The data-input layout follows the
+        or applies ``plan`` (a :class:`Plan` at construction; a plan file at construction with
+        ``example_inputs``, else at the first compile). The data-input layout follows the
         plan (``full_batch`` or ``dataset_strategy``). Other ``parallel_mode`` values are
         MindSpore's and behave exactly as in MindSpore.
         """
@@ -318,8 +319,10 @@ def _make_wrapper_class():
                                   "planner": planner}
             if smsg and isinstance(plan, Plan):
                 self._apply(plan, "given")
-            elif smsg and (plan is not None or example_inputs is not None):
-                self.prepare(*(example_inputs or ()))
+            elif smsg and example_inputs is not None:
+                # without example inputs (a plan file alone) the first compile applies it: the
+                # data layout depends on the shapes it is given
+                self.prepare(*example_inputs)
 
         @property
         def smsg_plan(self) -> Plan | None:
