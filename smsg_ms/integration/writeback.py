@@ -4,12 +4,12 @@
   other operator MindSpore's batch-parallel default (``GenerateBatchStrategiesWithCheck``,
   ``ops_info/operator_info.cc``).
 * ``"propagate"``: ``auto_parallel`` with ``search_mode="sharding_propagation"``; the same
-  ``shard()`` calls are the propagation's seeds. MindSpore keeps a configured strategy
-  (``step_auto_parallel.cc``: operators with a user strategy are fixed before propagation) and
+  ``shard()`` calls are the propagation's seeds. MindSpore keeps a configured strategy and
   gives the operators no ``shard()`` reaches (functional calls such as ``ops.expand_dims``, which
   use one module-level primitive) the layouts propagated from their neighbours instead of the
-  batch-parallel default. Checked in the dry-run on mlp, llama, bert, vit-b16 and mindcv Swin-T:
-  every seed kept (docs/swin-t.md).
+  batch-parallel default. Checked in the dry-run (``get_strategy`` after the compile) on mlp,
+  llama, bert, vit-b16 and mindcv Swin-T at 8 devices: every seed kept, no collective added
+  (docs/swin-t.md).
 
 ``auto`` (the planner's default) picks ``propagate`` when the plan predicts collectives on an
 operator no ``shard()`` can reach, i.e. MindSpore's default layout of a functional call costs
