@@ -131,8 +131,8 @@ def simulate(args) -> int:
         hashes[rank] = found[-1][1]
         print(f"rank {rank}: plan {hashes[rank]}", flush=True)
         for line in proc.stdout.splitlines():
-            if ": parallel_mode " in line:
-                print(line, flush=True)
+            if ": parallel_mode " in line:  # indented: only hash lines start with "rank "
+                print("  " + line, flush=True)
     return _agree(hashes)
 
 

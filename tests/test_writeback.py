@@ -150,7 +150,7 @@ def _example(tmp_path, *extra) -> list[str]:
                            *extra], env=env, capture_output=True, text=True, timeout=600,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-2000:]
-    return [l for l in proc.stdout.splitlines() if l.startswith("rank 0: parallel_mode")]
+    return [l for l in proc.stdout.splitlines() if l.strip().startswith("rank 0: parallel_mode")]
 
 
 @pytest.mark.parametrize("route", ["search_mode", "AutoParallel"])
