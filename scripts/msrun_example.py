@@ -44,23 +44,33 @@ def run_rank(args) -> int:
     built = build_network(args.network, no_init=dryrun and not args.wrapper,
                           **json.loads(args.options))
     loss = built.loss or nn.MSELoss()
+
+    def training_cell():
+        if built.loss is None and not built.labels:  # no labels: the network's mean as loss
+            return built.train_cell(ms)
+        return nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
+                                   nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
+
     if args.wrapper:
         ms.set_auto_parallel_context(device_num=get_group_size(), global_rank=get_rank())
-        train = nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
-                                    nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
-        net = smsg_ms.AutoParallel(train, plan=args.plan)
+        net = smsg_ms.AutoParallel(training_cell(), plan=args.plan)
     else:
         smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg",
                                           device_num=get_group_size(), global_rank=get_rank(),
                                           smsg_plan_file=args.plan)
-        net = nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
-                                  nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
+        net = training_cell()
     net.set_train(True)
     from mindspore.graph.api import _cell_graph_executor as executor
     phase, _ = executor.compile(net, *built.inputs, *built.labels, phase="train")
     used = {k: v for k, v in executor._graph_executor.get_strategy(phase).items()
             if "MatMul" in k}
     print(f"rank {get_rank()}: MindSpore used " + json.dumps(used, sort_keys=True), flush=True)
+    # the plan's write-back decides the mode: semi_auto_parallel, or sharding propagation
+    from smsg_ms.integration.collectives import read_collectives
+    kinds = sorted(f"{c['type']}/{c.get('group_size')}" for c in read_collectives(net, phase))
+    print(f"rank {get_rank()}: parallel_mode {ms.get_auto_parallel_context('parallel_mode')} "
+          f"search_mode {ms.get_auto_parallel_context('search_mode')} collectives "
+          + json.dumps(kinds), flush=True)
     return 0
 
 
@@ -120,6 +130,9 @@ def simulate(args) -> int:
             return 1
         hashes[rank] = found[-1][1]
         print(f"rank {rank}: plan {hashes[rank]}", flush=True)
+        for line in proc.stdout.splitlines():
+            if ": parallel_mode " in line:  # indented: only hash lines start with "rank "
+                print("  " + line, flush=True)
     return _agree(hashes)
 
 

@@ -97,13 +97,18 @@ def cmd_plan(args) -> int:
                         "--pipeline 1 for one stage)")
     if args.pipeline is None:
         plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
-                                    memory_gib=args.memory, **_network_options(args))
+                                    memory_gib=args.memory, write_back=args.write_back,
+                                    **_network_options(args))
     else:
         plan = _plan_pipelined(args)
+        from .integration.writeback import set_write_back
+        set_write_back(plan, args.write_back)
     save_plan(plan, out)
+    from .integration.writeback import describe
     from .report.tables import print_summary
     out_console = console()
     print_summary(plan, out_console)
+    out_console.print(describe(plan), markup=False)
     out_console.print(f"plan written to {out}")
     return 0
 
@@ -144,7 +149,11 @@ def cmd_explain(args) -> int:
     plan = load_plan(args.file)
     if args.plot:
         _check_writable(args.plot)
-    print_explain(plan, console(), show_all=args.all)
+    from .integration.writeback import describe
+
+    out_console = console()
+    print_explain(plan, out_console, show_all=args.all)
+    out_console.print(describe(plan), markup=False)
     if args.plot:
         from .report.plots import plot_plan
         plot_plan(plan, args.plot)
@@ -179,6 +188,8 @@ def cmd_export(args) -> int:
     graph = capture_network(args.network or plan.network, **plan.options)
     write_strategy_ckpt(plan, graph, args.out)
     print(f"strategy checkpoint written to {args.out}")
+    from .integration.strategy_files import load_context
+    print(f"load it with mindspore.set_auto_parallel_context({load_context(plan, args.out)})")
     return 0
 
 
@@ -209,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="micro-batches per step with --pipeline (default: searched)")
     p.add_argument("--optimizer-sharding", choices=("auto", "on", "off"), default="auto",
                    help="MindSpore's enable_parallel_optimizer with --pipeline (default: searched)")
+    p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
+                   help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
+                        "the plan (reaches functional calls); auto (default): propagate when "
+                        "functional calls are predicted to communicate")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")

@@ -537,7 +537,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     options = dict(network_options, batch=b)
     fixed = costs.solution(d, b).choice     # same problem as plan_graph's: no second solve
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
-                      network=spec, progress=False, choice=fixed)
+                      network=spec, progress=False, choice=fixed,
+                      write_back="shard")  # propagation with pipeline stages: not checked
     plan.devices = devices
     record = best.as_plan_dict()
     record["global_batch"] = global_batch

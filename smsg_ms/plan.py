@@ -96,6 +96,12 @@ class Plan:
             letter sizes, cut counts, terms with formula and value), each stored once and keyed
             by the first 12 hex digits of the SHA-256 of its canonical JSON; decisions refer to
             them (identical layers share one).
+        write_back: how the strategies reach MindSpore: ``"shard"`` (semi_auto_parallel, every
+            other operator takes MindSpore's batch-parallel default) or ``"propagate"``
+            (auto_parallel with ``search_mode="sharding_propagation"``: the planned strategies
+            are the seeds, operators no ``shard()`` reaches inherit layouts); see
+            :mod:`smsg_ms.integration.writeback`. Left out of the JSON when ``"shard"``, so
+            older plan files keep their hash.
         planner_version: smsg-ms version that made the plan.
         content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
     """
@@ -111,6 +117,7 @@ class Plan:
     dataset_strategy: list[list[int]] | None = None
     pipeline: dict[str, Any] | None = None
     symbolic: dict[str, dict[str, Any]] = field(default_factory=dict)
+    write_back: str = "shard"
     planner_version: str = __version__
     format: int = PLAN_FORMAT
     content_hash: str = ""
@@ -132,8 +139,12 @@ class Plan:
 
     def to_dict(self) -> dict:
         """A deep copy as plain dicts and lists: ``dataclasses.asdict(self)``, computed without
-        deep-copying immutable leaves (4x faster on an 80-layer plan)."""
-        return _plain(self)
+        deep-copying immutable leaves (4x faster on an 80-layer plan). ``write_back`` is left
+        out when it is the default ``"shard"``."""
+        data = _plain(self)
+        if data.get("write_back") == "shard":
+            del data["write_back"]
+        return data
 
     def compute_hash(self) -> str:
         """SHA-256 of the compact canonical JSON of :meth:`to_dict` without ``content_hash``.
@@ -142,6 +153,8 @@ class Plan:
         a deep copy: ``json`` writes a dataclass's field dict as it writes ``asdict``'s copy."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "content_hash"}
         data["decisions"] = [_fields_of(d) for d in self.decisions]
+        if data.get("write_back") == "shard":  # as in to_dict
+            del data["write_back"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(text.encode()).hexdigest()
 

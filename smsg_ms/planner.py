@@ -110,17 +110,21 @@ def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
 
-def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
+def _group_variables(graph: OpGraph, model, reuse: bool = False,
+                     split_calls=frozenset()) -> list[_Var]:
     """Variables in topological order. With ``reuse``, a variable whose signature was seen
     before shares that variable's option list (the options are computed once per signature);
-    its ``rename`` maps the shared options' tensor names to its own (built on first use)."""
+    its ``rename`` maps the shared options' tensor names to its own (built on first use). The
+    calls of a primitive path in ``split_calls`` become one variable each, named by
+    :attr:`OpNode.label`."""
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
         if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
-            if op.prim_path not in by_path:
-                order.append((op.id, op.prim_path))
-            by_path[op.prim_path].append(op)
+            key = op.label if op.prim_path in split_calls else op.prim_path
+            if key not in by_path:
+                order.append((op.id, key))
+            by_path[key].append(op)
         else:
             order.append((op.id, op.id))
     variables = []
@@ -252,7 +256,7 @@ def _strategy_key(strategy) -> tuple:
     return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
 
 
-def build_problem(graph: OpGraph, model, *, reuse: bool = True
+def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset()
                   ) -> tuple[SearchProblem, list[_Var]]:
     """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
 
@@ -271,8 +275,11 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True
     device counts, ``enable_alltoall`` off; bit-for-bit the reference's seconds). ``reuse=False``
     is the plain computation (one option list per operator, one matrix per edge, every pair by
     the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
+    ``split_calls``: primitive paths whose calls get one variable each (scoring another
+    planner's per-call strategies, :func:`smsg_ms.compare.score.score`); a plan cannot write
+    such a choice back.
     """
-    variables = _group_variables(graph, model, reuse)
+    variables = _group_variables(graph, model, reuse, split_calls)
     var_of_op: dict[int, tuple[int, int]] = {}
     for vi, var in enumerate(variables):
         for ci, op in enumerate(var.ops):
@@ -565,7 +572,8 @@ REUSE = True
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
-               exhaustive: bool | None = None, choice: list[int] | None = None) -> Plan:
+               exhaustive: bool | None = None, choice: list[int] | None = None,
+               write_back: str = "auto") -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -581,6 +589,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             :data:`EXHAUSTIVE_UP_TO` devices).
         choice: option index per search variable to use instead of searching (a pipeline stage
             plan solved under per-stage memory rows, :mod:`smsg_ms.pipeline_planner`).
+        write_back: ``auto``, ``shard`` or ``propagate``: :attr:`Plan.write_back`, chosen by
+            :func:`smsg_ms.integration.writeback.choose_write_back`.
 
     Raises:
         PlanningError: device count MindSpore refuses, operator without options.
@@ -677,7 +687,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                 totals={k: (round(v, 15) if isinstance(v, float) else v)
                         for k, v in sorted(totals.items())},
                 dataset_strategy=dataset, symbolic=dict(sorted(symbolic_table.items())))
-    return plan.seal()
+    from .integration.writeback import set_write_back
+    return set_write_back(plan, write_back).seal()
 
 
 def _symbolic(model, graph: OpGraph, var: _Var, strategy, cache: dict) -> str | None:
@@ -829,7 +840,8 @@ def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
 
 
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
-                 progress: bool | None = None, **network_options) -> Plan:
+                 progress: bool | None = None, write_back: str = "auto",
+                 **network_options) -> Plan:
     """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
 
     Raises:
@@ -840,4 +852,5 @@ def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=N
     check_device_count(devices)
     graph = capture_network(spec, **network_options)
     return plan_graph(graph, devices, hardware=hardware, memory_gib=memory_gib,
-                      options=network_options, network=spec, progress=progress)
+                      options=network_options, network=spec, progress=progress,
+                      write_back=write_back)

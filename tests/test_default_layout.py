@@ -45,7 +45,7 @@ def test_expand_dims_default_cuts_heads_by_gcd(captured):
 
 
 def test_window_bias_predicted_equals_inserted(captured):
-    plan = plan_graph(captured(SPEC), 8, network=SPEC, progress=False)
+    plan = plan_graph(captured(SPEC), 8, network=SPEC, progress=False, write_back="shard")
     rank = check_plan(plan, [0]).ranks[0]
     assert rank.error is None, rank.error
     bad = [(row.key, row.predicted, row.inserted) for row in rank.rows if not row.ok]

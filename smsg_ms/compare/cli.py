@@ -27,7 +27,7 @@ def cmd_compare(args) -> int:
 
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
     run = compare(args.network, args.devices, planners=planners, hardware=args.hardware,
-                  expert=args.expert, timeout=args.timeout,
+                  expert=args.expert, timeout=args.timeout, write_back=args.write_back,
                   progress=lambda p: print(f"… {p}", flush=True) if not args.quiet else None,
                   **_options(args))
     print(markdown([run]))
@@ -73,6 +73,8 @@ def register(subparsers) -> None:
     p.add_argument("--expert", type=_expert, help="dp,mp[,pp] of the network's own parallel "
                    "config (mindformers specs): adds the expert row")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per compile")
+    p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
+                   help="how smsg's plan reaches MindSpore (default auto: see smsg-ms plan)")
     p.add_argument("--json", help="also write the full results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_compare)

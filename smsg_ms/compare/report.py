@@ -45,6 +45,18 @@ def verdict(run: dict) -> str:
     return head + tail
 
 
+def _label(row: dict) -> str:
+    """Planner name; smsg's row names a non-default write-back (``smsg (propagate)``), another
+    planner's row how many primitives smsg scored per call."""
+    name = row["planner"]
+    if "write-back propagate" in row.get("notes", []):
+        name += " (propagate)"
+    split = (row.get("smsg_score") or {}).get("split")
+    if split:
+        name += f" ({len(split)} scored per call)"
+    return name
+
+
 def markdown(runs: list[dict]) -> str:
     """A section per (network, devices) with one row per planner, plus the verdict line."""
     out = []
@@ -66,7 +78,7 @@ def markdown(runs: list[dict]) -> str:
             pred = (r.get("smsg_score") or {}).get("step_seconds")
             fid = r.get("fidelity")
             out.append("| " + " | ".join([
-                r["planner"], "ok", _fmt(r["planning_seconds"], ".2f"),
+                _label(r), "ok", _fmt(r["planning_seconds"], ".2f"),
                 _fmt_bytes(sum(cb["forward"].values())), _fmt_bytes(sum(cb["backward"].values())),
                 _fmt_bytes(sum(cb["grad_sync"].values())), _fmt(m["flops"]["total"], ".3e"),
                 _fmt_bytes(m["memory"]["total"]), _fmt(m["step_seconds"], ".4g"),

@@ -94,8 +94,13 @@ def _error(exc: BaseException) -> str:
 
 
 def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardware="ascend910b",
-                graph=None, expert_options: dict | None = None, timeout: float = 900.0) -> dict:
+                graph=None, expert_options: dict | None = None, timeout: float = 900.0,
+                write_back: str = "auto") -> dict:
     """One row of the comparison: plan (when smsg), compile, measure.
+
+    smsg's plan is compiled with its write-back (``write_back``: ``auto``, ``shard`` or
+    ``propagate``, :mod:`smsg_ms.integration.writeback`): semi-auto ``shard()``, or sharding
+    propagation seeded with its strategies.
 
     Returns ``{"planner", "ok", "error", "planning_seconds", "compile_seconds", "strategies",
     "measures", "fidelity" (smsg only), "notes"}``; ``ok`` is False with ``error`` set when the
@@ -108,9 +113,13 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
         if planner == "smsg":
             from ..planner import plan_network
             t0 = time.perf_counter()
-            plan = plan_network(spec, devices, hardware=hardware, **options)
+            plan = plan_network(spec, devices, hardware=hardware, write_back=write_back,
+                                **options)
             row["planning_seconds"] = time.perf_counter() - t0
-            result = _compile(spec, devices, "semi_auto", options, plan.strategies, timeout)
+            # the plan's write-back: shard() in semi-auto, or the seeds of sharding propagation
+            mode = "sharding_propagation" if plan.write_back == "propagate" else "semi_auto"
+            row["notes"].append(f"write-back {plan.write_back}")
+            result = _compile(spec, devices, mode, options, plan.strategies, timeout)
         elif planner == "expert":
             from .nets import EXPERT_SPECS
             result = _compile(EXPERT_SPECS.get(spec, spec), devices, "expert",
@@ -129,6 +138,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
     if row["planning_seconds"] is None:  # MindSpore plans inside the compile
         row["planning_seconds"] = result["compile_seconds"]
     row["strategies"] = result["strategies"]
+    if result.get("strategies_per_call"):
+        row["strategies_per_call"] = result["strategies_per_call"]
     row["notes"] += result.get("notes", [])
     if result.get("cleared_shard"):
         row["notes"].append(f"dropped the network's own shard() on {len(result['cleared_shard'])}"
@@ -142,7 +153,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
 
 def compare(spec: str, devices: int, *, planners=PLANNERS, hardware="ascend910b",
             expert: tuple[int, ...] | None = None, score_rows: bool = True,
-            timeout: float = 900.0, progress=None, **options) -> dict:
+            timeout: float = 900.0, progress=None, write_back: str = "auto",
+            **options) -> dict:
     """Compile ``spec`` on ``devices`` once per planner and measure each result.
 
     Args:
@@ -155,6 +167,7 @@ def compare(spec: str, devices: int, *, planners=PLANNERS, hardware="ascend910b"
         score_rows: also score every planner's strategies with smsg's model
             (:func:`smsg_ms.compare.score.score`), where it is available.
         progress: callable ``(planner) -> None`` called before each planner runs.
+        write_back: smsg's write-back mode (``auto``, ``shard``, ``propagate``).
         options: network options (batch, seq, layers ...).
 
     Returns:
@@ -188,7 +201,8 @@ def compare(spec: str, devices: int, *, planners=PLANNERS, hardware="ascend910b"
         if progress:
             progress(name)
         row = run_planner(name, spec, devices, options, hardware=hardware, graph=graph,
-                          expert_options=expert_options, timeout=timeout)
+                          expert_options=expert_options, timeout=timeout,
+                          write_back=write_back)
         if name == "sharding_propagation" and graph is None and not row["ok"]:
             row["error"] += f" (no seed: capture failed: {capture_error})"
         rows.append(row)
@@ -207,7 +221,8 @@ def _score_rows(rows, spec, devices, hardware, graph, options) -> None:
             continue
         try:
             row["smsg_score"] = score(spec, devices, row["strategies"], hardware=hardware,
-                                      graph=graph, **options)
+                                      graph=graph, per_call=row.get("strategies_per_call"),
+                                      **options)
         except ImportError as exc:
             row["smsg_score"] = {"error": f"smsg cost model not available: {exc}"}
         except Exception as exc:

@@ -9,7 +9,7 @@ def _key(strategy) -> tuple:
 
 
 def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend910b",
-          graph=None, **network_options) -> dict:
+          graph=None, per_call: dict | None = None, **network_options) -> dict:
     """Predicted step cost, under smsg's model, of the plan given by ``strategies``.
 
     Builds the same search problem the planner solves (:func:`smsg_ms.planner.build_problem` over
@@ -22,6 +22,12 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
         network_spec: built-in name or ``package.module:function``.
         devices: device count.
         strategies: ``{primitive path: in_strategy}`` (as :attr:`smsg_ms.plan.Plan.strategies`).
+        per_call: ``{primitive path: [in_strategy of call 0, call 1, ...]}`` for primitives
+            whose calls another planner laid out differently (``auto_parallel`` planners;
+            ``strategies_per_call`` of the ``planner_compile`` job). Each call of such a
+            primitive is its own variable of the scored problem (``split_calls`` of
+            :func:`~smsg_ms.planner.build_problem`), pinned to its own strategy; the calls are
+            matched by index (:attr:`~smsg_ms.graph.model.OpNode.call_index`).
         hardware: preset name of :mod:`smsg_ms.cost.hardware`.
         graph: the captured :class:`~smsg_ms.graph.model.OpGraph` (captured when ``None``).
         network_options: options of the network function.
@@ -29,8 +35,9 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
     Returns:
         ``{"step_seconds": s, "memory_bytes": bytes per device, "pinned": variables given,
         "filled": variables chosen by the model, "unknown": [paths the graph lacks],
-        "unavailable": [paths whose strategy the model has no option for]}``; a primitive in
-        ``unavailable`` is treated as unnamed.
+        "unavailable": [paths whose strategy the model has no option for], "split": [paths
+        scored per call]}``; a primitive (or call, ``path#k``) in ``unavailable`` is treated as
+        unnamed.
 
     Raises:
         ImportError: the cost model is not installed on this branch.
@@ -45,15 +52,20 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
         from ..graph.capture import capture_network
         graph = capture_network(network_spec, **network_options)
     model = CostModel(graph, devices, get_hardware(hardware))
-    problem, variables = build_problem(graph, model)
-    names = {v.name for v in variables if v.written_back}
-    unknown = sorted(set(strategies) - names)
+    calls = _call_strategies(per_call or {})
+    split = sorted({label.split("#")[0] for label in calls})
+    problem, variables = build_problem(graph, model, split_calls=frozenset(split))
+    names = {v.ops[0].prim_path for v in variables if v.written_back}
+    unknown = sorted((set(strategies) | set(split)) - names)
     choice: list[int | None] = [None] * len(variables)
     unavailable = []
     for vi, var in enumerate(variables):
-        if not var.written_back or var.name not in strategies:
+        if not var.written_back:
             continue
-        want = _key(strategies[var.name])
+        strategy = calls.get(var.name, strategies.get(var.ops[0].prim_path))
+        if strategy is None:
+            continue
+        want = _key(strategy)
         hit = next((i for i, k in enumerate(var.keys) if _key(k) == want), None)
         if hit is None:
             unavailable.append(var.name)
@@ -75,7 +87,17 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
     return {"step_seconds": float(problem.total(choice)),
             "memory_bytes": float(problem.memory(choice)), "pinned": pinned,
             "filled": len(variables) - pinned, "unknown": unknown,
-            "unavailable": sorted(unavailable)}
+            "unavailable": sorted(unavailable), "split": split}
+
+
+def _call_strategies(per_call: dict) -> dict:
+    """``{path: [s0, s1, ...]}`` → ``{call label: strategy}`` (labels as
+    :attr:`~smsg_ms.graph.model.OpNode.label`: ``path`` for call 0, ``path#k`` after)."""
+    out = {}
+    for path, strategies in sorted(per_call.items()):
+        for k, strategy in enumerate(strategies):
+            out[path + (f"#{k}" if k else "")] = strategy
+    return out
 
 
 def read_network_strategies(network_spec: str, devices: int = 8, **network_options) -> dict:

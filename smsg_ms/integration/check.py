@@ -282,7 +282,7 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
                 "strategies": plan.strategies}
     return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
             "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
-            "pipeline": plan.pipeline}
+            "pipeline": plan.pipeline, "write_back": plan.write_back}
 
 
 def verify_network(plan: Plan, spec: str | None = None) -> None:

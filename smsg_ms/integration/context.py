@@ -148,11 +148,15 @@ def dataset_layout(plan: Plan, input_shapes: list | None = None):
 
 
 def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
-    """semi_auto_parallel on ``plan.devices`` with the data-input layout of
+    """The plan's parallel mode on ``plan.devices`` (semi_auto_parallel, or auto_parallel with
+    sharding propagation for ``write_back="propagate"``:
+    :func:`smsg_ms.integration.writeback.parallel_context`) with the data-input layout of
     :func:`dataset_layout` (``full_batch`` or ``dataset_strategy``)."""
     import mindspore as ms
 
-    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=plan.devices)
+    from .writeback import parallel_context
+
+    ms.set_auto_parallel_context(**parallel_context(plan), device_num=plan.devices)
     layout = dataset_layout(plan, input_shapes)
     if layout is None:
         ms.set_auto_parallel_context(full_batch=True)
@@ -229,8 +233,8 @@ def plan_and_apply(net, inputs, settings: SmsgSettings) -> Plan:
         source = "planned"
     apply_plan(net, plan, devices=settings.devices, set_context=False)
     apply_plan_context(plan, _shapes(inputs))
-    log.info("rank %d: plan %s (%s, %d devices, %d strategies)", _rank(), plan.content_hash,
-             source, plan.devices, len(plan.strategies))
+    log.info("rank %d: plan %s (%s, %d devices, %d strategies, write-back %s)", _rank(),
+             plan.content_hash, source, plan.devices, len(plan.strategies), plan.write_back)
     settings.plan = plan
     return plan
 
@@ -296,7 +300,8 @@ def _make_wrapper_class():
         ``AutoParallel(net, parallel_mode="smsg", *, example_inputs=None, plan=None,
         hardware="ascend910b", memory_gib=None, planner=None)``: plans ``net`` from
         ``example_inputs`` (global shapes) at construction, else from the first compiled batch,
-        or applies ``plan`` (a :class:`Plan` or plan file). The data-input layout follows the
+        or applies ``plan`` (a :class:`Plan` at construction; a plan file at construction with
+        ``example_inputs``, else at the first compile). The data-input layout follows the
         plan (``full_batch`` or ``dataset_strategy``). Other ``parallel_mode`` values are
         MindSpore's and behave exactly as in MindSpore.
         """
@@ -314,8 +319,10 @@ def _make_wrapper_class():
                                   "planner": planner}
             if smsg and isinstance(plan, Plan):
                 self._apply(plan, "given")
-            elif smsg and (plan is not None or example_inputs is not None):
-                self.prepare(*(example_inputs or ()))
+            elif smsg and example_inputs is not None:
+                # without example inputs (a plan file alone) the first compile applies it: the
+                # data layout depends on the shapes it is given
+                self.prepare(*example_inputs)
 
         @property
         def smsg_plan(self) -> Plan | None:
@@ -325,11 +332,16 @@ def _make_wrapper_class():
         def _apply(self, plan: Plan, source: str, inputs=()) -> Plan:
             from .annotate import apply_plan
 
+            from .writeback import wrapper_mode
+
             apply_plan(self.network, plan, devices=self._device_num, set_context=False)
+            # MindSpore copies this into the context at compile (parallel/_utils.py)
+            self._parallel_mode = wrapper_mode(plan)
             layout = dataset_layout(plan, _shapes(inputs))
             self.dataset_strategy("full_batch" if layout is None else layout)
-            log.info("rank %d: plan %s (%s, %d devices, %d strategies)", self._global_rank,
-                     plan.content_hash, source, plan.devices, len(plan.strategies))
+            log.info("rank %d: plan %s (%s, %d devices, %d strategies, write-back %s)",
+                     self._global_rank, plan.content_hash, source, plan.devices,
+                     len(plan.strategies), plan.write_back)
             self._smsg_plan = plan
             return plan
 

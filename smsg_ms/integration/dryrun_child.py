@@ -11,7 +11,8 @@ Reads a JSON job, does it under the CPU dry-run environment set by
   training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
   strategies MindSpore used (:mod:`smsg_ms.integration.collectives`).
 * ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
-  batch), used by ``smsg-ms check``.
+  batch) and write-back (``write_back``: ``shard``, or ``propagate`` = auto_parallel with
+  sharding propagation seeded by the strategies), used by ``smsg-ms check``.
 * ``pipeline_compile``: the same for a pipelined plan (``pipeline`` record: stages, micro-batches,
   stage and recompute per block, optimizer sharding), one rank (:func:`job_pipeline_compile`).
 * ``planner_compile``: compile the training graph under one planner (``planner``: one of
@@ -140,7 +141,9 @@ def job_plan_compile(job: dict) -> dict:
     from smsg_ms.networks import build_network
 
     t0 = time.perf_counter()
-    ms = _setup()
+    propagate = job.get("write_back", "shard") == "propagate"
+    ms = _setup(parallel_mode="auto_parallel" if propagate else "semi_auto_parallel",
+                extra_context={"search_mode": "sharding_propagation"} if propagate else None)
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     inputs = list(built.train_inputs)
     layout = job.get("dataset_strategy")
@@ -351,6 +354,25 @@ def strategies_by_path(raw: dict, calls, hints: dict, wrappers: int) -> tuple[di
     return out, notes
 
 
+def strategies_per_call(raw: dict, calls) -> dict[str, list]:
+    """``{primitive path: [in_strategy of each call]}`` for the primitives whose calls got
+    different strategies (an ``auto_parallel`` planner may give each call its own).
+
+    Calls are numbered in the order of the compiled MindIR's nodes (the order
+    :mod:`smsg_ms.graph.mindir` numbers ``call_index`` in a capture); only nodes that carry the
+    ``smsg_path`` tag and have a strategy in ``raw`` count.
+    """
+    from smsg_ms.graph.mindir import pass_of_scope
+
+    seen: dict[str, list] = {}
+    for node, _, attrs in calls:
+        path = attrs.get("smsg_path")
+        if not path or node.domain not in raw or pass_of_scope(node.domain) != "forward":
+            continue
+        seen.setdefault(path, []).append([[int(x) for x in s] for s in raw[node.domain]])
+    return {p: v for p, v in sorted(seen.items()) if any(s != v[0] for s in v[1:])}
+
+
 def _role(name: str, weights: set) -> str:
     """``parameter`` (a trainable weight of the network), ``optimizer`` (state the optimizer keeps
     per weight, named ``<state>.<weight>`` as Momentum's ``moments.*`` and Adam's ``adam_m.*``),
@@ -372,7 +394,8 @@ def job_planner_compile(job: dict) -> dict:
     ``shard()`` strategies are deleted first.
 
     Returns ``strategies_raw`` (``get_strategy``: scoped name → strategy), ``strategies``
-    (primitive path → strategy), ``collectives``, ``parameters`` (per-device slice shapes from
+    (primitive path → strategy of its first call), ``strategies_per_call`` (path → strategy of
+    each call, for primitives whose calls disagree: :func:`strategies_per_call`), ``collectives``, ``parameters`` (per-device slice shapes from
     ``parameter_layout_dict``), ``compute_ops`` (per-device shapes of MatMul/conv nodes, both
     passes), ``compile_seconds`` (wall time of the compile, i.e. MindSpore's planning plus the
     parallel passes).
@@ -422,6 +445,7 @@ def job_planner_compile(job: dict) -> dict:
         params.append({"name": p.name, "shape": shape, "full_shape": full_shapes.get(p.name, shape),
                        "dtype": str(p.dtype).lower(), "role": _role(p.name, weights)})
     return {"planner": planner, "strategies_raw": raw, "strategies": by_path, "notes": notes,
+            "strategies_per_call": strategies_per_call(raw, calls),
             "cleared_shard": cleared,
             "collectives": collectives_in(flat, get_group_size()),
             "parameters": params, "compute_ops": compute_in(flat), "compile_seconds": seconds}

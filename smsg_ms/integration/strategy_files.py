@@ -67,3 +67,17 @@ def write_strategy_ckpt(plan: Plan, graph, path: str | os.PathLike):
         raise PlanError(f"{path}: the strategy checkpoint name must end in .json (MindSpore reads "
                         "other names as protobuf)")
     return write_text_atomic(path, strategy_ckpt_json(plan, graph))
+
+
+def load_context(plan: Plan, path: str | os.PathLike) -> dict:
+    """Keys of ``mindspore.set_auto_parallel_context`` that load the exported file in the plan's
+    write-back mode (:func:`smsg_ms.integration.writeback.parallel_context`):
+    ``{"parallel_mode": ..., ["search_mode": "sharding_propagation",]
+    "strategy_ckpt_config": {"load_file": path}}``.
+
+    Raises:
+        PlanError: an unknown ``write_back`` in the plan.
+    """
+    from .writeback import parallel_context
+
+    return {**parallel_context(plan), "strategy_ckpt_config": {"load_file": str(path)}}

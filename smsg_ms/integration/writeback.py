@@ -1,0 +1,124 @@
+"""How a plan's strategies reach MindSpore: the plan's ``write_back`` mode.
+
+* ``"shard"``: ``semi_auto_parallel``; every planned primitive gets ``shard(in_strategy)``, every
+  other operator MindSpore's batch-parallel default (``GenerateBatchStrategiesWithCheck``,
+  ``ops_info/operator_info.cc``).
+* ``"propagate"``: ``auto_parallel`` with ``search_mode="sharding_propagation"``; the same
+  ``shard()`` calls are the propagation's seeds. MindSpore keeps a configured strategy and
+  gives the operators no ``shard()`` reaches (functional calls such as ``ops.expand_dims``, which
+  use one module-level primitive) the layouts propagated from their neighbours instead of the
+  batch-parallel default. Checked in the dry-run (``get_strategy`` after the compile) on mlp,
+  llama, bert, vit-b16 and mindcv Swin-T at 8 devices: every seed kept, no collective added
+  (docs/swin-t.md).
+
+``auto`` (the planner's default) picks ``propagate`` when the plan predicts collectives on an
+operator no ``shard()`` can reach, i.e. MindSpore's default layout of a functional call costs
+communication, and ``shard`` otherwise. Pipelined plans always use ``shard`` (propagation with
+pipeline stages is not checked).
+"""
+from __future__ import annotations
+
+from ..plan import Plan
+from .plan_io import PlanError
+
+WRITE_BACK_MODES = ("shard", "propagate")
+#: values of the ``--write-back`` flag
+WRITE_BACK_CHOICES = ("auto",) + WRITE_BACK_MODES
+
+
+def is_functional(name: str) -> bool:
+    """Is a decision name that of an operator without a primitive path (a functional call)?
+
+    Such operators are labelled ``Type@scope`` (:attr:`smsg_ms.graph.model.OpNode.label`);
+    primitive paths are dotted cell attributes and never contain ``@``.
+    """
+    return "@" in name
+
+
+def unreached_with_collectives(plan: Plan) -> list[str]:
+    """Sorted names of the functional operators (no ``shard()`` reaches them) for which the plan
+    predicts collectives (group > 1) under MindSpore's semi-auto default."""
+    return sorted({d.name for d in plan.decisions
+                   if not d.shardable and is_functional(d.name)
+                   and any(int(c.get("group", 1)) > 1 for c in d.collectives)})
+
+
+def _pipelined(plan: Plan) -> bool:
+    return bool(plan.pipeline) and int(plan.pipeline.get("stages", 1)) > 1
+
+
+def choose_write_back(plan: Plan, mode: str = "auto") -> str:
+    """The write-back mode for ``plan``: ``mode`` itself, or for ``"auto"`` the rule of the
+    module docstring.
+
+    Raises:
+        PlanError: an unknown mode, or ``"propagate"`` for a pipelined plan.
+    """
+    if mode not in WRITE_BACK_CHOICES:
+        raise PlanError(f"write-back mode must be one of {', '.join(WRITE_BACK_CHOICES)}, "
+                        f"not {mode!r}")
+    if mode == "propagate" and _pipelined(plan):
+        raise PlanError("write-back 'propagate' is not supported for pipelined plans; use "
+                        "'shard'")
+    if mode != "auto":
+        return mode
+    if _pipelined(plan):
+        return "shard"
+    return "propagate" if unreached_with_collectives(plan) else "shard"
+
+
+def set_write_back(plan: Plan, mode: str = "auto") -> Plan:
+    """Record :func:`choose_write_back` in ``plan.write_back``; a sealed plan is sealed again.
+
+    Returns ``plan``. Raises :class:`PlanError` as :func:`choose_write_back`.
+    """
+    chosen = choose_write_back(plan, mode)
+    if plan.write_back != chosen:
+        sealed = bool(plan.content_hash)
+        plan.write_back = chosen
+        if sealed:
+            plan.seal()
+    return plan
+
+
+def _mode(plan: Plan) -> str:
+    mode = getattr(plan, "write_back", "shard")
+    if mode not in WRITE_BACK_MODES:
+        raise PlanError(f"plan for '{plan.network}' has unknown write_back {mode!r} "
+                        f"(known: {', '.join(WRITE_BACK_MODES)})")
+    return mode
+
+
+def parallel_context(plan: Plan) -> dict:
+    """The keys of ``mindspore.set_auto_parallel_context`` the plan's write-back needs:
+    ``{"parallel_mode": "semi_auto_parallel"}`` or ``{"parallel_mode": "auto_parallel",
+    "search_mode": "sharding_propagation"}``.
+
+    Raises:
+        PlanError: an unknown ``write_back`` value in the plan.
+    """
+    if _mode(plan) == "propagate":
+        return {"parallel_mode": "auto_parallel", "search_mode": "sharding_propagation"}
+    return {"parallel_mode": "semi_auto_parallel"}
+
+
+def wrapper_mode(plan: Plan) -> str:
+    """``parallel_mode`` of ``mindspore.parallel.auto_parallel.AutoParallel`` for the plan:
+    ``"semi_auto"`` or ``"sharding_propagation"``."""
+    return "sharding_propagation" if _mode(plan) == "propagate" else "semi_auto"
+
+
+def describe(plan: Plan) -> str:
+    """One line for ``plan``/``explain`` output: the mode and why."""
+    unreached = unreached_with_collectives(plan)
+    if _mode(plan) == "propagate":
+        why = (f"{len(unreached)} functional operators no shard() reaches are predicted to "
+               f"communicate under the semi-auto default ({', '.join(unreached[:2])}"
+               f"{' ...' if len(unreached) > 2 else ''})" if unreached else "requested")
+        return ("write-back: propagate (auto_parallel, sharding_propagation seeded with the "
+                f"{len(plan.strategies)} planned strategies): {why}; the predicted costs of "
+                "those operators assume the semi-auto default")
+    extra = (f"; {len(unreached)} functional operators keep MindSpore's default and are predicted"
+             " to communicate (--write-back propagate would let MindSpore lay them out)"
+             if unreached else "")
+    return f"write-back: shard (semi_auto_parallel){extra}"
