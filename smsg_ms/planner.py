@@ -15,7 +15,6 @@ different"): pairs of options that disagree on it cost ``inf``.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import numpy as np
 
 from .devices import nearest_device_counts, valid_device_count
 from .graph.capture import CUSTOM_BPROP_ATTR
-from .graph.model import OpGraph, OpNode
+from .graph.model import OpGraph, OpNode, sorted_json
 from .plan import OpDecision, Plan
 from .search.problem import Edge, SearchProblem, Variable
 
@@ -83,7 +82,7 @@ class _Var:
 
 
 #: ``json.dumps(x, sort_keys=True, default=str)`` without building an encoder per call
-_attrs_json = json.JSONEncoder(sort_keys=True, default=str).encode
+_attrs_json = sorted_json
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
