@@ -727,13 +727,25 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
     made: dict[tuple, list] = {}
+    gathers: dict[tuple, bool] = {}
+
+    def reshape_gathers(op, layout, side) -> bool:    # memoised by what it reads
+        if op.type != "Reshape":
+            return False
+        key = (layout, side, graph.tensors[op.inputs[0]].shape,
+               graph.tensors[op.outputs[0]].shape)
+        got = gathers.get(key)
+        if got is None:
+            got = gathers[key] = model.reshape_gathers(op, layout, side)
+        return got
+
     for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         src = variables[u].options[choice[u]][uc].out_layouts[
             graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
-        if model.reshape_gathers(graph.ops[dst_id], src, "input") or \
-                model.reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
+        if reshape_gathers(graph.ops[dst_id], src, "input") or \
+                reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
             dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
         key = (tname, model.normalized(src), model.normalized(dst))
