@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -505,19 +506,20 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
         if shape and isinstance(shape[0], int) and shape[0] % devices:
             return None
     choice = []
-    found_in: dict[tuple, int | None] = {}   # (id of a shared option list, wanted strategy)
+    # (id of a shared option list, signature id): the signature fixes the first call's input
+    # shapes and kinds, so the wanted strategy too
+    found_in: dict[tuple, int | None] = {}
     for var in variables:
-        op = var.ops[0]
-        want = tuple(
-            tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
-            ("parameter", "constant") or not graph.tensors[t].shape
-            else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
-            for t in op.inputs)
-        key = (id(var.options), want)
-        if key not in found_in:
-            found_in[key] = next((i for i, calls in enumerate(var.options)
-                                  if _strategy_key(calls[0].strategy) == want), None)
-        found = found_in[key]
+        key = (id(var.options), var.sig_id)
+        found = found_in.get(key, -1) if var.sig_id >= 0 else -1
+        if found == -1:
+            want = tuple(
+                tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
+                ("parameter", "constant") or not graph.tensors[t].shape
+                else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
+                for t in var.ops[0].inputs)
+            found = found_in[key] = next((i for i, calls in enumerate(var.options)
+                                          if _strategy_key(calls[0].strategy) == want), None)
         choice.append(0 if found is None else found)
     return choice
 
@@ -814,12 +816,15 @@ def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
     return best_i, float(best - base)
 
 
+#: the part of a dotted name before its first all-digit component that is not the last one
+_BLOCK_HEAD = re.compile(r"((?:[^.]*\.)*?)[0-9]+\.")
+
+
 def _block_of(name: str) -> str | None:
-    parts = name.split(".")
-    for i, p in enumerate(parts[:-1]):
-        if p.isdigit():
-            return ".".join(parts[:i] + ["*"])
-    return None
+    """``layers.3.attention.wq`` → ``layers.*``; ``None`` without an index before the last
+    component."""
+    m = _BLOCK_HEAD.match(name)
+    return None if m is None else m.group(1) + "*"
 
 
 def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
