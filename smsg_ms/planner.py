@@ -741,22 +741,36 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
             got = gathers[key] = model.reshape_gathers(op, layout, side)
         return got
 
+    # per (source option list, call, option, output; destination ...): the layouts, whether
+    # equal, and a small id of their normal forms (shared option lists share signatures, so
+    # operator shapes, so the D9 check)
+    structural: dict[tuple, tuple] = {}
+    pair_ids: dict[tuple, int] = {}
     for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
-        src = variables[u].options[choice[u]][uc].out_layouts[
-            graph.ops[src_id].outputs.index(src_t)]
-        dst = variables[v].options[choice[v]][vc].in_layouts[idx]
-        if reshape_gathers(graph.ops[dst_id], src, "input") or \
-                reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
-            dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+        U, V = variables[u], variables[v]
+        out_idx = graph.ops[src_id].outputs.index(src_t)
+        skey = (id(U.options), U.sig_id, uc, choice[u], out_idx,
+                id(V.options), V.sig_id, vc, choice[v], idx)
+        got = structural.get(skey)
+        if got is None:
+            src = U.options[choice[u]][uc].out_layouts[out_idx]
+            dst = V.options[choice[v]][vc].in_layouts[idx]
+            if reshape_gathers(graph.ops[dst_id], src, "input") or \
+                    reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
+                dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+            pair = (model.normalized(src), model.normalized(dst))
+            got = structural[skey] = (src, dst, src == dst,
+                                      pair_ids.setdefault(pair, len(pair_ids)), pair)
+        src, dst, equal, pair_id, pair = got
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
-        key = (tname, model.normalized(src), model.normalized(dst))
-        if src == dst or key in seen:
+        key = (tname, pair_id)
+        if equal or key in seen:
             continue
         seen.add(key)
         tensor = graph.tensors[tname]
         # the collectives depend on shape, dtype and normal forms only (names are set below)
-        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + key[1:]
+        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
         for coll in made[same]:
