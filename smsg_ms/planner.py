@@ -624,7 +624,7 @@ def _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated
     problem, variables = build_problem(graph, model, reuse=REUSE)
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
-        repeated = _repeated_variable_groups(graph, problem)
+        repeated = _repeated_variable_groups(graph, problem, variables)
     if choice is None:
         solution = solve(problem, memory_limit=limit, repeated=repeated, progress=progress)
     else:
@@ -862,24 +862,50 @@ def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
     return out
 
 
-def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
-    """Groups of identical repeated blocks (:func:`smsg_ms.graph.blocks.group_blocks`) as lists
-    of variable indices, for the search's repeated squaring. The search checks the hint."""
-    from .graph.blocks import group_blocks
+def _structural_id(graph: OpGraph, var: _Var):
+    """The variable's signature id where its signature is structural; for a transparent Cast or
+    a primitive left to MindSpore's default (signatures naming the operator), its operators'
+    :func:`op_signature` instead."""
+    if var.signature and var.signature[0] in ("primitive", "operator"):
+        return var.sig_id
+    return tuple(op_signature(graph, op) for op in var.ops)
+
+
+def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem, variables=None):
+    """Groups of identical repeated blocks as lists of variable indices, for the search's
+    repeated squaring. The search checks the hint (it reuses a block's tables only where their
+    matrices are equal), so a hint only changes the speed, never the plan.
+
+    Without ``variables``: the blocks of :func:`smsg_ms.graph.blocks.group_blocks` (equal
+    structural hashes). With ``variables`` (:func:`build_problem`'s, aligned with
+    ``problem.variables``): the blocks of :func:`~smsg_ms.graph.blocks.find_blocks` grouped by
+    container and their variables' signature ids, which build_problem has already computed
+    (no per-operator hash)."""
+    from .graph.blocks import find_blocks, group_blocks
 
     var_of_op = {op_id: vi for vi, var in enumerate(problem.variables) for op_id in var.op_ids}
-    groups = []
-    for group in group_blocks(graph):
-        blocks = []
-        for block in group.blocks:
-            block_vars: list[int] = []
-            for op_id in block.op_ids:
-                vi = var_of_op.get(op_id)
-                if vi is not None and vi not in block_vars:
-                    block_vars.append(vi)
-            blocks.append(block_vars)
-        if len(blocks) > 1 and len({len(b) for b in blocks}) == 1:
-            groups.append(blocks)
+
+    def block_vars(block) -> list[int]:
+        out: list[int] = []
+        seen: set[int] = set()
+        for op_id in block.op_ids:
+            vi = var_of_op.get(op_id)
+            if vi is not None and vi not in seen:
+                seen.add(vi)
+                out.append(vi)
+        return out
+
+    if variables is None:
+        candidates = [[block_vars(b) for b in group.blocks] for group in group_blocks(graph)]
+    else:
+        by_key: dict[tuple, list] = {}     # first seen first: by container, then first index
+        for block in find_blocks(graph, signed=False):
+            bv = block_vars(block)
+            key = (block.container, tuple(_structural_id(graph, variables[vi]) for vi in bv))
+            by_key.setdefault(key, []).append(bv)
+        candidates = list(by_key.values())
+    groups = [blocks for blocks in candidates
+              if len(blocks) > 1 and len({len(b) for b in blocks}) == 1]
     return groups or None
 
 

@@ -68,8 +68,10 @@ def _signature(graph: OpGraph, ops: list[OpNode], prefix: str) -> str:
     return h.hexdigest()
 
 
-def find_blocks(graph: OpGraph) -> list[Block]:
+def find_blocks(graph: OpGraph, signed: bool = True) -> list[Block]:
     """All indexed cells (``<container>.<i>``) among forward operators, outermost index only.
+
+    ``signed=False`` skips the structural hash (``signature`` is then ``""``): membership only.
 
     Returns:
         Blocks sorted by container then index; ``op_ids`` in graph order.
@@ -99,7 +101,7 @@ def find_blocks(graph: OpGraph) -> list[Block]:
     for (container, index), ops in sorted(members.items()):
         prefix = f"{container}.{index}"
         blocks.append(Block(prefix, container, index, tuple(o.id for o in ops),
-                            _signature(graph, ops, prefix + ".")))
+                            _signature(graph, ops, prefix + ".") if signed else ""))
     return blocks
 
 
