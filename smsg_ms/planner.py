@@ -93,14 +93,19 @@ def _tensor_side(graph: OpGraph, name: str) -> tuple:
     return (tuple(t.shape), t.dtype, t.kind, bool(t.requires_grad))
 
 
-def op_signature(graph: OpGraph, op: OpNode) -> tuple:
+def op_signature(graph: OpGraph, op: OpNode, sides: dict | None = None) -> tuple:
     """Everything :meth:`CostModel.options` reads of ``op``: type, attributes, shardability,
     (shape, dtype, kind, requires_grad) of each input and output and which inputs are the same
-    tensor. Two operators with equal signatures get equal option lists, up to tensor names."""
-    return (op.type, _attrs_json(op.attrs), op.shardable,
-            tuple(_tensor_side(graph, n) for n in op.inputs),
-            tuple(_tensor_side(graph, n) for n in op.outputs),
-            tuple(op.inputs.index(n) for n in op.inputs))
+    tensor. Two operators with equal signatures get equal option lists, up to tensor names.
+    ``sides``: a cache of those per-tensor tuples by tensor name, shared between calls on one
+    graph (a tensor is an output once and an input again)."""
+    if sides is None:
+        sides = {}
+    get = sides.get
+    ins = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.inputs])
+    outs = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.outputs])
+    return (op.type, _attrs_json(op.attrs), op.shardable, ins, outs,
+            tuple([op.inputs.index(n) for n in op.inputs]))
 
 
 def _gradient_flags(model, ops: list[OpNode]) -> tuple:
@@ -127,11 +132,14 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             order.append((op.id, op.id))
     variables = []
     seen: dict[tuple, _Var] = {}
+    reps: dict[int, _Var] = {}      # variable index → the variable whose options it shares
+    sides: dict = {}                # op_signature's per-tensor cache
 
     def shared(name, ops, signature) -> bool:
         rep = seen.get(signature) if reuse else None
         if rep is None:
             return False
+        reps[len(variables)] = rep
         variables.append(_Var(name, ops, rep.options, rep.keys, rep.written_back, signature,
                               rep.ops))
         return True
@@ -139,8 +147,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops) + (
-                _gradient_flags(model, ops),)
+            signature = (("primitive",) + tuple([op_signature(graph, op, sides) for op in ops])
+                         + (_gradient_flags(model, ops),))
             if shared(key, ops, signature):
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
@@ -172,7 +180,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
                                    for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
+            signature = ("operator", op_signature(graph, op, sides),
+                         _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
             opts = model.options(op)
@@ -183,8 +192,9 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False) -> list[_Var]:
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     ids: dict[tuple, int] = {}
-    for var in variables:
-        var.sig_id = ids.setdefault(var.signature, len(ids))
+    for vi, var in enumerate(variables):   # a sharing variable has its (earlier) rep's signature
+        rep = reps.get(vi)
+        var.sig_id = rep.sig_id if rep is not None else ids.setdefault(var.signature, len(ids))
     return variables
 
 

@@ -222,7 +222,8 @@ class OpGraph:
         for op in self.ops:
             shapes = [(list(self.tensors[n].shape), self.tensors[n].dtype, self.tensors[n].kind)
                       for n in op.inputs + op.outputs]
-            h.update(sorted_json([op.type, op.attrs, op.prim_path, op.call_index, shapes]).encode())
+            item = [op.type, op.attrs, op.prim_path, op.call_index, shapes]
+            h.update(sorted_json(item).encode())
         return h.hexdigest()
 
 
