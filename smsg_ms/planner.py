@@ -811,11 +811,12 @@ def _cached_runner_up(problem: SearchProblem, choice: list[int], vi: int, edges:
     and, per incident edge in order, the identity of its matrix, the side and the other end's
     option (identical layers share these arrays, so they share the answer)."""
     key = (id(problem.variables[vi].cost), choice[vi],
-           tuple((id(e.cost), e.u == vi, choice[e.v] if e.u == vi else choice[e.u])
-                 for e in edges))
-    if key not in cache:
-        cache[key] = _runner_up(problem, choice, vi, edges)
-    return cache[key]
+           tuple([(id(e.cost), True, choice[e.v]) if e.u == vi else
+                  (id(e.cost), False, choice[e.u]) for e in edges]))
+    got = cache.get(key, cache)       # the cache itself: not there yet (None is an answer)
+    if got is cache:
+        got = cache[key] = _runner_up(problem, choice, vi, edges)
+    return got
 
 
 def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
