@@ -21,13 +21,17 @@ The planner's modules (sympy among them) are imported once before the first timi
 pays the one-off import.
 
 Measured 2026-11-29 (2-core machine under load from other users; CPU seconds, best of 3,
-8 layers / 80 layers / ratio): 8 devices 0.154 / 0.316 / 2.05, 64 devices 0.213 / 0.385 / 1.81,
-512 devices 0.525 / 0.68 / 1.30, 1024 devices 0.647 / 0.873 / 1.35; main before this change, same
-session: 8 devices 0.159 / 0.342 / 2.15, 64 devices 0.216 / 0.437 / 2.02. So every plan is under
-2 s, but the 1.5x target of 80 over 8 layers is not met at 8 and 64 devices: what still grows
-with the layer count is the plan's JSON for its hash (~20 ms at 80 layers), the graph
-fingerprint and block detection (graph/, ~30 ms), and per-operator work in building the problem
-and the decisions (~60 ms).
+8 layers / 80 layers / ratio), after the speed5 changes (cyclic GC paused during planning,
+pre-built C JSON encoders for the graph fingerprint, operator signatures and plan hash, the
+repeated-block hint from the problem's signatures instead of a per-operator block hash, the
+plan's redistributions and data-parallel choice memoised per structural key): 8 devices
+0.149 / 0.235 / 1.57, 64 devices 0.206 / 0.303 / 1.47, 512 devices 0.483 / 0.636 / 1.32, 1024
+devices 0.638 / 0.813 / 1.27 (before, the branch's base in the same session: 8 devices 0.150 /
+0.317 / 2.12, 64 devices 0.213 / 0.384 / 1.80). The 1.5x target of 80 over 8 layers is met at
+64, 512 and 1024 devices, not at 8 (1.56-1.65 over runs): what still grows
+with the layer count at 8 devices (~85 ms) is spread thin: the plan hash's JSON (~18 ms), per-
+operator work in build_problem (~20 ms) and in the decisions (~12 ms), the search (~12 ms), the
+plan's redistributions (~6 ms) and the graph fingerprint (~7 ms).
 
 Usage: ``PYTHONPATH=. python scripts/bench_plan.py [--devices 8 64 512 1024] [--layers 8 80]
 [--batch 8] [--repeat 3] [--no-mindspore] [--plain]`` (``--plain``: also time ``build_problem(reuse=False)``).

@@ -30,9 +30,40 @@ def _plain(x):
     return copy.deepcopy(x)
 
 
+_FIELD_NAMES: dict[type, frozenset] = {}
+
+
 def _fields_of(x) -> dict:
-    """A dataclass instance's fields as a dict (no copy of the values)."""
+    """A dataclass instance's fields as a dict (no copy of the values): its ``__dict__`` itself
+    when that holds exactly the fields (read it, never write it)."""
+    names = _FIELD_NAMES.get(type(x))
+    if names is None:
+        names = _FIELD_NAMES[type(x)] = frozenset(f.name for f in fields(x))
+    own = getattr(x, "__dict__", None)
+    if own is not None and own.keys() == names:
+        return own
     return {f.name: getattr(x, f.name) for f in fields(x)}
+
+
+def _not_json(obj):
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _compact_encoder():
+    """``json.dumps(x, sort_keys=True, separators=(",", ":"), allow_nan=False)`` as one
+    pre-built encoder (the C encoder where this Python has it: no per-call set-up and no
+    circular-reference bookkeeping, for plain trees only). Same text either way."""
+    from json import encoder as _enc
+
+    if _enc.c_make_encoder is not None:
+        make = _enc.c_make_encoder(None, _not_json, _enc.encode_basestring_ascii, None, ":", ",",
+                                   True, False, False)
+        return lambda obj: "".join(make(obj, 0))
+    return json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
+
+#: compact, sorted, NaN-refusing JSON (the text :meth:`Plan.compute_hash` hashes)
+_compact_json = _compact_encoder()
 
 
 @dataclass
@@ -155,8 +186,7 @@ class Plan:
         data["decisions"] = [_fields_of(d) for d in self.decisions]
         if data.get("write_back") == "shard":  # as in to_dict
             del data["write_back"]
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(_compact_json(data).encode()).hexdigest()
 
     def seal(self) -> "Plan":
         """Set :attr:`content_hash`; returns self."""

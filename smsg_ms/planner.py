@@ -15,16 +15,18 @@ different"): pairs of options that disagree on it cost ``inf``.
 """
 from __future__ import annotations
 
-import json
+import gc
 import math
+import re
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from .devices import nearest_device_counts, valid_device_count
 from .graph.capture import CUSTOM_BPROP_ATTR
-from .graph.model import OpGraph, OpNode
+from .graph.model import OpGraph, OpNode, sorted_json
 from .plan import OpDecision, Plan
 from .search.problem import Edge, SearchProblem, Variable
 
@@ -83,7 +85,7 @@ class _Var:
 
 
 #: ``json.dumps(x, sort_keys=True, default=str)`` without building an encoder per call
-_attrs_json = json.JSONEncoder(sort_keys=True, default=str).encode
+_attrs_json = sorted_json
 
 
 def _tensor_side(graph: OpGraph, name: str) -> tuple:
@@ -91,14 +93,19 @@ def _tensor_side(graph: OpGraph, name: str) -> tuple:
     return (tuple(t.shape), t.dtype, t.kind, bool(t.requires_grad))
 
 
-def op_signature(graph: OpGraph, op: OpNode) -> tuple:
+def op_signature(graph: OpGraph, op: OpNode, sides: dict | None = None) -> tuple:
     """Everything :meth:`CostModel.options` reads of ``op``: type, attributes, shardability,
     (shape, dtype, kind, requires_grad) of each input and output and which inputs are the same
-    tensor. Two operators with equal signatures get equal option lists, up to tensor names."""
-    return (op.type, _attrs_json(op.attrs), op.shardable,
-            tuple(_tensor_side(graph, n) for n in op.inputs),
-            tuple(_tensor_side(graph, n) for n in op.outputs),
-            tuple(op.inputs.index(n) for n in op.inputs))
+    tensor. Two operators with equal signatures get equal option lists, up to tensor names.
+    ``sides``: a cache of those per-tensor tuples by tensor name, shared between calls on one
+    graph (a tensor is an output once and an input again)."""
+    if sides is None:
+        sides = {}
+    get = sides.get
+    ins = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.inputs])
+    outs = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.outputs])
+    return (op.type, _attrs_json(op.attrs), op.shardable, ins, outs,
+            tuple([op.inputs.index(n) for n in op.inputs]))
 
 
 def _gradient_flags(model, ops: list[OpNode]) -> tuple:
@@ -129,11 +136,14 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
             order.append((op.id, op.id))
     variables = []
     seen: dict[tuple, _Var] = {}
+    reps: dict[int, _Var] = {}      # variable index → the variable whose options it shares
+    sides: dict = {}                # op_signature's per-tensor cache
 
     def shared(name, ops, signature) -> bool:
         rep = seen.get(signature) if reuse else None
         if rep is None:
             return False
+        reps[len(variables)] = rep
         variables.append(_Var(name, ops, rep.options, rep.keys, rep.written_back, signature,
                               rep.ops))
         return True
@@ -141,8 +151,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = ("primitive",) + tuple(op_signature(graph, op) for op in ops) + (
-                _gradient_flags(model, ops),)
+            signature = (("primitive",) + tuple([op_signature(graph, op, sides) for op in ops])
+                         + (_gradient_flags(model, ops),))
             if shared(key, ops, signature):
                 continue
             per_call = [{_strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
@@ -174,7 +184,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
                                    for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op), _gradient_flags(model, [op]))
+            signature = ("operator", op_signature(graph, op, sides),
+                         _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
             opts = model.options(op)
@@ -185,8 +196,9 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
             variables.append(_Var(op.label, [op], [[c] for c in opts], keys, False, signature))
             seen[signature] = variables[-1]
     ids: dict[tuple, int] = {}
-    for var in variables:
-        var.sig_id = ids.setdefault(var.signature, len(ids))
+    for vi, var in enumerate(variables):   # a sharing variable has its (earlier) rep's signature
+        rep = reps.get(vi)
+        var.sig_id = rep.sig_id if rep is not None else ids.setdefault(var.signature, len(ids))
     return variables
 
 
@@ -511,19 +523,20 @@ def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: O
         if shape and isinstance(shape[0], int) and shape[0] % devices:
             return None
     choice = []
-    found_in: dict[tuple, int | None] = {}   # (id of a shared option list, wanted strategy)
+    # (id of a shared option list, signature id): the signature fixes the first call's input
+    # shapes and kinds, so the wanted strategy too
+    found_in: dict[tuple, int | None] = {}
     for var in variables:
-        op = var.ops[0]
-        want = tuple(
-            tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
-            ("parameter", "constant") or not graph.tensors[t].shape
-            else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
-            for t in op.inputs)
-        key = (id(var.options), want)
-        if key not in found_in:
-            found_in[key] = next((i for i, calls in enumerate(var.options)
-                                  if _strategy_key(calls[0].strategy) == want), None)
-        found = found_in[key]
+        key = (id(var.options), var.sig_id)
+        found = found_in.get(key, -1) if var.sig_id >= 0 else -1
+        if found == -1:
+            want = tuple(
+                tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
+                ("parameter", "constant") or not graph.tensors[t].shape
+                else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
+                for t in var.ops[0].inputs)
+            found = found_in[key] = next((i for i, calls in enumerate(var.options)
+                                          if _strategy_key(calls[0].strategy) == want), None)
         choice.append(0 if found is None else found)
     return choice
 
@@ -569,6 +582,21 @@ EXHAUSTIVE_UP_TO = 16
 REUSE = True
 
 
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector (restored on exit, as it was). Planning allocates
+    many small, acyclic objects (reference counting frees them); each full collection the
+    allocations trigger re-walks every live object, the captured graph included, so at 80
+    layers the collector took ~15% of :func:`plan_graph` (``scripts/bench_plan.py``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
@@ -596,11 +624,19 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
         PlanningError: device count MindSpore refuses, operator without options.
         smsg_ms.search.NoFeasiblePlan: nothing fits in memory.
     """
+    check_device_count(devices)
+    with _collector_paused():
+        return _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated,
+                           progress, exhaustive, choice, write_back)
+
+
+def _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated, progress,
+                exhaustive, choice, write_back) -> Plan:
+    """:func:`plan_graph`'s work (arguments as there, the device count checked)."""
     from .cost.hardware import get_hardware
     from .cost.model import CostModel
     from .search import solve
 
-    check_device_count(devices)
     hw = get_hardware(hardware)
     if exhaustive is None:
         exhaustive = devices <= EXHAUSTIVE_UP_TO
@@ -608,7 +644,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     problem, variables = build_problem(graph, model, reuse=REUSE)
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
-        repeated = _repeated_variable_groups(graph, problem)
+        repeated = _repeated_variable_groups(graph, problem, variables)
     if choice is None:
         solution = solve(problem, memory_limit=limit, repeated=repeated, progress=progress)
     else:
@@ -714,22 +750,48 @@ def _redistributions(graph: OpGraph, model, variables: list[_Var], choice: list[
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
     made: dict[tuple, list] = {}
+    gathers: dict[tuple, bool] = {}
+
+    def reshape_gathers(op, layout, side) -> bool:    # memoised by what it reads
+        if op.type != "Reshape":
+            return False
+        key = (layout, side, graph.tensors[op.inputs[0]].shape,
+               graph.tensors[op.outputs[0]].shape)
+        got = gathers.get(key)
+        if got is None:
+            got = gathers[key] = model.reshape_gathers(op, layout, side)
+        return got
+
+    # per (source option list, call, option, output; destination ...): the layouts, whether
+    # equal, and a small id of their normal forms (shared option lists share signatures, so
+    # operator shapes, so the D9 check)
+    structural: dict[tuple, tuple] = {}
+    pair_ids: dict[tuple, int] = {}
     for src_id, src_t, dst_id, tname, idx in _edges(graph, variables):
         (u, uc), (v, vc) = where[src_id], where[dst_id]
-        src = variables[u].options[choice[u]][uc].out_layouts[
-            graph.ops[src_id].outputs.index(src_t)]
-        dst = variables[v].options[choice[v]][vc].in_layouts[idx]
-        if model.reshape_gathers(graph.ops[dst_id], src, "input") or \
-                model.reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
-            dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+        U, V = variables[u], variables[v]
+        out_idx = graph.ops[src_id].outputs.index(src_t)
+        skey = (id(U.options), U.sig_id, uc, choice[u], out_idx,
+                id(V.options), V.sig_id, vc, choice[v], idx)
+        got = structural.get(skey)
+        if got is None:
+            src = U.options[choice[u]][uc].out_layouts[out_idx]
+            dst = V.options[choice[v]][vc].in_layouts[idx]
+            if reshape_gathers(graph.ops[dst_id], src, "input") or \
+                    reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
+                dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+            pair = (model.normalized(src), model.normalized(dst))
+            got = structural[skey] = (src, dst, src == dst,
+                                      pair_ids.setdefault(pair, len(pair_ids)), pair)
+        src, dst, equal, pair_id, pair = got
         # MindSpore's CSE merges equal redistributions of one tensor: count each once
-        key = (tname, model.normalized(src), model.normalized(dst))
-        if src == dst or key in seen:
+        key = (tname, pair_id)
+        if equal or key in seen:
             continue
         seen.add(key)
         tensor = graph.tensors[tname]
         # the collectives depend on shape, dtype and normal forms only (names are set below)
-        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + key[1:]
+        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
         for coll in made[same]:
@@ -760,11 +822,12 @@ def _cached_runner_up(problem: SearchProblem, choice: list[int], vi: int, edges:
     and, per incident edge in order, the identity of its matrix, the side and the other end's
     option (identical layers share these arrays, so they share the answer)."""
     key = (id(problem.variables[vi].cost), choice[vi],
-           tuple((id(e.cost), e.u == vi, choice[e.v] if e.u == vi else choice[e.u])
-                 for e in edges))
-    if key not in cache:
-        cache[key] = _runner_up(problem, choice, vi, edges)
-    return cache[key]
+           tuple([(id(e.cost), True, choice[e.v]) if e.u == vi else
+                  (id(e.cost), False, choice[e.u]) for e in edges]))
+    got = cache.get(key, cache)       # the cache itself: not there yet (None is an answer)
+    if got is cache:
+        got = cache[key] = _runner_up(problem, choice, vi, edges)
+    return got
 
 
 def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
@@ -789,12 +852,15 @@ def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
     return best_i, float(best - base)
 
 
+#: the part of a dotted name before its first all-digit component that is not the last one
+_BLOCK_HEAD = re.compile(r"((?:[^.]*\.)*?)[0-9]+\.")
+
+
 def _block_of(name: str) -> str | None:
-    parts = name.split(".")
-    for i, p in enumerate(parts[:-1]):
-        if p.isdigit():
-            return ".".join(parts[:i] + ["*"])
-    return None
+    """``layers.3.attention.wq`` → ``layers.*``; ``None`` without an index before the last
+    component."""
+    m = _BLOCK_HEAD.match(name)
+    return None if m is None else m.group(1) + "*"
 
 
 def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
@@ -818,24 +884,50 @@ def _dataset_strategy(graph: OpGraph, variables: list[_Var], choice: list[int]):
     return out
 
 
-def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem):
-    """Groups of identical repeated blocks (:func:`smsg_ms.graph.blocks.group_blocks`) as lists
-    of variable indices, for the search's repeated squaring. The search checks the hint."""
-    from .graph.blocks import group_blocks
+def _structural_id(graph: OpGraph, var: _Var):
+    """The variable's signature id where its signature is structural; for a transparent Cast or
+    a primitive left to MindSpore's default (signatures naming the operator), its operators'
+    :func:`op_signature` instead."""
+    if var.signature and var.signature[0] in ("primitive", "operator"):
+        return var.sig_id
+    return tuple(op_signature(graph, op) for op in var.ops)
+
+
+def _repeated_variable_groups(graph: OpGraph, problem: SearchProblem, variables=None):
+    """Groups of identical repeated blocks as lists of variable indices, for the search's
+    repeated squaring. The search checks the hint (it reuses a block's tables only where their
+    matrices are equal), so a hint only changes the speed, never the plan.
+
+    Without ``variables``: the blocks of :func:`smsg_ms.graph.blocks.group_blocks` (equal
+    structural hashes). With ``variables`` (:func:`build_problem`'s, aligned with
+    ``problem.variables``): the blocks of :func:`~smsg_ms.graph.blocks.find_blocks` grouped by
+    container and their variables' signature ids, which build_problem has already computed
+    (no per-operator hash)."""
+    from .graph.blocks import find_blocks, group_blocks
 
     var_of_op = {op_id: vi for vi, var in enumerate(problem.variables) for op_id in var.op_ids}
-    groups = []
-    for group in group_blocks(graph):
-        blocks = []
-        for block in group.blocks:
-            block_vars: list[int] = []
-            for op_id in block.op_ids:
-                vi = var_of_op.get(op_id)
-                if vi is not None and vi not in block_vars:
-                    block_vars.append(vi)
-            blocks.append(block_vars)
-        if len(blocks) > 1 and len({len(b) for b in blocks}) == 1:
-            groups.append(blocks)
+
+    def block_vars(block) -> list[int]:
+        out: list[int] = []
+        seen: set[int] = set()
+        for op_id in block.op_ids:
+            vi = var_of_op.get(op_id)
+            if vi is not None and vi not in seen:
+                seen.add(vi)
+                out.append(vi)
+        return out
+
+    if variables is None:
+        candidates = [[block_vars(b) for b in group.blocks] for group in group_blocks(graph)]
+    else:
+        by_key: dict[tuple, list] = {}     # first seen first: by container, then first index
+        for block in find_blocks(graph, signed=False):
+            bv = block_vars(block)
+            key = (block.container, tuple(_structural_id(graph, variables[vi]) for vi in bv))
+            by_key.setdefault(key, []).append(bv)
+        candidates = list(by_key.values())
+    groups = [blocks for blocks in candidates
+              if len(blocks) > 1 and len({len(b) for b in blocks}) == 1]
     return groups or None
 
 

@@ -28,3 +28,21 @@ def test_layer_of_other_width_is_not_in_the_group(captured):
     assert [grp.prefixes for grp in group_blocks(g)] == [["layers.0", "layers.1", "layers.3"]]
     assert [b.prefix for b in find_blocks(g)] == [f"layers.{i}" for i in range(4)]
     assert len({b.signature for b in find_blocks(g)}) == 2
+
+
+def test_sorted_json_is_json_dumps_sorted():
+    """The pre-built encoder behind fingerprints and block signatures writes what
+    ``json.dumps(x, sort_keys=True, default=str)`` writes (so stored fingerprints stay valid)."""
+    import json
+    from pathlib import Path
+
+    from smsg_ms.graph.model import sorted_json
+
+    samples = [
+        ["MatMul", {"transpose_b": True, "a": [1, 2.5, None]}, "layers.0.x", 0,
+         [([8, 4096], "float16", "data")]],
+        {"z": {"y": 1e-300, "x": float("inf")}, "é": "ü\n\"", "k": (1, 2)},
+        [Path("/tmp/p"), 3.0, -0.0, 2**70, False],
+    ]
+    for x in samples:
+        assert sorted_json(x) == json.dumps(x, sort_keys=True, default=str)

@@ -60,3 +60,20 @@ def test_content_hash_is_the_sha256_of_asdict_json():
     sealed = plan.seal()
     assert sealed.content_hash == hashlib.sha256(text.encode()).hexdigest()
     assert sealed.compute_hash() == sealed.content_hash   # the hash excludes itself
+
+
+def test_content_hash_refuses_what_json_refuses():
+    """NaN and non-JSON values fail the hash as ``json.dumps(..., allow_nan=False)`` fails."""
+    import pytest
+
+    plan = _plan()
+    plan.totals["step_seconds"] = float("nan")
+    with pytest.raises(ValueError):
+        plan.compute_hash()
+    plan = _plan()
+    plan.decisions[0].notes = [object()]
+    with pytest.raises(TypeError):
+        plan.compute_hash()
+    plan = _plan()
+    plan.decisions[0].extra = 1       # an attribute beyond the fields is not hashed
+    assert plan.compute_hash() == _plan().compute_hash()

@@ -10,11 +10,10 @@ squaring").
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 
-from .model import OpGraph, OpNode
+from .model import OpGraph, OpNode, sorted_json
 
 _INDEXED = re.compile(r"^(?P<prefix>(?:[A-Za-z_][\w]*\.)*?[A-Za-z_]\w*)\.(?P<index>\d+)(?:\.|$)")
 
@@ -65,13 +64,14 @@ def _signature(graph: OpGraph, ops: list[OpNode], prefix: str) -> str:
             outs.append([list(t.shape), t.dtype])
             local[name] = (pos, k)
         rel = (op.prim_path or "")[len(prefix):] if op.prim_path else None
-        h.update(json.dumps([op.type, op.attrs, rel, op.call_index, ins, outs],
-                            sort_keys=True, default=str).encode())
+        h.update(sorted_json([op.type, op.attrs, rel, op.call_index, ins, outs]).encode())
     return h.hexdigest()
 
 
-def find_blocks(graph: OpGraph) -> list[Block]:
+def find_blocks(graph: OpGraph, signed: bool = True) -> list[Block]:
     """All indexed cells (``<container>.<i>``) among forward operators, outermost index only.
+
+    ``signed=False`` skips the structural hash (``signature`` is then ``""``): membership only.
 
     Returns:
         Blocks sorted by container then index; ``op_ids`` in graph order.
@@ -101,7 +101,7 @@ def find_blocks(graph: OpGraph) -> list[Block]:
     for (container, index), ops in sorted(members.items()):
         prefix = f"{container}.{index}"
         blocks.append(Block(prefix, container, index, tuple(o.id for o in ops),
-                            _signature(graph, ops, prefix + ".")))
+                            _signature(graph, ops, prefix + ".") if signed else ""))
     return blocks
 
 
