@@ -31,8 +31,8 @@ def test_layer_of_other_width_is_not_in_the_group(captured):
 
 
 def test_sorted_json_is_json_dumps_sorted():
-    """The pre-built encoder behind fingerprints and block signatures writes what
-    ``json.dumps(x, sort_keys=True, default=str)`` writes (so stored fingerprints stay valid)."""
+    """The pre-built encoder behind block and operator signatures writes what
+    ``json.dumps(x, sort_keys=True, default=str)`` writes (so signatures are as before)."""
     import json
     from pathlib import Path
 

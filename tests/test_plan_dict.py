@@ -48,28 +48,40 @@ def test_to_dict_is_a_deep_copy():
 
 
 def test_content_hash_is_the_sha256_of_asdict_json():
+    """The hash is over ``asdict`` (a deep copy, not the shallow view the plan hashes) written
+    as compact sorted-key JSON by orjson; that text parses back to the same data."""
     import hashlib
     import json
+
+    import orjson
 
     plan = _plan()
     data = dataclasses.asdict(plan)
     data.pop("content_hash")
     assert data.pop("write_back") == "shard"  # the default is left out of the file and the hash
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    assert plan.compute_hash() == hashlib.sha256(text.encode()).hexdigest()
+    text = orjson.dumps(data, default=list, option=orjson.OPT_SORT_KEYS)  # namedtuple: array
+    assert json.loads(text) == json.loads(json.dumps(data))
+    assert plan.compute_hash() == hashlib.sha256(text).hexdigest()
     sealed = plan.seal()
-    assert sealed.content_hash == hashlib.sha256(text.encode()).hexdigest()
+    assert sealed.content_hash == hashlib.sha256(text).hexdigest()
     assert sealed.compute_hash() == sealed.content_hash   # the hash excludes itself
 
 
-def test_content_hash_refuses_what_json_refuses():
-    """NaN and non-JSON values fail the hash as ``json.dumps(..., allow_nan=False)`` fails."""
+def test_non_json_values_fail_and_nan_never_reaches_a_file(tmp_path):
+    """A value JSON cannot hold fails the hash (TypeError); NaN is refused where plans are
+    written and read, not by the hash (orjson writes it as null)."""
     import pytest
+
+    from smsg_ms.integration.plan_io import PlanError, plan_from_text
 
     plan = _plan()
     plan.totals["step_seconds"] = float("nan")
     with pytest.raises(ValueError):
-        plan.compute_hash()
+        plan.seal().to_json()
+    good = _plan().seal().to_json()
+    assert plan_from_text(good).content_hash == _plan().seal().content_hash
+    with pytest.raises(PlanError, match="NaN"):
+        plan_from_text(good.replace('"compute": 0.001', '"compute": NaN', 1))
     plan = _plan()
     plan.decisions[0].notes = [object()]
     with pytest.raises(TypeError):

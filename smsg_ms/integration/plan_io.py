@@ -94,8 +94,12 @@ def save_plan(plan: Plan, path: str | os.PathLike) -> Path:
 
 def plan_from_text(text: str, source: str = "plan") -> Plan:
     """Parse and verify plan JSON text (see :func:`load_plan`)."""
+    def non_finite(name):
+        raise PlanError(f"{source}: holds {name}, which no plan holds (not an smsg-ms plan, or "
+                        "edited by hand)")
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         # text that does not start like a JSON document is some other file; a document whose
         # error is at its very end (or in a string never closed) was cut off
