@@ -27,11 +27,14 @@ repeated-block hint from the problem's signatures instead of a per-operator bloc
 plan's redistributions and data-parallel choice memoised per structural key): 8 devices
 0.149 / 0.235 / 1.57, 64 devices 0.206 / 0.303 / 1.47, 512 devices 0.483 / 0.636 / 1.32, 1024
 devices 0.638 / 0.813 / 1.27 (before, the branch's base in the same session: 8 devices 0.150 /
-0.317 / 2.12, 64 devices 0.213 / 0.384 / 1.80). The 1.5x target of 80 over 8 layers is met at
-64, 512 and 1024 devices, not at 8 (1.56-1.65 over runs): what still grows
-with the layer count at 8 devices (~85 ms) is spread thin: the plan hash's JSON (~18 ms), per-
-operator work in build_problem (~20 ms) and in the decisions (~12 ms), the search (~12 ms), the
-plan's redistributions (~6 ms) and the graph fingerprint (~7 ms).
+0.317 / 2.12, 64 devices 0.213 / 0.384 / 1.80). Then the plan hash and the graph fingerprint
+were written by orjson instead of ``json`` (~20 ms less at 80 layers): 8 devices 0.140 / 0.209 /
+1.49 (1.47 in a quieter run), 64 devices 0.200 / 0.266 / 1.33, 512 devices 0.463 / 0.581 / 1.25,
+1024 devices 0.616 / 0.790 / 1.28 (wall ratios are noisier: 1.78 / 1.47 / 1.21 / 1.34 in the same
+run, the machine running a test suite beside it). The 1.5x target holds in CPU time at every
+device count, narrowly at 8 devices: what still grows with the layer count there (~65 ms) is
+per-operator work in build_problem (~20 ms) and in the decisions (~12 ms), the search (~12 ms)
+and the plan's redistributions (~6 ms).
 
 Usage: ``PYTHONPATH=. python scripts/bench_plan.py [--devices 8 64 512 1024] [--layers 8 80]
 [--batch 8] [--repeat 3] [--no-mindspore] [--plain]`` (``--plain``: also time ``build_problem(reuse=False)``).
