@@ -1,4 +1,4 @@
-"""``smsg-ms`` command line: ``graph``, ``plan`` (the main job), ``explain``, ``check``, ``export``.
+"""smsg-ms command line: graph, plan (the main job), explain, check, export, compare, score.
 
 Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
 shows the traceback. A closed stdout (``| head``) ends a command quietly with exit 0.
@@ -57,12 +57,44 @@ def cmd_graph(args) -> int:
     return 0
 
 
-def default_plan_path(network: str, devices: int, options: dict | None = None) -> str:
-    """``<network>[-<option><value>...]-<N>dev.plan.json`` in the working folder (``:``/``.``/``/``
-    → ``-``), so plans of other shapes do not overwrite each other (``llama-batch16-8dev``)."""
-    safe = "".join(c if c.isalnum() or c in "_-" else "-" for c in network)
+def default_plan_path(network: str, devices: int, options: dict | None = None,
+                      settings: dict | None = None) -> str:
+    """``<network>[-<option><value>...]-<N>dev[-<setting>...].plan.json`` in the working folder
+    (``:``/``.``/``/`` → ``-``), so plans of other shapes or planning settings do not overwrite
+    each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
+
+    ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
+    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate"}``
+    (any subset; a ``None`` value is left out)."""
+    def safe(text) -> str:
+        return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
+
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
-    return f"{safe}{shape}-{devices}dev.plan.json"
+    tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
+            "hardware": "{}", "memory": "mem{}", "write_back": "{}"}
+    extra = ""
+    for key, fmt in tags.items():
+        value = (settings or {}).get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        extra += "-" + safe(fmt.format(value))
+    return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"
+
+
+#: ``plan``'s default settings: a setting differing from these goes into the default file name.
+PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto"}
+
+
+def _plan_settings(args) -> dict:
+    """The planning settings of ``args`` that differ from :data:`PLAN_DEFAULTS` (or are given)."""
+    settings = {"pipeline": args.pipeline, "micro_batches": args.micro_batches,
+                "memory": args.memory}
+    for key, default in PLAN_DEFAULTS.items():
+        value = getattr(args, key)
+        settings[key] = None if str(value).lower() == default else str(value).lower()
+    return settings
 
 
 def _check_writable(path: str) -> None:
@@ -81,11 +113,20 @@ def cmd_plan(args) -> int:
     from .integration.plan_io import PlanError, check_device_count, save_plan
     from .networks import resolve_spec
 
+    from .cost.hardware import get_hardware
+
     check_device_count(args.devices)
     if args.memory is not None and not args.memory > 0:
         raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
+    if args.out is not None and not args.out.strip():
+        raise PlanError("--out must name a file, got an empty name")
+    try:
+        get_hardware(args.hardware)
+    except ValueError as exc:
+        raise PlanError(f"--hardware: {exc}") from None
     resolve_spec(args.network)
-    out = args.out or default_plan_path(args.network, args.devices, _network_options(args))
+    out = args.out or default_plan_path(args.network, args.devices, _network_options(args),
+                                        _plan_settings(args))
     _check_writable(out)
     try:
         from . import planner
@@ -178,6 +219,13 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def _primitives_reading_parameters(plan, graph) -> list[str]:
+    """The plan's primitives the strategy checkpoint can hold: those whose operator reads a
+    Parameter directly (``smsg_ms.integration.strategy_files``: the key names that Parameter)."""
+    return sorted({op.prim_path for op in graph.ops if op.prim_path in plan.strategies
+                   and any(graph.tensors[n].kind == "parameter" for n in op.inputs)})
+
+
 def cmd_export(args) -> int:
     from .graph.capture import capture_network
     from .integration.plan_io import load_plan
@@ -187,9 +235,15 @@ def cmd_export(args) -> int:
     _check_writable(args.out)
     graph = capture_network(args.network or plan.network, **plan.options)
     write_strategy_ckpt(plan, graph, args.out)
-    print(f"strategy checkpoint written to {args.out}")
     from .integration.strategy_files import load_context
-    print(f"load it with mindspore.set_auto_parallel_context({load_context(plan, args.out)})")
+    from .report.tables import count
+
+    written = _primitives_reading_parameters(plan, graph)
+    print(f"strategy checkpoint written to {args.out}: {len(written)} of "
+          f"{count(len(plan.strategies), 'strategy', 'strategies')} written (the others are of "
+          "operators that read no Parameter, which the format cannot name)")
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in load_context(plan, args.out).items())
+    print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
     return 0
 
 
@@ -213,7 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
-    p.add_argument("--out", help="plan file (default <network>-<N>dev.plan.json)")
+    p.add_argument("--out", help="plan file (default <network>[-<option><value>]-<N>dev"
+                                 "[-p<P>][-mb<M>][-os<on|off>][-<hardware>][-mem<GiB>]"
+                                 "[-<write-back>].plan.json; the bracketed parts only for "
+                                 "options and settings given or not at their default)")
     p.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto' "
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=int, metavar="M",
@@ -237,9 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
                                      "(CPU dry-run) and compare collectives")
     p.add_argument("file", help="plan file")
-    p.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: the "
-                                            "first rank of every stage)")
-    p.add_argument("--all-ranks", action="store_true", help="compile every rank")
+    ranks = p.add_mutually_exclusive_group()
+    ranks.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: "
+                                                "the first rank of every stage)")
+    ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
     p.add_argument("--network", help="network spec to check against (default: the plan's)")
     p.set_defaults(func=cmd_check)
 

@@ -2,6 +2,8 @@
 them: good paths, and one clear line + non-zero exit + no partial file for each bad input."""
 from __future__ import annotations
 
+import argparse
+import ast
 import importlib.util
 import json
 import os
@@ -31,9 +33,9 @@ def wider(**options):
 '''
 
 
-def smsg(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def smsg(args: list[str], cwd: Path, columns: int = 200) -> subprocess.CompletedProcess:
     # ROOT stands for the installed package; the user's module is found in the working folder
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS=str(columns))
     exe = shutil.which("smsg-ms")
     cmd = [exe] if exe else [sys.executable, "-m", "smsg_ms.cli"]
     return subprocess.run(cmd + args, cwd=cwd, env=env, capture_output=True, text=True,
@@ -94,6 +96,53 @@ def test_malformed_argument_is_one_line(work):
     one_line_error(smsg(["plan", "--devices", "abc"], work), "--devices", "'abc'")
     one_line_error(smsg(["frobnicate"], work), "invalid choice")
     assert files(work) == []
+
+
+def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):
+    one_line_error(smsg(["plan", "mlp", "--out", ""], work), "--out", "empty")
+    # the preset is checked before the network is even looked up (so before any capture)
+    one_line_error(smsg(["plan", "nosuch", "--hardware", "tpu"], work), "--hardware", "'tpu'",
+                   "presets: a100, ascend910b, h100")
+    assert files(work) == []
+
+
+def test_default_plan_names_carry_non_default_settings():
+    from smsg_ms.cli import build_parser, default_plan_path, _plan_settings
+
+    def name(*argv):
+        args = build_parser().parse_args(["plan", "llama", *argv])
+        return default_plan_path(args.network, args.devices, {}, _plan_settings(args))
+
+    assert name() == "llama-8dev.plan.json"     # README's name for the defaults
+    assert name("--hardware", "ascend910b", "--write-back", "auto") == "llama-8dev.plan.json"
+    assert name("--pipeline", "2") == "llama-8dev-p2.plan.json"
+    assert name("--hardware", "h100", "--memory", "80") == "llama-8dev-h100-mem80.plan.json"
+    assert name("--write-back", "propagate") == "llama-8dev-propagate.plan.json"
+    assert name("--memory", "7.5") == "llama-8dev-mem7-5.plan.json"
+    names = {name(), name("--pipeline", "2"), name("--pipeline", "auto"),
+             name("--hardware", "h100"), name("--memory", "80"), name("--write-back", "propagate"),
+             name("--pipeline", "2", "--micro-batches", "4"),
+             name("--pipeline", "2", "--optimizer-sharding", "off")}
+    assert len(names) == 8
+
+
+def test_top_level_help_names_every_command(work):
+    from smsg_ms.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    proc = smsg(["--help"], work)
+    description = proc.stdout.split("positional arguments")[0]
+    assert len(sub.choices) == 7
+    for command in sub.choices:
+        assert command in description, command
+
+
+def test_counts_are_singular_for_one():
+    from smsg_ms.report.tables import count
+
+    assert count(1, "device") == "1 device" and count(8, "device") == "8 devices"
+    assert count(1, "micro-batch", "micro-batches") == "1 micro-batch"
+    assert count(4, "micro-batch", "micro-batches") == "4 micro-batches"
 
 
 def test_unknown_network(work):
@@ -248,16 +297,36 @@ def test_check_passes_when_predictions_match(work, plans, name):
     assert "check: passed" in proc.stdout and "grad_sync" in proc.stdout
 
 
+def test_check_reads_at_80_columns(work, plans):
+    """A terminal of 80 columns: collective kinds and phases are whole, and the last line is the
+    summary README promises."""
+    proc = smsg(["check", str(plans / "good.json")], work, columns=80)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert "…" not in proc.stdout and "AllReduce" in proc.stdout and "grad_sync" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1] == "check: passed (0 rejected, 0 mismatches)"
+
+
 def test_check_fails_on_mismatch(work, plans):
     proc = smsg(["check", str(plans / "mismatch.json")], work)
     assert proc.returncode == 1
     assert "MISMATCH" in proc.stdout and "check: FAILED" in proc.stdout
+    # fc3's predictions were dropped: at least one row disagrees, nothing was rejected
+    mismatched = sum(line.count("MISMATCH") for line in proc.stdout.splitlines())
+    assert mismatched >= 1
+    assert re.search(rf"check: FAILED \(0 rejected, {mismatched} mismatch(es)?\)$", proc.stdout)
 
 
 def test_check_reports_rejected_strategy(work, plans):
     proc = smsg(["check", str(plans / "rejected.json")], work)
     assert proc.returncode == 1
     assert "MindSpore rejected the plan" in proc.stdout and "MatMul" in proc.stdout
+    assert proc.stdout.rstrip().endswith("check: FAILED (1 rejected, 0 mismatches)")
+
+
+def test_check_rank_and_all_ranks_exclude_each_other(work, plans):
+    one_line_error(smsg(["check", str(plans / "good.json"), "--rank", "1", "--all-ranks"], work),
+                   "--all-ranks", "not allowed with argument --rank")
 
 
 def test_check_refuses_plan_of_another_network(work, plans):
@@ -275,6 +344,19 @@ def test_export_strategy_checkpoint(work, plans):
     assert proc.returncode == 0, proc.stderr
     items = json.loads((work / "strategy.json").read_text())["parallel_strategy_item"]
     assert items["MatMul_fc1.weight"] == {"stage": 0, "parallel_strategy": [[8, 1], [1, 1]]}
+    # the MLP reads each Parameter in one primitive: one item per written strategy, out of all
+    # the plan's strategies (activation-only primitives such as ReLU have no key)
+    planned = sum(1 for d in json.loads((plans / "good.json").read_text())["decisions"]
+                  if d["shardable"] and d["strategy"])
+    assert len(items) < planned
+    assert f"{len(items)} of {planned} strategies written" in proc.stdout
+    # the load line is valid Python: a call with keyword arguments only, literal values
+    line = next(l for l in proc.stdout.splitlines() if "set_auto_parallel_context(" in l)
+    call = ast.parse(line.split("load it with ", 1)[1], mode="eval").body
+    assert isinstance(call, ast.Call) and not call.args
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert kwargs["strategy_ckpt_config"] == {"load_file": "strategy.json"}
+    assert kwargs["parallel_mode"] in ("semi_auto_parallel", "auto_parallel")
     one_line_error(smsg(["export", str(plans / "good.json"), "strategy.ckpt"], work),
                    "must end in .json")
     assert files(work) == ["strategy.json"]

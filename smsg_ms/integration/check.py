@@ -343,9 +343,10 @@ def print_report(report: CheckReport, console) -> None:
             console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}")
             continue
         table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
-        for col in ("collective", "phase", "group", "predicted", "pred. MiB", "inserted",
-                    "ins. MiB", "verdict"):
-            table.add_column(col, justify="right" if col not in ("collective", "phase") else "left")
+        for col in ("collective", "phase", "group", "pred.", "pred. MiB", "ins.", "ins. MiB"):
+            left = col in ("collective", "phase")
+            table.add_column(col, justify="left" if left else "right", no_wrap=left)
+        table.add_column("verdict", overflow="fold")
         for row in r.rows:
             kind, phase, size = row.key
             mark = ("loss (not compared)" if not row.planned else "ok" if row.ok else
@@ -367,4 +368,16 @@ def print_report(report: CheckReport, console) -> None:
             console.print(p2p)
     if not report.has_predictions:
         console.print("the plan holds no predicted collectives: only MindSpore's are listed")
-    console.print("check: " + ("passed" if report.ok else "FAILED"))
+    console.print(summary_line(report))
+
+
+def summary_line(report: CheckReport) -> str:
+    """``check: passed (0 rejected, 0 mismatches)``: ranks MindSpore rejected, and compared
+    table rows (collectives and Send/Receive) whose counts or bytes disagree."""
+    rejected = sum(1 for r in report.ranks if r.error)
+    rows = [row for r in report.ranks for row in r.p2p]
+    if report.has_predictions:
+        rows += [row for r in report.ranks for row in r.rows]
+    bad = sum(1 for row in rows if not row.ok)
+    return (f"check: {'passed' if report.ok else 'FAILED'} ({rejected} rejected, "
+            f"{bad} {'mismatch' if bad == 1 else 'mismatches'})")

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from ..plan import OpDecision, Plan
-from .tables import (LABELS, data_parallel_missing, fmt_runner_up, fmt_strategy, instance_label,
-                     is_memory_key, relative_name)
+from .tables import (LABELS, count, data_parallel_missing, fmt_runner_up, fmt_strategy,
+                     instance_label, is_memory_key, relative_name)
 from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
 
 #: Time kinds after the computation and the collectives named by the symbolic terms.
@@ -188,7 +188,7 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
     rel = totals.get("relative_to_data_parallel")
     ratio = glue(f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
                  else f"pure data parallel {data_parallel_missing(plan)}")
-    say(f"{plan.network}: {plan.devices} devices, {plan.hardware}; plan "
+    say(f"{plan.network}: {count(plan.devices, 'device')}, {plan.hardware}; plan "
         f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
         style="bold")
     if any(plan.symbolic_of(d) for d in plan.decisions):

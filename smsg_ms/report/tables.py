@@ -13,8 +13,14 @@ from collections import OrderedDict
 from ..plan import OpDecision, Plan
 from .units import byte_unit, fmt_bytes, fmt_seconds, glue, wrap
 
-__all__ = ["fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
+__all__ = ["count", "fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
            "summary_rows", "totals_rows", "pipeline_rows", "print_summary", "print_pipeline"]
+
+
+def count(n, noun: str, plural: str | None = None) -> str:
+    """``1 device``, ``2 devices``: ``n`` and ``noun``, or ``plural`` (default ``noun + "s"``)
+    unless ``n`` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def fmt_strategy(strategy) -> str:
@@ -140,7 +146,7 @@ def data_parallel_missing(plan: Plan) -> str:
     for i, shape in enumerate(plan.input_shapes or []):
         if shape and isinstance(shape[0], int) and shape[0] % plan.devices:
             of = f" of input {i}" if len(plan.input_shapes) > 1 else ""
-            return f"n/a: batch {shape[0]}{of} not divisible by {plan.devices} devices"
+            return f"n/a: batch {shape[0]}{of} not divisible by {count(plan.devices, 'device')}"
     return "n/a: batch-parallel strategies give no valid plan (infinite predicted cost)"
 
 
@@ -185,7 +191,7 @@ def print_summary(plan: Plan, console) -> None:
     """Print the ``plan`` command's summary to a ``rich.console.Console``."""
     from rich.table import Table
 
-    title = f"{plan.network}: {plan.devices} devices, {plan.hardware}"
+    title = f"{plan.network}: {count(plan.devices, 'device')}, {plan.hardware}"
     table = Table(title=title, min_width=len(title))
     table.add_column("block", overflow="fold")
     table.add_column("primitive", overflow="fold")
@@ -254,8 +260,10 @@ def print_pipeline(plan: Plan, console) -> None:
     rec = plan.pipeline
     if not rec:
         return
-    title = (f"pipeline: {rec['stages']} stages x {rec.get('devices_per_stage', '?')} devices, "
-             f"{rec['micro_batches']} micro-batches of {rec.get('micro_batch_size', '?')}")
+    title = (f"pipeline: {count(rec['stages'], 'stage')} x "
+             f"{count(rec.get('devices_per_stage', '?'), 'device')}, "
+             f"{count(rec['micro_batches'], 'micro-batch', 'micro-batches')} of "
+             f"{rec.get('micro_batch_size', '?')}")
     table = Table(title=title, min_width=len(title))
     for col in ("stage", "blocks", "recompute"):
         table.add_column(col)
