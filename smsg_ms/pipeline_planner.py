@@ -468,7 +468,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
         ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
         ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
-        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise).
+        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise);
+        ``totals`` as :func:`pipelined_totals` (``step_seconds`` = the super-step).
 
     Raises:
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
@@ -614,6 +615,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "bytes_per_element", "pipelined_totals",
-           "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
+           "bytes_per_element", "pipelined_totals", "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
            "stage_of_decision"]
