@@ -42,6 +42,26 @@ def links_of(hardware) -> Links:
     return Links(bandwidth=hw.bandwidth, latency=hw.latency)
 
 
+def bytes_per_element(graph: OpGraph) -> dict[str, float]:
+    """Bytes per trained-parameter element by kind (``parameter``, ``gradient``, ``optimizer``)
+    as the operator-level :class:`~smsg_ms.cost.model.CostModel` counts them (Adam): weight and
+    gradient in the parameter's dtype (MindSpore AllReduces the gradient in that dtype), two fp32
+    moments (8 B). With several dtypes, the element-weighted mean (exact for one dtype). The
+    stage plan and the super-step then price gradient synchronisation alike.
+
+    Raises:
+        PipelinePlanningError: the graph has no trained parameter.
+    """
+    from .cost.model import OPTIMIZER_STATES
+
+    trained = [t for t in graph.parameters() if t.requires_grad and t.numel]
+    elements = sum(t.numel for t in trained)
+    if not elements:
+        raise PipelinePlanningError(f"network {graph.name} has no trained parameter to pipeline")
+    size = sum(t.numel * DTYPE_BYTES.get(t.dtype, 4) for t in trained) / elements
+    return {"parameter": size, "gradient": size, "optimizer": 4.0 * OPTIMIZER_STATES["adam"]}
+
+
 def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """Chain of repeated blocks of ``graph`` and the chain index of every operator.
 
@@ -448,7 +468,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
         ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
         ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
-        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise).
+        when optimizer sharding is on (:func:`optimizer_sharded`), ``{}`` otherwise);
+        ``totals`` as :func:`pipelined_totals` (``step_seconds`` = the super-step).
 
     Raises:
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
@@ -481,6 +502,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     costs = StageCosts(spec, hw, capture=capture, **network_options)
     first = costs
     links = links_of(hw)
+    bytes_per = bytes_per_element(costs.graph(global_batch // (micro_batches or 1)))
     if stages == "auto":
         blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
         p_list = [p for p in p_list if p <= blocks]
@@ -497,7 +519,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                     found.append(plan_pipeline(stage_costs, devices, global_batch,
                                                memory_limit=limit, links=links, stages=[1],
                                                micro_batches=m_one, optimizer_sharding=sharding,
-                                               recompute=recompute,
+                                               recompute=recompute, bytes_per=bytes_per,
                                                compute_floor=stage_costs.compute_floor))
                     break
                 except NoFeasiblePipeline:
@@ -509,7 +531,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                 found.append(plan_pipeline(stage_costs, devices, global_batch,
                                            memory_limit=limit, links=links, stages=deep,
                                            micro_batches=m_list, optimizer_sharding=sharding,
-                                           recompute=recompute,
+                                           recompute=recompute, bytes_per=bytes_per,
                                            compute_floor=stage_costs.compute_floor,
                                            incumbent=min((r.step_seconds for r in found),
                                                          default=math.inf)))
@@ -556,8 +578,21 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     if costs.stage_limit is not None:
         record["stage_plan_memory_limit"] = costs.stage_limit
     plan.pipeline = record
-    plan.totals = dict(plan.totals, pipeline_step_seconds=best.step_seconds)
+    plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     return plan.seal()
+
+
+def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
+    """Totals of a pipelined plan: ``step_seconds`` is the 1F1B super-step (one training step,
+    :func:`smsg_ms.cost.pipeline.super_step_seconds`); the stage plan's own step (one
+    micro-batch through the whole network on one stage's devices, gradient sync included) is
+    kept as ``micro_batch_step_seconds``; the ratio to pure data parallel is dropped (its
+    baseline is per micro-batch). The other rows stay the stage plan's (one micro-batch)."""
+    out = {k: v for k, v in stage_totals.items()
+           if k not in ("step_seconds", "relative_to_data_parallel", "pipeline_step_seconds")}
+    out["step_seconds"] = float(super_step)
+    out["micro_batch_step_seconds"] = stage_totals.get("step_seconds")
+    return out
 
 
 def stage_of_decision(plan: Plan) -> dict[str, int]:
@@ -580,5 +615,5 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
 
 __all__ = ["PipelinePlanningError", "StageCosts", "boundary_slice", "block_of_ops",
            "layer_costs_of", "links_of", "optimizer_sharded", "parameter_slices",
-           "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
+           "bytes_per_element", "pipelined_totals", "plan_network_pipelined", "recomputed_on_later_stages", "solve_stage", "stage_cost_model", "weight_dependent",
            "stage_of_decision"]

@@ -54,7 +54,7 @@ def job_capture(job: dict) -> dict:
     t0 = time.perf_counter()
     _setup(extra_context={"full_batch": True})
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    tag_primitives(built.net)
+    dropped = _drop_multi_device_shards(tag_primitives(built.net))
     # training mode everywhere (BatchNorm's bn_train, Dropout); a network that computes its own
     # loss is captured on its training path (training inputs): the operators the training
     # compile runs, the loss's among them
@@ -63,7 +63,24 @@ def job_capture(job: dict) -> dict:
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
+    if dropped:
+        graph.warnings.append(f"capture ignored the network's own shard() of {len(dropped)} "
+                              f"primitive(s) ({', '.join(dropped)}): they need more than the "
+                              "capture's 1 device; a plan sets every strategy itself")
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}
+
+
+def _drop_multi_device_shards(prims: dict) -> list[str]:
+    """Delete the ``shard()`` strategies that cut any dimension (MindSpore rejects them on the
+    capture's single device: "requires N devices, but the device number of this stage is 1");
+    all-ones strategies stay. Returns the paths cleared, sorted."""
+    def cuts(value) -> bool:
+        return isinstance(value, (tuple, list)) and any(
+            cuts(v) if isinstance(v, (tuple, list)) else int(v) > 1 for v in value)
+
+    multi = {path: prim for path, prim in prims.items()
+             if any(cuts(prim.attrs.get(a)) for a in ("in_strategy", "out_strategy"))}
+    return clear_shard(multi)
 
 
 def job_capture_train(job: dict) -> dict:

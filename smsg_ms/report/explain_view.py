@@ -188,6 +188,9 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
     rel = totals.get("relative_to_data_parallel")
     ratio = glue(f"{rel:.3f} x pure data parallel" if isinstance(rel, (int, float))
                  else f"pure data parallel {data_parallel_missing(plan)}")
+    if plan.pipeline:      # the step is the super-step; no data-parallel baseline for it
+        ratio = glue(f"1F1B super-step of {count(plan.pipeline['stages'], 'stage')} x "
+                     f"{count(plan.pipeline['micro_batches'], 'micro-batch', 'micro-batches')}")
     say(f"{plan.network}: {count(plan.devices, 'device')}, {plan.hardware}; plan "
         f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
         style="bold")

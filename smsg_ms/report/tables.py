@@ -122,11 +122,12 @@ LABELS = {
     "data_parallel_memory_bytes": "pure data parallel: memory",
     "relative_to_data_parallel": "step / pure data parallel",
     "pipeline_step_seconds": "pipeline super-step",
+    "micro_batch_step_seconds": "step (stage plan)",
 }
 
 
 #: Order of the totals rows: the step first, then time by kind, then memory.
-TOTALS_ORDER = ("step_seconds", "pipeline_step_seconds", "relative_to_data_parallel",
+TOTALS_ORDER = ("step_seconds", "pipeline_step_seconds", "micro_batch_step_seconds", "relative_to_data_parallel",
                 "data_parallel_step_seconds",
                 "compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
                 "redistribution_seconds", "memory_bytes", "parameter_bytes", "gradient_bytes",
@@ -137,16 +138,24 @@ def _total_order(key: str) -> tuple:
     return (TOTALS_ORDER.index(key), key) if key in TOTALS_ORDER else (len(TOTALS_ORDER), key)
 
 
+def stage_devices(plan: Plan) -> int:
+    """Devices the plan's strategies are for: one stage's (``devices_per_stage``) in a pipelined
+    plan, else all of them."""
+    return int((plan.pipeline or {}).get("devices_per_stage") or plan.devices)
+
+
 def data_parallel_missing(plan: Plan) -> str:
     """Why the plan has no pure data-parallel baseline: ``n/a: batch 6 of input 0 not divisible
     by 8 devices`` (MindSpore's batch parallel cuts every data input's first dimension
     ``devices``-way, see ``planner.data_parallel_choice``), else ``n/a: batch-parallel
     strategies give no valid plan (infinite predicted cost)`` (an operator without a
     batch-parallel strategy, or a redistribution between two the cost model cannot do)."""
+    devices = stage_devices(plan)
     for i, shape in enumerate(plan.input_shapes or []):
-        if shape and isinstance(shape[0], int) and shape[0] % plan.devices:
+        if shape and isinstance(shape[0], int) and shape[0] % devices:
             of = f" of input {i}" if len(plan.input_shapes) > 1 else ""
-            return f"n/a: batch {shape[0]}{of} not divisible by {count(plan.devices, 'device')}"
+            where = " of a stage" if plan.pipeline else ""
+            return f"n/a: batch {shape[0]}{of} not divisible by {count(devices, 'device')}{where}"
     return "n/a: batch-parallel strategies give no valid plan (infinite predicted cost)"
 
 
@@ -165,6 +174,9 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
                      if isinstance(value[sub], (int, float))]
         else:
             flat.append((key, LABELS.get(key, key), value))
+    if plan.pipeline:      # all but the super-step are the stage plan's, for one micro-batch
+        flat = [(k, label if k == "step_seconds" else f"{label} / micro-batch", v)
+                for k, label, v in flat]
     unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
     rows = []
     for key, label, value in flat:
@@ -177,7 +189,8 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
             rows.append((label, fmt_bytes(value, unit) if is_memory_key(key)
                          else fmt_seconds(value)))
     step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
-    if ("relative_to_data_parallel" not in plan.totals and _is_number(step)
+    if (not plan.pipeline and "relative_to_data_parallel" not in plan.totals
+            and _is_number(step)
             and _is_number(dp) and dp > 0):
         rows.append((LABELS["relative_to_data_parallel"], f"{step / dp:.3f}"))
     return rows
@@ -200,6 +213,9 @@ def print_summary(plan: Plan, console) -> None:
         table.add_row(*row)
     console.print(table)
     title = "predicted totals (per device, one training step)"
+    if plan.pipeline:
+        title = (f"predicted totals (per device; step = 1F1B super-step, other rows: stage "
+                 f"plan on {stage_devices(plan)} devices, one micro-batch)")
     totals = Table(title=title, min_width=len(title))
     totals.add_column("quantity")
     totals.add_column("value", justify="right", no_wrap=True)
@@ -275,7 +291,7 @@ def print_pipeline(plan: Plan, console) -> None:
     line = "; ".join(glue(x) for x in (
         f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}",
         f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}",
-        f"super-step: {fmt_seconds(rec.get('step_seconds'))}"))
+        f"super-step (one training step): {fmt_seconds(rec.get('step_seconds'))}"))
     for text in wrap(line, console.width):
         console.print(Text(text))
 

@@ -1,0 +1,29 @@
+"""A network whose own ``shard()`` needs 8 devices still captures (on one device) and scores.
+
+Hand derivation for ``y = x @ w``, x (B, K) cut (2, 1), w (K, N) cut (1, 4), 8 devices: K is
+not cut, so the forward needs no AllReduce; x is a data input, so no dx; dw = x^T dy sums over
+B, which is cut 2-way, and w's slice (K, N/4) is repeated on those 2 devices: one gradient
+AllReduce in a group of 2 over K*N/4 float32 elements. Nothing else.
+"""
+from __future__ import annotations
+
+from smsg_ms.compare.score import score
+from smsg_ms.cost.model import CostModel
+from smsg_ms.graph.capture import capture_network
+
+SPEC = "smsg_ms.networks.user_shard:build"
+B, K, N = 16, 32, 64
+USER = [[2, 1], [1, 4]]
+
+
+def test_user_shard_captures_and_scores():
+    graph = capture_network(SPEC)
+    (mm,) = [op for op in graph.ops if op.type == "MatMul"]
+    assert mm.prim_path == "mm"
+    assert any("shard()" in w and "mm" in w for w in graph.warnings)
+    assert graph.tensors[mm.inputs[0]].shape == (B, K)  # global shapes (1-device capture)
+    got = score(SPEC, 8, {"mm": USER}, graph=graph)
+    assert got["pinned"] == 1 and got["unknown"] == [] and got["unavailable"] == []
+    cost = CostModel(graph, 8).check(mm, ((2, 1), (1, 4)))
+    kinds = [(c.kind, c.group, c.phase, c.full_bytes) for c in cost.collectives]
+    assert kinds == [("AllReduce", 2, "grad_sync", K * N // 4 * 4)]
