@@ -58,5 +58,6 @@ def test_two_stages_headline_is_the_super_step():
     assert "step = 1F1B super-step" in text
     assert "step (stage plan) / micro-batch" in text
     assert "compute / micro-batch" in text or "computation / micro-batch" in text, text
+    assert "parameters (stage plan)" in text and "parameters / micro-batch" not in text, text
     assert "not divisible by 4 devices of a stage" in text, text
     assert "step / pure data parallel" not in text

@@ -175,8 +175,8 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
         else:
             flat.append((key, LABELS.get(key, key), value))
     if plan.pipeline:      # all but the super-step are the stage plan's, for one micro-batch
-        flat = [(k, label if k == "step_seconds" else f"{label} / micro-batch", v)
-                for k, label, v in flat]
+        flat = [(k, label if k == "step_seconds" else f"{label} (stage plan)"
+                 if is_memory_key(k) else f"{label} / micro-batch", v) for k, label, v in flat]
     unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
     rows = []
     for key, label, value in flat:
