@@ -166,14 +166,21 @@ def refined_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | N
     """The coarsest shape both ``a`` and ``b`` (equal element counts) split into: the union of
     their prefix products (MindSpore's ``ExpandShape``, ``tensor_layout/shape_util.cc``);
     ``None`` when one prefix product does not divide the next (``(6, 4)`` and ``(4, 6)``)."""
-    bounds = sorted(set(_prefix_products(a)) | set(_prefix_products(b)))
+    sizes = split_at(set(_prefix_products(a)) | set(_prefix_products(b)))
+    return None if sizes is None else tuple(sizes)
+
+
+def split_at(bounds) -> list[int] | None:
+    """Axis sizes whose prefix products are the sorted ``bounds`` (ints): ``{2, 8, 24}`` →
+    ``[2, 4, 3]``; ``None`` when one bound does not divide the next. The common refinement of
+    two shapes (or device matrices) from the union of their prefix products."""
     out, prev = [], 1
-    for p in bounds:
+    for p in sorted(bounds):
         if p % prev:
             return None
         out.append(p // prev)
         prev = p
-    return tuple(out)
+    return out
 
 
 def _prefix_products(shape) -> list[int]:

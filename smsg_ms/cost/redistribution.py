@@ -39,7 +39,7 @@ from math import prod
 import numpy as np
 
 from .api import Collective
-from .layout import TensorLayout
+from .layout import TensorLayout, split_at
 
 
 def _prefixes(matrix) -> list[int]:
@@ -58,13 +58,9 @@ def unify(a: tuple[int, ...], b: tuple[int, ...]):
         ``a`` / ``b`` the list of unified axis indices it spans; ``None`` when the refinement
         does not exist (e.g. ``(2, 3)`` and ``(3, 2)``).
     """
-    bounds = sorted(set(_prefixes(a)) | set(_prefixes(b)))
-    sizes, prev = [], 1
-    for p in bounds:
-        if p % prev:
-            return None
-        sizes.append(p // prev)
-        prev = p
+    sizes = split_at(set(_prefixes(a)) | set(_prefixes(b)))
+    if sizes is None:
+        return None
     cum = _prefixes(sizes)
 
     def spans(m):
