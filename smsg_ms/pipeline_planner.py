@@ -174,6 +174,28 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
             else:
                 fwd[i] += t
 
+    timed: dict[tuple, tuple] = {}
+
+    def redistribution_seconds(tensor, src, dst, i):
+        """``coll_seconds`` of a redistribution, its per-collective seconds memoised by what
+        they depend on (:meth:`CostModel.redistribution_seconds`' key); added one by one in
+        the collectives' order, so the sums are the unmemoised ones bit for bit."""
+        a, b = model.normalized(src), model.normalized(dst)
+        if a == b:
+            return
+        key = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tensor.name), a, b)
+        got = timed.get(key)
+        if got is None:
+            got = timed[key] = tuple(
+                (c.phase == "backward",
+                 float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0))
+                for c in model.redistribution(tensor, a, b) if c.phase != "grad_sync")
+        for backward, t in got:
+            if backward:
+                bwd[i] += t
+            else:
+                fwd[i] += t
+
     for op in graph.ops:
         i, c = block[op.id], cost_of[op.id]
         fwd[i] += float(c.flops_fwd) / hw.flops
@@ -185,13 +207,12 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
         src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
         dst = cost_of[dst_id].in_layouts[idx]
         if src != dst:
-            coll_seconds(model.redistribution(graph.tensors[tname], src, dst), block[dst_id])
+            redistribution_seconds(graph.tensors[tname], src, dst, block[dst_id])
     for tname in dict.fromkeys(graph.outputs):  # into the loss (planner.loss_layout)
         t = graph.tensors[tname]
         if t.producer is not None:
             src = cost_of[t.producer].out_layouts[graph.ops[t.producer].outputs.index(tname)]
-            coll_seconds(model.redistribution(t, src, loss_layout(t, model.devices)),
-                         block[t.producer])
+            redistribution_seconds(t, src, loss_layout(t, model.devices), block[t.producer])
     for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
         params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n

@@ -310,7 +310,8 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
             unary[var.sig_id] = got
         problem_vars.append(Variable(var.name, [op.id for op in var.ops], var.keys, *got))
 
-    pair: dict[tuple[int, int], np.ndarray] = {}
+    pair: dict[tuple[int, int], list[np.ndarray]] = {}
+    sums: dict[tuple, np.ndarray] = {}      # _pair_sum's memo (identical layers, same terms)
     matrices: dict[tuple, np.ndarray] = {}
     redist_cache: dict = {}
 
@@ -384,7 +385,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
                     matrices[key] = m
             _add_pair(pair, problem_vars, u, v, m)
 
-    edges = [Edge(u, v, m) for (u, v), m in sorted(pair.items())]
+    edges = [Edge(u, v, _pair_sum(terms, sums)) for (u, v), terms in sorted(pair.items())]
     problem = SearchProblem(problem_vars, edges)
     problem.check()
     return problem, variables
@@ -504,12 +505,38 @@ def _distinct(items: list) -> tuple[list, np.ndarray]:
 
 
 def _add_pair(pair, problem_vars, u: int, v: int, m: np.ndarray) -> None:
+    """Record ``m`` (``u``'s options × ``v``'s) as a term of the edge ``(min(u, v), max(u,
+    v))``, with whether it is to be transposed; an edge inside one variable goes on its
+    diagonal at once."""
     if u == v:  # an edge inside one variable: only matching options occur together
         problem_vars[u].cost = problem_vars[u].cost + np.diag(m)
         return
     if u > v:
-        u, v, m = v, u, m.T
-    pair[(u, v)] = pair[(u, v)] + m if (u, v) in pair else m
+        pair.setdefault((v, u), []).append((m, True))
+    else:
+        pair.setdefault((u, v), []).append((m, False))
+
+
+def _pair_sum(terms: list, sums: dict) -> np.ndarray:
+    """``((t0 + t1) + t2) + …`` over the ``(matrix, transposed)`` terms in the order they came
+    (the sum a running total gives, bit for bit); memoised in ``sums`` by the matrices'
+    identities, which stay valid while ``terms`` hold them: the edges of identical layers share
+    their (read-only) matrices, so their sum is computed once and shared read-only too. One
+    term is returned as it is (a transposed view)."""
+    def term(t):
+        return t[0].T if t[1] else t[0]
+
+    if len(terms) == 1:
+        return term(terms[0])
+    key = tuple((id(m), flip) for m, flip in terms)
+    got = sums.get(key)
+    if got is None:
+        got = term(terms[0]) + term(terms[1])
+        for t in terms[2:]:
+            got = got + term(t)
+        got.flags.writeable = False
+        sums[key] = got
+    return got
 
 
 def data_parallel_choice(problem: SearchProblem, variables: list[_Var], graph: OpGraph,

@@ -111,8 +111,16 @@ class TensorLayout:
 
         MindSpore keeps size-1 axes (MatMul ``((2, 1), (1, 4))`` has device matrix ``(2, 1, 4)``);
         they change no rank's slice, so two layouts place data alike iff their normal forms
-        are equal.
+        are equal. Memoised (a pure function of the two fields).
         """
+        got = _NORMAL_FORMS.get(self)
+        if got is None:
+            if len(_NORMAL_FORMS) >= MEMO_SIZE:
+                _NORMAL_FORMS.clear()
+            got = _NORMAL_FORMS[self] = self._normal_form()
+        return got
+
+    def _normal_form(self) -> "TensorLayout":
         keep = [i for i, s in enumerate(self.device_matrix) if s > 1]
         if len(keep) == len(self.device_matrix):  # already normal
             return self
@@ -131,9 +139,16 @@ class TensorLayout:
         return self.normalized() == other.normalized()
 
 
+#: Entries kept by each layout memo (normal forms, operator layouts) before it starts afresh.
+MEMO_SIZE = 1 << 17
+_NORMAL_FORMS: dict[TensorLayout, TensorLayout] = {}
+_OPERATOR_LAYOUTS: dict[tuple, TensorLayout] = {}
+
+
 def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int,
                     repeat_right: bool = True) -> TensorLayout:
-    """Layout of one operator tensor as MindSpore derives it (``operator_info.cc``).
+    """Layout of one operator tensor as MindSpore derives it (``operator_info.cc``); memoised
+    (a pure function of its arguments: equal arguments give one shared, immutable layout).
 
     Args:
         axes: the operator's device matrix before repeated calculation (one cut per axis).
@@ -146,6 +161,17 @@ def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int
     Raises:
         ValueError: ``prod(axes)`` does not divide ``devices``.
     """
+    key = (tuple(axes), tuple(tensor_axes), devices, repeat_right)
+    got = _OPERATOR_LAYOUTS.get(key)
+    if got is None:
+        if len(_OPERATOR_LAYOUTS) >= MEMO_SIZE:
+            _OPERATOR_LAYOUTS.clear()
+        got = _OPERATOR_LAYOUTS[key] = _operator_layout(*key)
+    return got
+
+
+def _operator_layout(axes: tuple[int, ...], tensor_axes: tuple, devices: int,
+                     repeat_right: bool) -> TensorLayout:
     shards = prod(axes)
     if shards == 0 or devices % shards:
         raise ValueError(f"device matrix {tuple(axes)} (product {shards}) does not divide "
