@@ -259,6 +259,69 @@ def _side(layouts, rank: int, nbits: int):
     return m, owned, same, first, cuts
 
 
+@lru_cache(maxsize=1024)
+def _gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
+    """The shape-independent part of :func:`gather_seconds_matrix`: the sources' cuts
+    ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown)``: the flat
+    indices of the ``na × nb`` pairs where it happens, their source rows, its bits there and
+    the bits gathered up to and including it (compact dtypes, widened to int64 where the
+    arithmetic reads them); ``None`` when a layout
+    is not binary. Memoised: micro-batch sizes and layers share their layouts, not their shapes."""
+    a, b = _side(list(srcs), rank, nbits), _side(list(dsts), rank, nbits)
+    if a is None or b is None:
+        return None
+    sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
+    sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
+    popcount, highbit = _bit_tables(nbits)
+    pairs = (len(srcs), len(dsts))
+    grown = np.zeros(pairs, dtype=np.int64)       # bits gathered so far
+    steps = []
+
+    def gather(mask, run):
+        """One AllGather over ``run`` bits where ``mask``, on the slice grown so far."""
+        np.add(grown, run, out=grown, where=mask)
+        at = np.flatnonzero(np.broadcast_to(mask, pairs))
+        steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
+                      np.broadcast_to(run, pairs).reshape(-1)[at].astype(np.int8),
+                      grown.reshape(-1)[at].astype(np.int8)))
+
+    def runs(pred):
+        """Starts and ends (bit masks) of the runs of adjacent ``pred`` bits of one source
+        dimension."""
+        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
+        return pred & ~cont, pred & ~(cont >> 1)
+
+    # 1. order: one gather per dimension, in dimension order
+    for d in range(rank):
+        common = sa[d] & sb[d]
+        hit = (common != 0) & (first_a[d] != first_b[d])
+        if hit.any():
+            gather(hit, popcount[common])
+
+    def by_dimension(starts, ends, masks):
+        """Gather the runs, by the dimension of ``masks`` holding their first bit, last
+        dimension first, then highest first bit first."""
+        for d in reversed(range(rank)):
+            left = starts & masks[d]
+            while True:
+                live = left != 0
+                if not live.any():
+                    break
+                high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
+                after = ends & ~(high_start - 1)  # ends at or above the start (0 where not live)
+                gather(live, popcount[((after & -after) << 1) - high_start])
+                left ^= high_start
+
+    # 2. concat: by source dimension
+    by_dimension(*runs(owned_a & ~owned_b), sa)
+    # 3. permute: by destination dimension
+    same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
+    by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
+    for arr in (cut_a,) + tuple(x for step in steps for x in step):
+        arr.flags.writeable = False
+    return cut_a, steps
+
+
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
                           dsts: list[TensorLayout], bandwidth: float, latency: float,
                           backward: bool = True):
@@ -292,54 +355,16 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     rank = len(shape)
     if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
         return None
-    a, b = _side(srcs, rank, nbits), _side(dsts, rank, nbits)
-    if a is None or b is None:
+    program = _gather_program(tuple(srcs), tuple(dsts), rank, nbits)
+    if program is None:
         return None
-    sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
-    sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
-    popcount, highbit = _bit_tables(nbits)
+    cut_a, steps = program
     dims = np.array(shape, dtype=np.int64)
-    src_bytes = elem_bytes * np.prod(dims[:, None, None] // cut_a, axis=0)    # (na, 1)
-    pairs = (len(srcs), len(dsts))
-    total = np.zeros(pairs)
-    grown = np.zeros(pairs, dtype=np.int64)       # bits gathered so far
-
-    def gather(mask, run):
-        """One AllGather over ``run`` bits where ``mask``, on the slice grown so far."""
-        np.add(grown, run, out=grown, where=mask)
-        g = np.left_shift(1, run)
-        t = ((g - 1) * (src_bytes << grown)) / g / bandwidth + latency
-        np.add(total, t, out=total, where=mask)
-
-    def runs(pred):
-        """Starts and ends (bit masks) of the runs of adjacent ``pred`` bits of one source
-        dimension."""
-        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
-        return pred & ~cont, pred & ~(cont >> 1)
-
-    # 1. order: one gather per dimension, in dimension order
-    for d in range(rank):
-        common = sa[d] & sb[d]
-        hit = (common != 0) & (first_a[d] != first_b[d])
-        if hit.any():
-            gather(hit, popcount[common])
-    def by_dimension(starts, ends, masks):
-        """Gather the runs, by the dimension of ``masks`` holding their first bit, last
-        dimension first, then highest first bit first."""
-        for d in reversed(range(rank)):
-            left = starts & masks[d]
-            while True:
-                live = left != 0
-                if not live.any():
-                    break
-                high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
-                after = ends & ~(high_start - 1)  # ends at or above the start (0 where not live)
-                gather(live, popcount[((after & -after) << 1) - high_start])
-                left ^= high_start
-
-    # 2. concat: by source dimension
-    by_dimension(*runs(owned_a & ~owned_b), sa)
-    # 3. permute: by destination dimension
-    same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
-    by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
+    src_bytes = elem_bytes * np.prod(dims[:, None] // cut_a[:, :, 0], axis=0)    # (na,)
+    total = np.zeros(len(srcs) * len(dsts))
+    for at, row, run, grown in steps:      # each pair adds its gathers in order, as before
+        g = np.left_shift(1, run.astype(np.int64))
+        t = ((g - 1) * (src_bytes[row] << grown.astype(np.int64))) / g / bandwidth + latency
+        total[at] += t
+    total = total.reshape(len(srcs), len(dsts))
     return total + total if backward else total
