@@ -195,7 +195,10 @@ class _Chain:
 
 
 def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per,
-            memo: dict | None = None) -> _Chain:
+            memo: dict | None = None, stages: int | None = None) -> _Chain:
+    """Per-interval tables of the chain; with ``stages``, only the intervals a cut into that
+    many stages can use: ``[0, L)`` for one stage, those starting at 0 or ending at ``L`` for
+    two (the others get multiset id −1, as an empty interval)."""
     L = len(layers)
     kinds: list[LayerCost] = []
     index: dict = {}
@@ -212,6 +215,12 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
         prefix[i + 1] = prefix[i]
         prefix[i + 1, k] += 1
     ii, jj = np.triu_indices(L + 1, 1)
+    if stages == 1:
+        keep = (ii == 0) & (jj == L)
+        ii, jj = ii[keep], jj[keep]
+    elif stages == 2:
+        keep = (ii == 0) | (jj == L)
+        ii, jj = ii[keep], jj[keep]
     counts = prefix[jj] - prefix[ii]
     uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
     ms_index = np.full((L + 1, L + 1), -1, dtype=np.int64)
@@ -228,10 +237,12 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
 
     out_send = np.array([links.send_seconds(x.output_bytes) for x in layers])
     in_send = np.array([links.send_seconds(x.input_bytes) for x in layers])
-    sends = np.zeros((L + 1, L + 1))
-    for i in range(L):
-        for j in range(i + 1, L + 1):
-            sends[i, j] = (out_send[j - 1] if j < L else 0.0) + (in_send[i] if i > 0 else 0.0)
+    # sends[i, j] = (out_send[j - 1] if j < L else 0) + (in_send[i] if i > 0 else 0), i < j
+    out_col = np.zeros(L + 1)
+    out_col[1:L] = out_send[:L - 1]
+    in_row = np.zeros(L + 1)
+    in_row[1:L] = in_send[1:L]
+    sends = np.triu(out_col[None, :] + in_row[:, None], 1)
     return _Chain(ms_index, uniq @ k_base, uniq @ k_grad, uniq @ k_static, uniq @ k_act, options,
                   sends, kinds, kind_of)
 
@@ -271,7 +282,7 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     L, p = len(layers), stages
     if p > L:
         return None
-    chain = _tables(layers, sharding, links, bytes_per, memo)
+    chain = _tables(layers, sharding, links, bytes_per, memo, stages=p)
     if recompute:
         rec, pick = _min_recompute(chain, p, memory_limit)
     else:
