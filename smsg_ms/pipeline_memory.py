@@ -68,11 +68,12 @@ def stage_memory(rows: list[list[np.ndarray]], choice: list[int]) -> list[float]
 
 
 def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float, *,
-                       model=None) -> StageSolution:
+                       model=None, signatures: dict | None = None) -> StageSolution:
     """Stage plan of ``graph`` on ``devices`` whose every stage (balanced cut, ``stages`` stages)
     fits in ``limit`` bytes per device: the unconstrained optimum if it fits, else the optimum
     under the row of the stage most over the limit, repeated (module docstring). ``model``: the
-    stage's cost model to reuse (:func:`smsg_ms.pipeline_planner.stage_cost_model`).
+    stage's cost model to reuse (:func:`smsg_ms.pipeline_planner.stage_cost_model`);
+    ``signatures``: the graph's :func:`smsg_ms.planner.op_signatures`, when known.
 
     Raises:
         smsg_ms.search.NoFeasiblePlan: no plan found within the limit (message names the stage
@@ -81,7 +82,7 @@ def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float,
     from .search import NoFeasiblePlan, solve
     from .search.problem import SearchProblem
 
-    sol = solve_stage(graph, devices, hardware, model)
+    sol = solve_stage(graph, devices, hardware, model, signatures)
     names, _ = block_of_ops(graph)
     rows = stage_memory_rows(sol, stages, balanced_cut(len(names), stages))
     choice = sol.choice

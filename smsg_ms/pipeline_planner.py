@@ -128,16 +128,18 @@ def stage_cost_model(graph: OpGraph, devices: int, hardware):
                      fully_use_devices=devices > EXHAUSTIVE_UP_TO)
 
 
-def solve_stage(graph: OpGraph, devices: int, hardware, model=None) -> StageSolution:
+def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
+                signatures: dict | None = None) -> StageSolution:
     """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
     checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`. ``model``: a
-    :func:`stage_cost_model` of the same graph and devices to reuse (its option cache)."""
+    :func:`stage_cost_model` of the same graph and devices to reuse (its option cache);
+    ``signatures``: :func:`smsg_ms.planner.op_signatures` of ``graph``, when known."""
     from .planner import _repeated_variable_groups, build_problem
     from .search import solve
 
     if model is None:
         model = stage_cost_model(graph, devices, hardware)
-    problem, variables = build_problem(graph, model)
+    problem, variables = build_problem(graph, model, signatures=signatures)
     solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
     return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
 
@@ -383,6 +385,7 @@ class StageCosts:
         self.solutions: dict[tuple[int, int], StageSolution] = {}
         self.models: dict[tuple[int, int], object] = {}
         self.signatures: dict[int, list] = {}
+        self.op_sigs: dict[int, dict[int, tuple]] = {}
         self.solves = 0
         self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
 
@@ -407,15 +410,25 @@ class StageCosts:
             start = time.process_time()
             model = self.model(d, b)
             if self.stage_limit is None:
-                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model)
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model,
+                                                     self.op_signatures(b))
             else:
                 from .pipeline_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
                     self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
-                    model=model)
+                    model=model, signatures=self.op_signatures(b))
             self.models.pop((d, b), None)
             self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]
+
+    def op_signatures(self, b: int) -> dict[int, tuple]:
+        """:func:`smsg_ms.planner.op_signatures` of the graph at micro-batch ``b`` (computed
+        once, shared by the stage plans of every device count)."""
+        from .planner import op_signatures
+
+        if b not in self.op_sigs:
+            self.op_sigs[b] = op_signatures(self.graph(b))
+        return self.op_sigs[b]
 
     def compute_floor(self, d: int, b: int) -> float:
         """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
@@ -430,13 +443,12 @@ class StageCosts:
         option lists, so each signature is costed once. Returns 0 (no bound) where the cost
         model refuses ``d``.
         """
-        from .planner import op_signature
-
         graph = self.graph(b)
         if b not in self.signatures:
             groups: dict[tuple, list] = {}
+            sigs = self.op_signatures(b)
             for op in graph.ops:
-                groups.setdefault(op_signature(graph, op), [op, 0])[1] += 1
+                groups.setdefault(sigs[op.id], [op, 0])[1] += 1
             self.signatures[b] = [tuple(v) for v in groups.values()]
         try:
             model = self.model(d, b)

@@ -117,13 +117,20 @@ def _names(ops: list[OpNode]) -> list[str]:
     return [n for op in ops for n in op.inputs + op.outputs]
 
 
+def op_signatures(graph: OpGraph) -> dict[int, tuple]:
+    """:func:`op_signature` of every operator of ``graph`` by id (to share between the builds
+    of one graph on several device counts: ``build_problem(signatures=...)``)."""
+    sides: dict = {}
+    return {op.id: op_signature(graph, op, sides) for op in graph.ops}
+
+
 def _group_variables(graph: OpGraph, model, reuse: bool = False,
-                     split_calls=frozenset()) -> list[_Var]:
+                     split_calls=frozenset(), signatures: dict | None = None) -> list[_Var]:
     """Variables in topological order. With ``reuse``, a variable whose signature was seen
     before shares that variable's option list (the options are computed once per signature);
     its ``rename`` maps the shared options' tensor names to its own (built on first use). The
     calls of a primitive path in ``split_calls`` become one variable each, named by
-    :attr:`OpNode.label`."""
+    :attr:`OpNode.label`. ``signatures``: :func:`op_signatures` of ``graph``, when known."""
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
@@ -138,6 +145,12 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
     seen: dict[tuple, _Var] = {}
     reps: dict[int, _Var] = {}      # variable index → the variable whose options it shares
     sides: dict = {}                # op_signature's per-tensor cache
+    if signatures is not None:
+        def signature_of(op):
+            return signatures[op.id]
+    else:
+        def signature_of(op):
+            return op_signature(graph, op, sides)
 
     def shared(name, ops, signature) -> bool:
         rep = seen.get(signature) if reuse else None
@@ -151,7 +164,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = (("primitive",) + tuple([op_signature(graph, op, sides) for op in ops])
+            signature = (("primitive",) + tuple([signature_of(op) for op in ops])
                          + (_gradient_flags(model, ops),))
             if shared(key, ops, signature):
                 continue
@@ -184,7 +197,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
                                    for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", op_signature(graph, op, sides),
+            signature = ("operator", signature_of(op),
                          _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
@@ -264,12 +277,27 @@ def _edges(graph: OpGraph, variables: list[_Var]):
         yield src_id, src_t, dst_id, tname, idx
 
 
+_STRATEGY_KEYS: dict = {}
+
+
 def _strategy_key(strategy) -> tuple:
-    return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
+    """``strategy`` as a tuple of tuples of ints; memoised by the strategy tuple itself (one
+    hash instead of a conversion per option and build)."""
+    if not strategy:
+        return ()
+    try:
+        got = _STRATEGY_KEYS.get(strategy)
+    except TypeError:       # a part given as a list: not hashable, convert directly
+        return tuple(tuple(int(x) for x in s) for s in strategy)
+    if got is None:
+        if len(_STRATEGY_KEYS) >= 1 << 17:
+            _STRATEGY_KEYS.clear()
+        got = _STRATEGY_KEYS[strategy] = tuple(tuple(int(x) for x in s) for s in strategy)
+    return got
 
 
-def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset()
-                  ) -> tuple[SearchProblem, list[_Var]]:
+def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset(),
+                  signatures: dict | None = None) -> tuple[SearchProblem, list[_Var]]:
     """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
 
     Option cost = Σ over the variable's calls of ``model.seconds(OpCost)`` (seconds); option
@@ -289,9 +317,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
     the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
     ``split_calls``: primitive paths whose calls get one variable each (scoring another
     planner's per-call strategies, :func:`smsg_ms.compare.score.score`); a plan cannot write
-    such a choice back.
+    such a choice back. ``signatures``: :func:`op_signatures` of ``graph`` computed before
+    (the same for every device count).
     """
-    variables = _group_variables(graph, model, reuse, split_calls)
+    variables = _group_variables(graph, model, reuse, split_calls, signatures)
     var_of_op: dict[int, tuple[int, int]] = {}
     for vi, var in enumerate(variables):
         for ci, op in enumerate(var.ops):
