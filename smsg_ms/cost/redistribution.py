@@ -33,6 +33,7 @@ Sizes: ``full_bytes`` of an AllGather/ReduceScatter is the gathered tensor per d
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 from math import prod
 
@@ -259,8 +260,70 @@ def _side(layouts, rank: int, nbits: int):
     return m, owned, same, first, cuts
 
 
-@lru_cache(maxsize=1024)
+#: gather programs kept (most recent last), each with the row/column index of its layouts
+PROGRAMS_KEPT = 512
+_PROGRAMS: "OrderedDict[tuple, tuple]" = OrderedDict()
+_LAYOUT_IDS: dict = {}         # layout -> small int, for cheap set tests between blocks
+
+
+def _layout_ids(layouts: tuple) -> tuple[int, ...]:
+    if len(_LAYOUT_IDS) >= 1 << 17:
+        _LAYOUT_IDS.clear()
+        _PROGRAMS.clear()
+    return tuple([_LAYOUT_IDS.setdefault(x, len(_LAYOUT_IDS)) for x in layouts])
+
+
 def _gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
+    """:func:`_build_gather_program`, memoised; a block of distinct layouts that are all rows
+    and columns of a kept program is cut out of it (each pair's gathers do not depend on the
+    other pairs, so the restriction is the sub-block's program: same steps per pair, same
+    order)."""
+    a, b = _layout_ids(srcs), _layout_ids(dsts)
+    key = (a, b, rank, nbits)
+    got = _PROGRAMS.get(key)
+    if got is not None:
+        _PROGRAMS.move_to_end(key)
+        return got[0]
+    program = None
+    sa, sb = frozenset(a), frozenset(b)
+    if len(sa) == len(a) and len(sb) == len(b):
+        for (_, b2, r2, n2), (prog, rows_of, cols_of) in reversed(_PROGRAMS.items()):
+            if (r2, n2) == (rank, nbits) and prog is not None and sa <= rows_of.keys() and \
+                    sb <= cols_of.keys():
+                program = _restrict(prog, [rows_of[x] for x in a], [cols_of[x] for x in b],
+                                    len(b2))
+                break
+    if program is None:
+        program = _build_gather_program(srcs, dsts, rank, nbits)
+    _PROGRAMS[key] = (program, {x: i for i, x in enumerate(a)}, {x: j for j, x in enumerate(b)})
+    if len(_PROGRAMS) > PROGRAMS_KEPT:
+        _PROGRAMS.popitem(last=False)
+    return program
+
+
+def _restrict(program, rows: list[int], cols: list[int], width: int):
+    """The gather program of the sub-block ``rows`` × ``cols`` of ``program`` (whose blocks
+    have ``width`` columns)."""
+    cut_a, steps = program
+    where = np.full(cut_a.shape[1] * width, -1, dtype=np.int64)
+    r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
+    where[(r[:, None] * width + c[None, :]).reshape(-1)] = np.arange(len(rows) * len(cols))
+    out = []
+    for at, _, run, grown in steps:
+        new = where[at]
+        keep = new >= 0
+        if not keep.any():
+            continue
+        at2 = new[keep]
+        out.append((at2.astype(np.int32), (at2 // len(cols)).astype(np.int32), run[keep],
+                    grown[keep]))
+    sub = np.ascontiguousarray(cut_a[:, r, :])
+    for arr in (sub,) + tuple(x for step in out for x in step):
+        arr.flags.writeable = False
+    return sub, out
+
+
+def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     """The shape-independent part of :func:`gather_seconds_matrix`: the sources' cuts
     ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown)``: the flat
     indices of the ``na × nb`` pairs where it happens, their source rows, its bits there and
