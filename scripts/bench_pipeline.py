@@ -19,6 +19,7 @@ Usage: ``PYTHONPATH=. python scripts/bench_pipeline.py [--devices 64 512 1024] [
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -63,6 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-gib", type=float, default=64.0)
     ap.add_argument("--layers", type=int, default=80)
     ap.add_argument("--cache", type=Path, default=Path("/tmp") / "smsg-bench-plan")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes for the stage plans (default: plan_network_pipelined's)")
     args = ap.parse_args(argv)
     warm_imports()
     import smsg_ms.pipeline_planner  # noqa: F401
@@ -71,11 +74,14 @@ def main(argv=None) -> int:
     for n in args.devices:
         stats: dict = {}
         before = capture.seconds
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0, c0 = time.perf_counter(), time.process_time()
         plan = plan_network_pipelined("llama", n, global_batch=args.batch, stages="auto",
                                       memory_gib=args.memory_gib, capture=family, stats=stats,
-                                      layers=args.layers, **SHAPE)
+                                      layers=args.layers, workers=args.workers, **SHAPE)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        kids = (kids1.ru_utime + kids1.ru_stime) - (kids0.ru_utime + kids0.ru_stime)
         cap = capture.seconds - before
         rec = plan.pipeline
         d = rec["devices_per_stage"]
@@ -83,8 +89,10 @@ def main(argv=None) -> int:
         mm = next((dc for dc in plan.decisions if dc.strategy and "MatMul" in dc.op_type
                    and ".0." in dc.name), None)
         base = closed_form_seconds(n, args.batch, args.memory_gib)
-        print(f"{n:5d} devices, batch {args.batch}: planning {cpu:6.2f} s CPU ({wall - cap:6.2f} s "
-              f"wall), capture {cap:5.1f} s (excluded; {stats['captures']} captures, "
+        print(f"{n:5d} devices, batch {args.batch}: planning {wall - cap:6.2f} s wall on "
+              f"{stats['workers']} process{'es' if stats['workers'] > 1 else ''} "
+              f"({cpu:6.2f} s CPU here + {kids:6.2f} s in workers), "
+              f"capture {cap:5.1f} s (excluded; {stats['captures']} captures, "
               f"{len(stats['micro_batch_sizes'])} micro-batch sizes), "
               f"{stats['stage_solves']} stage solves ({stats['stage_solve_seconds']:.2f} s CPU), "
               f"{rec['candidates']} candidates; "

@@ -388,6 +388,11 @@ class StageCosts:
         self.op_sigs: dict[int, dict[int, tuple]] = {}
         self.solves = 0
         self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
+        # filled by smsg_ms.pipeline_workers.prefetch for pairs solved in other processes
+        self.floors: dict[tuple[int, int], float] = {}
+        self.layers: dict[tuple[int, int], list | None] = {}
+        self.choices: dict[tuple[int, int], list[int]] = {}
+        self.cuts: dict[tuple, tuple | None] = {}    # search.pipeline.cut_key -> cut_chain
 
     def _capture(self, b: int) -> OpGraph:
         from .graph.capture import capture_network
@@ -405,6 +410,16 @@ class StageCosts:
         return self.models[(d, b)]
 
     def solution(self, d: int, b: int) -> StageSolution:
+        if (d, b) not in self.solutions and (d, b) in self.choices:
+            # solved in a worker process: same variables, its choice (no second solve)
+            from .planner import _group_variables
+
+            model = self.model(d, b)
+            variables = _group_variables(self.graph(b), model, True,
+                                         signatures=self.op_signatures(b))
+            self.solutions[(d, b)] = StageSolution(self.graph(b), d, model, variables,
+                                                   list(self.choices[(d, b)]))
+            self.models.pop((d, b), None)
         if (d, b) not in self.solutions:
             self.solves += 1
             start = time.process_time()
@@ -443,6 +458,8 @@ class StageCosts:
         option lists, so each signature is costed once. Returns 0 (no bound) where the cost
         model refuses ``d``.
         """
+        if (d, b) in self.floors:
+            return self.floors[(d, b)]
         graph = self.graph(b)
         if b not in self.signatures:
             groups: dict[tuple, list] = {}
@@ -463,17 +480,41 @@ class StageCosts:
         from .planner import PlanningError
         from .search import NoFeasiblePlan
 
+        if (d, b) in self.layers:
+            return self.layers[(d, b)]
         try:
             return layer_costs_of(self.solution(d, b))
         except (PlanningError, NoFeasiblePlan, ValueError):
             return None
 
 
+#: ``plan_network_pipelined`` prefetches stage plans on several processes from this many
+#: devices on (below, a search takes a few seconds at most)
+PREFETCH_FROM_DEVICES = 256
+
+
+def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int | None,
+                    stages) -> list[tuple[int, int]]:
+    """``(devices per stage, micro-batch size)`` of every ``(p, m)`` the outer search may
+    evaluate: ``p`` in ``p_list``, ``m`` dividing the global batch (or ``micro_batches``),
+    ``m >= p`` except for one stage (gradient accumulation, any ``m``)."""
+    from .search.pipeline import divisors
+
+    m_all = [micro_batches] if micro_batches is not None else divisors(global_batch)
+    out = []
+    for p in p_list:
+        for m in m_all:
+            if global_batch % m == 0 and (m >= p or p == 1):
+                out.append((devices // p, global_batch // m))
+    return list(dict.fromkeys(out))
+
+
 def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
                            optimizer_sharding: bool | None = None, recompute: bool = True,
-                           capture=None, stats: dict | None = None, **network_options) -> Plan:
+                           capture=None, stats: dict | None = None, workers: int | None = None,
+                           **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -491,9 +532,16 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
             searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
         capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
-        stats: when a dict, filled with ``stage_solves`` (operator-level stage solves),
-            ``stage_solve_seconds`` (their CPU seconds, cost model included),
-            ``captures`` (calls of the capture) and ``micro_batch_sizes`` (graphs used).
+        stats: when a dict, filled with ``stage_solves`` (operator-level stage solves, in
+            every process), ``stage_solve_seconds`` (their CPU seconds, cost model included,
+            this process), ``workers`` (processes that solved stage plans),
+            ``worker_seconds`` (CPU seconds of the other processes), ``captures`` (calls of
+            the capture) and ``micro_batch_sizes`` (graphs used).
+        workers: processes evaluating the stage plans of the candidate (devices per stage,
+            micro-batch size) pairs ahead of the search (:mod:`smsg_ms.pipeline_workers`; same
+            plan byte for byte). Default: :func:`~smsg_ms.pipeline_workers.default_workers`
+            from :data:`PREFETCH_FROM_DEVICES` devices on, one process below (where the
+            search is fast and may prune pairs that a prefetch would solve anyway).
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -553,7 +601,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                                                memory_limit=limit, links=links, stages=[1],
                                                micro_batches=m_one, optimizer_sharding=sharding,
                                                recompute=recompute, bytes_per=bytes_per,
-                                               compute_floor=stage_costs.compute_floor))
+                                               compute_floor=stage_costs.compute_floor,
+                                               cuts=stage_costs.cuts))
                     break
                 except NoFeasiblePipeline:
                     pass
@@ -566,12 +615,25 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                                            micro_batches=m_list, optimizer_sharding=sharding,
                                            recompute=recompute, bytes_per=bytes_per,
                                            compute_floor=stage_costs.compute_floor,
+                                           cuts=stage_costs.cuts,
                                            incumbent=min((r.step_seconds for r in found),
                                                          default=math.inf)))
             except NoFeasiblePipeline:
                 pass
         return found
 
+    prefetched = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0}
+    if workers is None:
+        from .pipeline_workers import default_workers
+        workers = default_workers() if devices >= PREFETCH_FROM_DEVICES else 1
+    if workers > 1:
+        from .pipeline_workers import prefetch
+        prefetched = prefetch(costs, candidate_pairs(devices, global_batch, p_list,
+                                                     micro_batches, stages), workers,
+                              cut_args=dict(devices=devices, global_batch=global_batch,
+                                            memory_limit=limit, links=links,
+                                            recompute=recompute, bytes_per=bytes_per,
+                                            shardings=sharding))
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit
@@ -580,9 +642,11 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         costs, results = lean, search(lean)
     if stats is not None:
         again = costs is not first
-        stats.update(stage_solves=first.solves + (costs.solves if again else 0),
+        stats.update(stage_solves=first.solves + (costs.solves if again else 0)
+                     + prefetched["worker_solves"],
                      stage_solve_seconds=first.solve_seconds
                      + (costs.solve_seconds if again else 0.0),
+                     workers=prefetched["workers"], worker_seconds=prefetched["worker_seconds"],
                      captures=costs.family.captures,
                      micro_batch_sizes=sorted(costs.family.graphs))
     if not results:

@@ -332,13 +332,21 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     return float(best[L]), starts, flags
 
 
+def cut_key(stages: int, micro_batches: int, sharding: bool, memory_limit: float,
+            recompute: bool) -> tuple:
+    """Key of a :func:`cut_chain` result in ``plan_pipeline(cuts=...)``: what varies between
+    its calls in one search (layers, links and bytes per element are the search's own)."""
+    return (int(stages), int(micro_batches), bool(sharding), float(memory_limit),
+            bool(recompute))
+
+
 def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                   memory_limit: float, links: Links, stages: Iterable[int] | None = None,
                   micro_batches: Iterable[int] | None = None,
                   optimizer_sharding: Iterable[bool] = (False, True), recompute: bool = True,
                   bytes_per: dict | None = None, layer_names: Sequence[str] | None = None,
                   compute_floor: Callable[[int, int], float] | None = None,
-                  incumbent: float = INF) -> PipelinePlan:
+                  incumbent: float = INF, cuts: dict | None = None) -> PipelinePlan:
     """Best (stages, micro-batches, optimizer sharding, stage cut, recompute) for one network.
 
     Args:
@@ -360,6 +368,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
             preference (smallest ``p``, then ``m``, then sharding off).
         incumbent: step seconds of a plan found elsewhere; candidates whose bound exceeds it
             are skipped (needs ``compute_floor``).
+        cuts: results of :func:`cut_chain` computed ahead (another process), by
+            :func:`cut_key`; used instead of calling it again (same arguments, same result).
 
     Raises:
         ValueError: non-positive ``devices`` / ``global_batch`` / ``memory_limit``.
@@ -404,9 +414,13 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
             continue
         for sh in sorted(set(bool(x) for x in optimizer_sharding)):
             tried += 1
-            found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                              links=links, recompute=recompute, bytes_per=bytes_per,
-                              memo=memo)
+            key = cut_key(p, m, sh, memory_limit, recompute)
+            if cuts is not None and key in cuts:
+                found = cuts[key]
+            else:
+                found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
+                                  links=links, recompute=recompute, bytes_per=bytes_per,
+                                  memo=memo)
             if found is None:
                 continue
             if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
