@@ -238,8 +238,8 @@ def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
 @lru_cache(maxsize=None)
 def _bit_tables(nbits: int) -> tuple[np.ndarray, np.ndarray]:
     """Set bits and highest set bit (0 for 0) of every integer below ``2 << nbits`` (read-only)."""
-    count = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int64)
-    high = np.array([max(i.bit_length() - 1, 0) for i in range(2 << nbits)], dtype=np.int64)
+    count = np.array([bin(i).count("1") for i in range(2 << nbits)], dtype=np.int32)
+    high = np.array([max(i.bit_length() - 1, 0) for i in range(2 << nbits)], dtype=np.int32)
     for table in (count, high):
         table.flags.writeable = False
     return count, high
@@ -251,12 +251,12 @@ def _side(layouts, rank: int, nbits: int):
     rows = [_bit_masks(x, rank, nbits) for x in layouts]
     if any(r is None for r in rows):
         return None
-    both = np.array(rows, dtype=np.int64).T
+    both = np.array(rows, dtype=np.int32).T
     m, cuts = both[:rank], both[rank:]
     owned = np.bitwise_or.reduce(m, axis=0)
     same = np.bitwise_or.reduce(m & (m << 1), axis=0)
     low = m & -m
-    first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int64), -1)
+    first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int32), -1)
     return m, owned, same, first, cuts
 
 
@@ -337,16 +337,18 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
     popcount, highbit = _bit_tables(nbits)
     pairs = (len(srcs), len(dsts))
-    grown = np.zeros(pairs, dtype=np.int64)       # bits gathered so far
+    grown = np.zeros(pairs[0] * pairs[1], dtype=np.int32)    # bits gathered so far (flat)
     steps = []
 
-    def gather(mask, run):
-        """One AllGather over ``run`` bits where ``mask``, on the slice grown so far."""
-        np.add(grown, run, out=grown, where=mask)
-        at = np.flatnonzero(np.broadcast_to(mask, pairs))
+    def gather(at, run):
+        """One AllGather over ``run`` bits at the flat pair indices ``at``, on the slice grown
+        so far."""
+        grown[at] += run
         steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
-                      np.broadcast_to(run, pairs).reshape(-1)[at].astype(np.int8),
-                      grown.reshape(-1)[at].astype(np.int8)))
+                      run.astype(np.int8), grown[at].astype(np.int8)))
+
+    def flat(x):
+        return np.broadcast_to(x, pairs).reshape(-1)
 
     def runs(pred):
         """Starts and ends (bit masks) of the runs of adjacent ``pred`` bits of one source
@@ -357,23 +359,25 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     # 1. order: one gather per dimension, in dimension order
     for d in range(rank):
         common = sa[d] & sb[d]
-        hit = (common != 0) & (first_a[d] != first_b[d])
-        if hit.any():
-            gather(hit, popcount[common])
+        at = np.flatnonzero(flat((common != 0) & (first_a[d] != first_b[d])))
+        if at.size:
+            gather(at, flat(popcount[common])[at])
 
     def by_dimension(starts, ends, masks):
         """Gather the runs, by the dimension of ``masks`` holding their first bit, last
-        dimension first, then highest first bit first."""
+        dimension first, then highest first bit first (on the pairs still holding a run)."""
+        all_ends = flat(ends)
         for d in reversed(range(rank)):
-            left = starts & masks[d]
-            while True:
-                live = left != 0
-                if not live.any():
-                    break
-                high_start = np.where(live, np.left_shift(1, highbit[left]), 0)
-                after = ends & ~(high_start - 1)  # ends at or above the start (0 where not live)
-                gather(live, popcount[((after & -after) << 1) - high_start])
-                left ^= high_start
+            left = flat(starts & masks[d])
+            at = np.flatnonzero(left)
+            left, end = left[at], all_ends[at]
+            while at.size:
+                high_start = np.left_shift(1, highbit[left])
+                after = end & ~(high_start - 1)  # ends at or above the start
+                gather(at, popcount[((after & -after) << 1) - high_start])
+                left = left ^ high_start
+                keep = left != 0
+                at, left, end = at[keep], left[keep], end[keep]
 
     # 2. concat: by source dimension
     by_dimension(*runs(owned_a & ~owned_b), sa)

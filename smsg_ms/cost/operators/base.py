@@ -106,6 +106,15 @@ class Einsum:
 
     @property
     def contracting(self) -> str:
+        """Letters of the inputs absent from every output (and not :attr:`local`), in first-
+        seen order; memoised against the letters it is computed from."""
+        key = (tuple(self.inputs), tuple(self.outputs), self.local)
+        got = self.__dict__.get("_contracting")
+        if got is None or got[0] != key:
+            got = self.__dict__["_contracting"] = (key, self._contracting())
+        return got[1]
+
+    def _contracting(self) -> str:
         out = set("".join(self.outputs))
         seen = []
         for letters in self.inputs:
@@ -131,10 +140,27 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+_CUTS: dict[tuple, list] = {}
+
+
 def enumerate_cuts(spec: Einsum, devices: int) -> list[dict[str, int]]:
     """Every letter assignment MindSpore accepts, in a fixed order (itertools.product over the
-    cuttable letters in device-matrix order, cut counts ascending)."""
+    cuttable letters in device-matrix order, cut counts ascending). Without a ``rule`` the
+    result depends only on the cuttable letters' sizes and ``devices``: memoised by those (a
+    new list each call; its dicts are shared and must not be modified)."""
     letters = spec.cuttable()
+    if spec.rule is None:
+        key = (tuple((ch, spec.sizes[ch]) for ch in letters), devices)
+        got = _CUTS.get(key)
+        if got is None:
+            if len(_CUTS) >= 1 << 14:
+                _CUTS.clear()
+            got = _CUTS[key] = _enumerate_cuts(spec, letters, devices)
+        return list(got)
+    return _enumerate_cuts(spec, letters, devices)
+
+
+def _enumerate_cuts(spec: Einsum, letters: str, devices: int) -> list[dict[str, int]]:
     choices = []
     for ch in letters:
         size = spec.sizes[ch]
