@@ -76,12 +76,64 @@ def _finite(x) -> bool:
     return True
 
 
-def _evaluate(costs, pair, cut_args: dict | None, memo: dict) -> dict:
-    """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data."""
+class _Board:
+    """What the processes know of each other's pairs (shared memory, index = queue position):
+    each pair's bound ``(m + p − 1) / p · floor`` (NaN until known) and its best stage-cut
+    objective (``inf`` when none fits; NaN until known)."""
+
+    def __init__(self, ctx, todo: list, cut_args: dict):
+        self.p = [cut_args["devices"] // d for d, _ in todo]
+        self.m = [cut_args["global_batch"] // b for _, b in todo]
+        self.bound = ctx.Array("d", [math.nan] * len(todo))
+        self.objective = ctx.Array("d", [math.nan] * len(todo))
+        self.lock = ctx.Lock()
+
+    def beaten(self, i: int, bound: float) -> bool:
+        """True when the outer search is sure to prune pair ``i`` without solving it
+        (:func:`smsg_ms.search.pipeline.plan_pipeline` visits candidates by increasing
+        ``(bound, p, m)`` and stops at the first whose bound exceeds the best step so far):
+        a finished pair it visits earlier has a step below ``bound``. For a pipelined pair
+        (``p > 1``) every one-stage pair counts (the deep search starts from their best)
+        only once the one-stage, one-micro-batch pair is known not to fit (else the one-stage
+        search stops there); a one-stage pair is never pruned here."""
+        p, m = self.p[i], self.m[i]
+        if p == 1:
+            return False
+        with self.lock:
+            bounds, objs = list(self.bound), list(self.objective)
+        whole = [j for j in range(len(objs)) if self.p[j] == 1 and self.m[j] == 1]
+        accumulated = bool(whole) and objs[whole[0]] == math.inf
+        for j, obj in enumerate(objs):
+            if math.isnan(obj) or not obj < bound:
+                continue
+            if self.p[j] == 1:
+                if self.m[j] == 1 or accumulated:
+                    return True
+            elif (bounds[j], self.p[j], self.m[j]) < (bound, p, m):
+                return True
+        return False
+
+    def post(self, i: int, bound: float, objective: float | None = None) -> None:
+        with self.lock:
+            self.bound[i] = bound
+            if objective is not None:
+                self.objective[i] = objective
+
+
+def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | None = None,
+              index: int = -1) -> dict:
+    """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data; only
+    the floor when ``board`` shows the search will prune the pair."""
     from .search.pipeline import cut_chain, cut_key
 
     d, b = pair
     floor = costs.compute_floor(d, b)
+    if board is not None:
+        p, m = board.p[index], board.m[index]
+        bound = (m + p - 1) / p * floor
+        board.post(index, bound)
+        if board.beaten(index, bound):
+            return {"pair": [d, b], "floor": floor, "skipped": True}
     layers = costs(d, b)
     sol = costs.solutions.get((d, b))
     cuts = []
@@ -95,6 +147,9 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict) -> dict:
                                   bytes_per=a["bytes_per"], memo=memo)
                 cuts.append([list(cut_key(p, m, sh, a["memory_limit"], a["recompute"])),
                              None if found is None else list(found)])
+    if board is not None:
+        objs = [found[0] for _, found in cuts if found is not None]
+        board.post(index, bound, min(objs, default=math.inf))
     return {"pair": [d, b], "floor": floor,
             "layers": None if layers is None else [_layer_dict(x) for x in layers],
             "choice": None if sol is None else [int(c) for c in sol.choice], "cuts": cuts}
@@ -103,6 +158,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict) -> dict:
 def _store(costs, rec: dict) -> None:
     d, b = rec["pair"]
     costs.floors[(d, b)] = rec["floor"]
+    if rec.get("skipped"):
+        return
     costs.layers[(d, b)] = (None if rec["layers"] is None
                             else [_layer_of(x) for x in rec["layers"]])
     if rec["choice"] is not None:
@@ -145,29 +202,39 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         costs.graph(b)                               # the search's order (same anchors)
         costs.op_signatures(b)
     ctx = multiprocessing.get_context("fork")
-    taken = ctx.Value("i", 0)
+    taken = ctx.Array("b", [0] * len(todo))
+    board = _Board(ctx, todo, cut_args) if cut_args is not None else None
+    sizes = sorted({d for d, _ in todo}, reverse=True)
 
-    def next_pair():
+    def next_index(prefer: int):
+        """The next pair of stage size ``prefer`` (its larger micro-batches first: their
+        layouts cover the smaller ones', whose redistribution programs are then cut out of
+        them), else the costliest pair left."""
         with taken.get_lock():
-            i = taken.value
-            taken.value += 1
-        return todo[i] if i < len(todo) else None
+            left = [i for i in range(len(todo)) if not taken[i]]
+            if not left:
+                return None
+            i = next((i for i in left if todo[i][0] == prefer), left[0])
+            taken[i] = 1
+        return i
 
-    def run_queue() -> list[dict]:
+    def run_queue(k: int) -> list[dict]:
         memo: dict = {}
         out = []
-        while (pair := next_pair()) is not None:
-            out.append(_evaluate(costs, pair, cut_args, memo))
+        prefer = sizes[k % len(sizes)]
+        while (i := next_index(prefer)) is not None:
+            out.append(_evaluate(costs, todo[i], cut_args, memo, board, i))
+            prefer = todo[i][0]
         return out
 
     running = []
-    for _ in range(min(workers, len(todo)) - 1):
+    for k in range(1, min(workers, len(todo))):
         reader, writer = ctx.Pipe(duplex=False)
 
-        def work(writer=writer):
+        def work(writer=writer, k=k):
             start, solved = time.process_time(), costs.solves
             try:
-                body = {"results": run_queue(), "solves": costs.solves - solved}
+                body = {"results": run_queue(k), "solves": costs.solves - solved}
             except Exception as exc:    # reported; the parent evaluates what is missing
                 body = {"error": f"{type(exc).__name__}: {exc}"}
             body["seconds"] = time.process_time() - start
@@ -179,7 +246,7 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         proc.start()
         writer.close()
         running.append((proc, reader))
-    mine = run_queue()
+    mine = run_queue(0)
     info["workers"] = len(running) + 1
     for proc, reader in running:
         try:
