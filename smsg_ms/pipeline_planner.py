@@ -140,7 +140,8 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
     if model is None:
         model = stage_cost_model(graph, devices, hardware)
     problem, variables = build_problem(graph, model, signatures=signatures)
-    solution = solve(problem, repeated=_repeated_variable_groups(graph, problem), progress=False)
+    solution = solve(problem, repeated=_repeated_variable_groups(graph, problem, variables),
+                     progress=False)
     return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
 
 
