@@ -557,11 +557,25 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
         smsg_ms.search.pipeline.NoFeasiblePipeline: nothing fits in memory.
     """
-    from .cost.hardware import get_hardware
-    from .planner import check_device_count, plan_graph
-    from .search.pipeline import NoFeasiblePipeline, divisors, plan_pipeline
+    from .planner import _collector_paused, check_device_count
 
     check_device_count(devices)
+    with _collector_paused():
+        return _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches,
+                                       hardware, memory_gib, optimizer_sharding, recompute,
+                                       capture, stats, workers, network_options)
+
+
+def _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches, hardware,
+                            memory_gib, optimizer_sharding, recompute, capture, stats, workers,
+                            network_options) -> Plan:
+    """:func:`plan_network_pipelined`'s work (arguments as there; the cyclic garbage collector
+    paused, as in :func:`smsg_ms.planner.plan_graph`: the stage solves allocate many small
+    acyclic objects)."""
+    from .cost.hardware import get_hardware
+    from .planner import plan_graph
+    from .search.pipeline import NoFeasiblePipeline, divisors, plan_pipeline
+
     if not isinstance(global_batch, int) or global_batch < 1:
         raise PipelinePlanningError(f"global batch must be a positive integer, got "
                                     f"{global_batch!r}")

@@ -198,9 +198,14 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     info = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0, "failed": 0}
     if workers <= 1 or len(todo) < 2 or not can_fork():
         return info
-    for d, b in sorted(todo, key=lambda db: -db[1]):  # graphs made here, before forking, in
-        costs.graph(b)                               # the search's order (same anchors)
-        costs.op_signatures(b)
+    # the captures happen here, before forking, in the search's order (same anchors); the
+    # graphs rescaled from them are made where they are needed, unless rescaling fails
+    sizes_b = list(dict.fromkeys(b for _, b in sorted(todo, key=lambda db: -db[1])))
+    for b in sizes_b[:3]:
+        costs.graph(b)
+    if costs.family.rescale_error is not None or costs.family.template is None:
+        for b in sizes_b:
+            costs.graph(b)
     ctx = multiprocessing.get_context("fork")
     taken = ctx.Array("b", [0] * len(todo))
     board = _Board(ctx, todo, cut_args) if cut_args is not None else None
