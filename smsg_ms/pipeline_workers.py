@@ -89,27 +89,34 @@ class _Board:
         self.lock = ctx.Lock()
 
     def beaten(self, i: int, bound: float) -> bool:
-        """True when the outer search is sure to prune pair ``i`` without solving it
-        (:func:`smsg_ms.search.pipeline.plan_pipeline` visits candidates by increasing
-        ``(bound, p, m)`` and stops at the first whose bound exceeds the best step so far):
-        a finished pair it visits earlier has a step below ``bound``. For a pipelined pair
-        (``p > 1``) every one-stage pair counts (the deep search starts from their best)
-        only once the one-stage, one-micro-batch pair is known not to fit (else the one-stage
-        search stops there); a one-stage pair is never pruned here."""
+        """True when the outer search is sure not to solve pair ``i``
+        (:func:`smsg_ms.pipeline_planner.plan_network_pipelined`): for one stage, the
+        one-micro-batch pair is known to fit (gradient accumulation is then not searched), or
+        a one-stage pair visited before it (``plan_pipeline`` visits by increasing ``(bound,
+        p, m)`` and stops at the first bound above the best step so far) has a step below
+        ``bound``; for a pipelined pair, a one-stage pair has a step below ``bound`` (the
+        deep search starts from their best; the accumulated ones count only once the
+        one-micro-batch pair is known not to fit) or a pipelined pair visited before it does.
+        With fewer pairs finished it says True less often, never wrongly."""
         p, m = self.p[i], self.m[i]
-        if p == 1:
-            return False
         with self.lock:
             bounds, objs = list(self.bound), list(self.objective)
         whole = [j for j in range(len(objs)) if self.p[j] == 1 and self.m[j] == 1]
-        accumulated = bool(whole) and objs[whole[0]] == math.inf
+        whole_obj = objs[whole[0]] if whole else math.nan
+        if p == 1 and m > 1 and whole and whole_obj < math.inf:
+            return True                 # finite: the one-micro-batch plan fits
+        accumulated = whole_obj == math.inf
         for j, obj in enumerate(objs):
             if math.isnan(obj) or not obj < bound:
                 continue
-            if self.p[j] == 1:
+            earlier = (bounds[j], self.p[j], self.m[j]) < (bound, p, m)
+            if p == 1:
+                if self.p[j] == 1 and accumulated and earlier:
+                    return True
+            elif self.p[j] == 1:
                 if self.m[j] == 1 or accumulated:
                     return True
-            elif (bounds[j], self.p[j], self.m[j]) < (bound, p, m):
+            elif earlier:
                 return True
         return False
 

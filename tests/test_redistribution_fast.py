@@ -238,3 +238,31 @@ def test_planner_reshape_edges_equal_reference(captured, monkeypatch):
     assert [(e.u, e.v) for e in fast.edges] == [(e.u, e.v) for e in plain.edges]
     for f, p in zip(fast.edges, plain.edges):
         assert f.cost.tolist() == p.cost.tolist(), (f.u, f.v)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(), st.data(), st.booleans())
+def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backward):
+    """A block whose layouts are rows and columns of a block costed before reuses that block's
+    gather program (no new program is built) and still equals the reference exactly."""
+    from smsg_ms.cost import redistribution as R
+
+    devices, shape, elem_bytes, srcs, dsts = case
+    srcs, dsts = list(dict.fromkeys(srcs)), list(dict.fromkeys(dsts))
+    assume(elem_bytes * prod(shape) * devices < 2 ** 53)
+    gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency, backward)
+    sub_s = data.draw(st.permutations(srcs).flatmap(
+        lambda xs: st.integers(1, len(xs)).map(lambda k: xs[:k])))
+    sub_d = data.draw(st.permutations(dsts).flatmap(
+        lambda xs: st.integers(1, len(xs)).map(lambda k: xs[:k])))
+    built = []
+    build = R._build_gather_program
+    R._build_gather_program = lambda *a: built.append(a) or build(*a)
+    try:
+        fast = gather_seconds_matrix(shape, elem_bytes, sub_s, sub_d, HW.bandwidth, HW.latency,
+                                     backward)
+    finally:
+        R._build_gather_program = build
+    assert not built
+    ref = _reference(devices, shape, elem_bytes, sub_s, sub_d, backward)
+    assert fast.tolist() == ref.tolist()

@@ -1,0 +1,135 @@
+"""Stage plans prefetched on several processes (smsg_ms.pipeline_workers): the plan is the
+single process's, byte for byte, pruned pairs are not solved, and a worker that fails loses
+nothing.
+
+The pipelined searches run in a fresh interpreter: forking is refused once MindSpore is imported
+(other tests of this session import it), so in this process ``prefetch`` would do nothing and
+the comparison could not fail."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from smsg_ms.pipeline_workers import WORKERS_ENV, default_workers
+
+NET = {"layers": 4, "seq": 64, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 96}
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys
+    from smsg_ms.graph.model import OpGraph
+    from smsg_ms.pipeline_planner import StageCosts, plan_network_pipelined
+
+    graphs = {int(b): OpGraph.from_json(t) for b, t in json.load(open(sys.argv[1])).items()}
+    args = json.loads(sys.argv[2])
+    out = {}
+    if args.get("fail_in_worker"):
+        parent = os.getpid()
+        solve = StageCosts.solution
+        def failing(self, d, b):      # every stage solve outside this process fails
+            if os.getpid() != parent:
+                raise RuntimeError("worker failure for the test")
+            return solve(self, d, b)
+        StageCosts.solution = failing
+    for workers in (1, 2):
+        stats = {}
+        plan = plan_network_pipelined("llama", args["devices"],
+                                      global_batch=args["batch"],
+                                      capture=lambda b: graphs[b], stats=stats,
+                                      memory_gib=args["memory_gib"], workers=workers,
+                                      **args["net"])
+        out[workers] = {"plan": plan.to_json(), "stats": stats}
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def graph_file(captured, tmp_path_factory):
+    """The test network captured once per micro-batch size the searches below ask for."""
+    path = tmp_path_factory.mktemp("workers") / "graphs.json"
+    path.write_text(json.dumps({str(b): captured("llama", batch=b, **NET).to_json()
+                                for b in (1, 2, 4, 8, 16)}))
+    return path
+
+
+def _run(graph_file, **args) -> dict:
+    args = dict({"devices": 8, "batch": 16, "memory_gib": 0.02, "net": NET}, **args)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(graph_file), json.dumps(args)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_two_processes_make_the_single_process_plan(graph_file):
+    got = _run(graph_file)
+    one, two = got["1"], got["2"]
+    assert two["stats"]["workers"] == 2          # the prefetch really ran on two processes
+    assert one["stats"]["workers"] == 1
+    assert two["stats"]["worker_seconds"] > 0
+    assert two["plan"] == one["plan"]            # byte for byte: hash, records, strategies
+    # pairs the search prunes are not solved by the workers either
+    assert two["stats"]["stage_solves"] == one["stats"]["stage_solves"]
+
+
+def test_a_failing_worker_loses_nothing(graph_file):
+    got = _run(graph_file, fail_in_worker=True)
+    assert got["2"]["stats"]["workers"] == 2
+    assert got["2"]["plan"] == got["1"]["plan"]   # its pairs evaluated again in the parent
+
+
+def test_worker_count_from_the_environment(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "3")
+    assert default_workers() == 3
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv(WORKERS_ENV, bad)
+        with pytest.raises(ValueError, match=WORKERS_ENV):
+            default_workers()
+    monkeypatch.delenv(WORKERS_ENV)
+    assert 1 <= default_workers() <= 8
+
+
+@pytest.mark.parametrize("memory_gib", [0.02, 1.0])
+def test_skipped_pairs_are_the_search_s_pruned_ones(captured, monkeypatch, memory_gib):
+    """With every pair finished (the most a process can know), the pairs the board says the
+    search will not solve are all pairs the search does not solve; at 1 GiB the one-stage,
+    one-micro-batch plan fits, so gradient accumulation is skipped."""
+    import multiprocessing
+
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.pipeline_planner import (StageCosts, bytes_per_element, candidate_pairs,
+                                          links_of, plan_network_pipelined)
+    from smsg_ms.pipeline_workers import _Board, _evaluate, _order
+    from smsg_ms.search.pipeline import divisors
+
+    capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
+    hw = get_hardware("ascend910b")
+    costs = StageCosts("llama", hw, capture=capture, **NET)
+    cut_args = dict(devices=8, global_batch=16, memory_limit=memory_gib * 2**30,
+                    links=links_of(hw), recompute=True, bytes_per=bytes_per_element(capture(16)),
+                    shardings=(False, True))
+    todo = _order(candidate_pairs(8, 16, [p for p in divisors(8) if p <= 4], None, "auto"))
+    board = _Board(multiprocessing.get_context("fork"), todo, cut_args)
+    memo: dict = {}
+    for i, pair in enumerate(todo):
+        rec = _evaluate(costs, pair, cut_args, memo)
+        p, m = board.p[i], board.m[i]
+        objs = [found[0] for _, found in rec["cuts"] if found is not None]
+        board.post(i, (m + p - 1) / p * rec["floor"], min(objs, default=float("inf")))
+    skipped = {todo[i] for i in range(len(todo)) if board.beaten(i, board.bound[i])}
+
+    solved = set()
+    call = StageCosts.__call__
+
+    def spy(self, d, b):
+        solved.add((d, b))
+        return call(self, d, b)
+
+    monkeypatch.setattr(StageCosts, "__call__", spy)
+    plan_network_pipelined("llama", 8, global_batch=16, capture=capture, workers=1,
+                           memory_gib=memory_gib, **NET)
+    assert skipped and not skipped & solved
+    if memory_gib == 1.0:       # the whole batch fits on one stage: no accumulation searched
+        assert {(8, 16 // m) for m in (2, 4, 8, 16)} <= skipped
