@@ -490,8 +490,8 @@ class StageCosts:
 
 
 #: ``plan_network_pipelined`` prefetches stage plans on several processes from this many
-#: devices on (below, a search takes a few seconds at most)
-PREFETCH_FROM_DEVICES = 256
+#: devices on (below, the search takes about a second at most and forking would cost more)
+PREFETCH_FROM_DEVICES = 64
 
 
 def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int | None,
