@@ -579,6 +579,12 @@ def _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches, 
     if not isinstance(global_batch, int) or global_batch < 1:
         raise PipelinePlanningError(f"global batch must be a positive integer, got "
                                     f"{global_batch!r}")
+    if workers is None:         # $SMSG_MS_WORKERS is read (and refused) before any capture
+        from .pipeline_workers import default_workers
+        workers = default_workers()
+        workers = workers if devices >= PREFETCH_FROM_DEVICES else 1
+    elif not isinstance(workers, int) or workers < 1:
+        raise PipelinePlanningError(f"workers must be a positive integer, got {workers!r}")
     if stages == "auto":
         p_list = divisors(devices)      # cut to the block count below, once a graph is known
     elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
@@ -638,9 +644,6 @@ def _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches, 
         return found
 
     prefetched = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0}
-    if workers is None:
-        from .pipeline_workers import default_workers
-        workers = default_workers() if devices >= PREFETCH_FROM_DEVICES else 1
     if workers > 1:
         from .pipeline_workers import prefetch
         prefetched = prefetch(costs, candidate_pairs(devices, global_batch, p_list,

@@ -133,3 +133,20 @@ def test_skipped_pairs_are_the_search_s_pruned_ones(captured, monkeypatch, memor
     assert skipped and not skipped & solved
     if memory_gib == 1.0:       # the whole batch fits on one stage: no accumulation searched
         assert {(8, 16 // m) for m in (2, 4, 8, 16)} <= skipped
+
+
+def test_bad_worker_counts_are_refused_before_any_capture(monkeypatch):
+    from smsg_ms.pipeline_planner import PipelinePlanningError, plan_network_pipelined
+
+    asked = []
+    capture = asked.append          # any capture would be recorded here
+
+    monkeypatch.setenv(WORKERS_ENV, "zero")
+    with pytest.raises(ValueError, match="SMSG_MS_WORKERS='zero'"):
+        plan_network_pipelined("llama", 8, global_batch=16, capture=capture, **NET)
+    monkeypatch.delenv(WORKERS_ENV)
+    for bad in (0, -1, 1.5, "2"):
+        with pytest.raises(PipelinePlanningError, match="workers must be a positive integer"):
+            plan_network_pipelined("llama", 8, global_batch=16, capture=capture, workers=bad,
+                                   **NET)
+    assert asked == []
