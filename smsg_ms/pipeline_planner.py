@@ -672,10 +672,12 @@ def _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches, 
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     options = dict(network_options, batch=b)
-    fixed = costs.solution(d, b).choice     # same problem as plan_graph's: no second solve
+    stage = costs.solution(d, b)   # same problem as plan_graph's: no second solve or build
     plan = plan_graph(costs.graph(b), d, hardware=hw, memory_gib=math.inf, options=options,
-                      network=spec, progress=False, choice=fixed,
-                      write_back="shard")  # propagation with pipeline stages: not checked
+                      network=spec, progress=False, choice=stage.choice,
+                      write_back="shard",  # propagation with pipeline stages: not checked
+                      model=stage.model, built=None if stage.problem is None
+                      else (stage.problem, stage.variables))
     plan.devices = devices
     record = best.as_plan_dict()
     record["global_batch"] = global_batch

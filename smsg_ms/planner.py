@@ -657,7 +657,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
                exhaustive: bool | None = None, choice: list[int] | None = None,
-               write_back: str = "auto") -> Plan:
+               write_back: str = "auto", model=None, built: tuple | None = None) -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -675,19 +675,24 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             plan solved under per-stage memory rows, :mod:`smsg_ms.pipeline_planner`).
         write_back: ``auto``, ``shard`` or ``propagate``: :attr:`Plan.write_back`, chosen by
             :func:`smsg_ms.integration.writeback.choose_write_back`.
+        model: the :class:`~smsg_ms.cost.model.CostModel` of ``graph`` on ``devices`` that
+            this call would make (same hardware, ``fully_use_devices = not exhaustive``), to
+            reuse its option cache (a pipeline's stage plan).
+        built: ``build_problem(graph, model)`` already made with that ``model``, to reuse.
 
     Raises:
-        PlanningError: device count MindSpore refuses, operator without options.
+        PlanningError: device count MindSpore refuses, operator without options, a ``model``
+            of another graph, device count or strategy set.
         smsg_ms.search.NoFeasiblePlan: nothing fits in memory.
     """
     check_device_count(devices)
     with _collector_paused():
         return _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated,
-                           progress, exhaustive, choice, write_back)
+                           progress, exhaustive, choice, write_back, model, built)
 
 
 def _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated, progress,
-                exhaustive, choice, write_back) -> Plan:
+                exhaustive, choice, write_back, model=None, built=None) -> Plan:
     """:func:`plan_graph`'s work (arguments as there, the device count checked)."""
     from .cost.hardware import get_hardware
     from .cost.model import CostModel
@@ -696,8 +701,15 @@ def _plan_graph(graph, devices, hardware, memory_gib, options, network, repeated
     hw = get_hardware(hardware)
     if exhaustive is None:
         exhaustive = devices <= EXHAUSTIVE_UP_TO
-    model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
-    problem, variables = build_problem(graph, model, reuse=REUSE)
+    if model is None:
+        model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
+        built = None
+    elif (model.graph is not graph or model.devices != devices or model.hardware != hw
+          or model.fully_use_devices != (not exhaustive)):
+        raise PlanningError("plan_graph(model=...) must be the cost model of this graph on "
+                            f"{devices} devices with fully_use_devices={not exhaustive}")
+    problem, variables = built if built is not None else build_problem(graph, model,
+                                                                       reuse=REUSE)
     limit = (memory_gib * 2**30) if memory_gib is not None else hw.memory
     if repeated is None:
         repeated = _repeated_variable_groups(graph, problem, variables)
