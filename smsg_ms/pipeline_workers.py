@@ -2,13 +2,19 @@
 
 The operator-level stage plans of different ``(devices per stage d, micro-batch size b)`` pairs
 are independent, so :func:`prefetch` evaluates them in forked worker processes while the parent
-evaluates its own share. A worker sends back, as JSON (orjson; floats round-trip exactly), each
-pair's compute floor, its per-layer costs (:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None``
-when the pair cannot be planned) and the stage plan's option index per search variable; the
-parent caches them in its :class:`~smsg_ms.pipeline_planner.StageCosts`, which rebuilds a full
-stage solution from the indices only for the pair the outer search picks. Every number is
-computed by the same deterministic code whichever process runs it, so the plan is the one a
-single process makes, byte for byte (``tests/test_pipeline_workers.py``).
+evaluates its share; every process takes the next pair from one shared queue (costliest first,
+keeping to one stage size while it lasts). A worker sends back, as JSON (orjson; floats
+round-trip exactly), each pair's compute floor, its per-layer costs
+(:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None`` when the pair cannot be planned), the
+stage plan's option index per search variable and the results of the outer search's stage cuts
+(:func:`~smsg_ms.search.pipeline.cut_chain`) for that pair; the parent caches them in its
+:class:`~smsg_ms.pipeline_planner.StageCosts`, which rebuilds a stage solution from the indices
+only for the pair the outer search picks. A pair the outer search is sure to prune (a finished
+pair it visits earlier already beats the pair's bound) is not solved. Every number is computed
+by the same deterministic code whichever process runs it, and the search itself runs in the
+parent as before on these cached values, so the plan is the one a single process makes, byte for
+byte (``tests/test_pipeline_workers.py``); a pair a worker did not return is evaluated in the
+parent.
 
 Forking is used only on Linux and only while MindSpore is not imported in this process (its
 runtime threads do not survive a fork); otherwise, or with ``workers <= 1``, nothing is
