@@ -145,7 +145,7 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
     return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
 
 
-def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
+def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:
     """Per-block :class:`LayerCost` of a stage solution (one micro-batch, per device).
 
     Forward/backward seconds: compute (``flops / hardware.flops``) and the forward/backward
@@ -155,10 +155,11 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
     a later block reads; input bytes: those of the tensors it reads from earlier blocks.
+    ``structure``: ``(block_of_ops(graph), weight_dependent(graph))`` when already known.
     """
     graph, model = sol.graph, sol.model
     hw = model.hardware
-    names, block = block_of_ops(graph)
+    (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
     n = len(names)
     fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
     params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
@@ -219,7 +220,7 @@ def layer_costs_of(sol: StageSolution) -> list[LayerCost]:
     for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
         params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
-    for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of)):
+    for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of), _sent=sent):
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
@@ -281,7 +282,7 @@ def weight_dependent(graph: OpGraph) -> set[str]:
     return out
 
 
-def boundary_tensors(sol: StageSolution, _known=None
+def boundary_tensors(sol: StageSolution, _known=None, _sent: set | None = None
                      ) -> list[tuple[str, tuple[int, int], float]]:
     """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
     per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
@@ -289,7 +290,7 @@ def boundary_tensors(sol: StageSolution, _known=None
     (:func:`weight_dependent`)."""
     graph = sol.graph
     block, cost_of = _blocks_and_costs(sol, _known)
-    sent = weight_dependent(graph)
+    sent = _sent if _sent is not None else weight_dependent(graph)
     out = []
     for op in graph.ops:
         for k, name in enumerate(op.outputs):
@@ -387,6 +388,7 @@ class StageCosts:
         self.models: dict[tuple[int, int], object] = {}
         self.signatures: dict[int, list] = {}
         self.op_sigs: dict[int, dict[int, tuple]] = {}
+        self.structures: dict[int, tuple] = {}
         self.solves = 0
         self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
         # filled by smsg_ms.pipeline_workers.prefetch for pairs solved in other processes
@@ -437,6 +439,14 @@ class StageCosts:
             self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]
 
+    def structure(self, b: int) -> tuple:
+        """``(block_of_ops(graph), weight_dependent(graph))`` of the graph at micro-batch
+        ``b``: what :func:`layer_costs_of` reads of the graph alone, computed once."""
+        if b not in self.structures:
+            graph = self.graph(b)
+            self.structures[b] = (block_of_ops(graph), weight_dependent(graph))
+        return self.structures[b]
+
     def op_signatures(self, b: int) -> dict[int, tuple]:
         """:func:`smsg_ms.planner.op_signatures` of the graph at micro-batch ``b`` (computed
         once, shared by the stage plans of every device count)."""
@@ -484,7 +494,7 @@ class StageCosts:
         if (d, b) in self.layers:
             return self.layers[(d, b)]
         try:
-            return layer_costs_of(self.solution(d, b))
+            return layer_costs_of(self.solution(d, b), self.structure(b))
         except (PlanningError, NoFeasiblePlan, ValueError):
             return None
 
