@@ -19,11 +19,11 @@ the same plan made by one process (``workers=1``), whose plan must be the same b
 Measured 2026-12-01 on the 2-core machine (1024 devices, global batch 1024, 64 GiB; 51 stage
 solves over 7 stage counts × 11 micro-batch sizes; plan p=1, m=2, optimizer sharding, 79/80
 layers recomputed, step 10.665 s): 35.7 s CPU planning at the start of the session (one
-process); after this session's changes 9.07 s wall on 2 processes (8.84 s CPU in this process,
-8.31 s in the worker), the same plan on one process 15.21 s (1.68x), closed-form outer search
-1.06 s. 512 devices: 7.69 s on 2 processes, 13.01 s on one (1.69x); 64 devices: 5.70 s on 2,
-6.45 s on one (1.13x). The machine is shared and noisy: the same 1024-device run took 8.8 to
-10.7 s wall over the session's last runs. Single-process gains (bit-identical plans, checked
+process); after this session's changes 8.37 s wall on 2 processes (8.17 s CPU in this process,
+7.84 s in the worker), the same plan on one process 15.10 s (1.80x), closed-form outer search
+1.28 s. 512 devices: 6.93 s on 2 processes, 11.25 s on one (1.62x); 64 devices: 3.69 s on 2,
+6.59 s on one (1.79x). The machine is shared and noisy: the 1024-device run took 8.4 to 10.7 s
+wall over the session's last runs (up to 13.5 s while a test suite ran beside it). Single-process gains (bit-identical plans, checked
 on plan hashes of pipelined and plain plans): layouts, normal forms, strategy keys, cut
 enumerations and the shape-independent gather programs memoised (a block of layouts cut out
 of a kept program), per-edge sums shared between identical layers, the graph's operator
