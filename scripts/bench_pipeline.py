@@ -23,12 +23,14 @@ process); after this session's changes 8.37 s wall on 2 processes (8.17 s CPU in
 7.84 s in the worker), the same plan on one process 15.10 s (1.80x), closed-form outer search
 1.28 s. 512 devices: 6.93 s on 2 processes, 11.25 s on one (1.62x); 64 devices: 3.69 s on 2,
 6.59 s on one (1.79x). The machine is shared and noisy: the 1024-device run took 8.4 to 10.7 s
-wall over the session's last runs (up to 13.5 s while a test suite ran beside it). Single-process gains (bit-identical plans, checked
-on plan hashes of pipelined and plain plans): layouts, normal forms, strategy keys, cut
-enumerations and the shape-independent gather programs memoised (a block of layouts cut out
-of a kept program), per-edge sums shared between identical layers, the graph's operator
-signatures shared by all device counts, the repeated-block hint taken from the variables, the
-one- and two-stage cuts tabulating only the intervals they use, the cyclic GC paused.
+wall over the session's last runs (up to 13.5 s while a test suite ran beside it).
+Single-process gains (bit-identical plans, checked on plan hashes of pipelined and plain
+plans): layouts, normal forms, strategy keys, cut enumerations and the shape-independent
+gather programs memoised (a block of layouts cut out of a kept program), per-edge sums shared
+between identical layers, the graph's operator signatures and block map shared by all device
+counts, the repeated-block hint taken from the variables, the one- and two-stage cuts
+tabulating only the intervals they use, the final plan reusing the stage plan's model and
+problem, the cyclic GC paused.
 
 Usage: ``PYTHONPATH=. python scripts/bench_pipeline.py [--devices 64 512 1024] [--batch 1024]
 [--memory-gib 64] [--layers 80] [--workers N] [--no-single]``
