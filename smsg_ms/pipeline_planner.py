@@ -504,8 +504,8 @@ class StageCosts:
 PREFETCH_FROM_DEVICES = 64
 
 
-def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int | None,
-                    stages) -> list[tuple[int, int]]:
+def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int | None
+                    ) -> list[tuple[int, int]]:
     """``(devices per stage, micro-batch size)`` of every ``(p, m)`` the outer search may
     evaluate: ``p`` in ``p_list``, ``m`` dividing the global batch (or ``micro_batches``),
     ``m >= p`` except for one stage (gradient accumulation, any ``m``)."""
@@ -657,7 +657,7 @@ def _plan_network_pipelined(spec, devices, global_batch, stages, micro_batches, 
     if workers > 1:
         from .pipeline_workers import prefetch
         prefetched = prefetch(costs, candidate_pairs(devices, global_batch, p_list,
-                                                     micro_batches, stages), workers,
+                                                     micro_batches), workers,
                               cut_args=dict(devices=devices, global_batch=global_batch,
                                             memory_limit=limit, links=links,
                                             recompute=recompute, bytes_per=bytes_per,

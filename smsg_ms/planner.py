@@ -21,6 +21,7 @@ import re
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -144,13 +145,8 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
     variables = []
     seen: dict[tuple, _Var] = {}
     reps: dict[int, _Var] = {}      # variable index → the variable whose options it shares
-    sides: dict = {}                # op_signature's per-tensor cache
-    if signatures is not None:
-        def signature_of(op):
-            return signatures[op.id]
-    else:
-        def signature_of(op):
-            return op_signature(graph, op, sides)
+    if signatures is None:
+        signatures = op_signatures(graph)
 
     def shared(name, ops, signature) -> bool:
         rep = seen.get(signature) if reuse else None
@@ -164,7 +160,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
     for _, key in order:
         if isinstance(key, str):
             ops = by_path[key]
-            signature = (("primitive",) + tuple([signature_of(op) for op in ops])
+            signature = (("primitive",) + tuple([signatures[op.id] for op in ops])
                          + (_gradient_flags(model, ops),))
             if shared(key, ops, signature):
                 continue
@@ -197,7 +193,7 @@ def _group_variables(graph: OpGraph, model, reuse: bool = False,
                                    for c in opts], False, ("cast", op.id), transparent=True))
         else:
             op = graph.ops[key]
-            signature = ("operator", signature_of(op),
+            signature = ("operator", signatures[op.id],
                          _gradient_flags(model, [op]))
             if shared(op.label, [op], signature):
                 continue
@@ -277,23 +273,20 @@ def _edges(graph: OpGraph, variables: list[_Var]):
         yield src_id, src_t, dst_id, tname, idx
 
 
-_STRATEGY_KEYS: dict = {}
-
-
 def _strategy_key(strategy) -> tuple:
     """``strategy`` as a tuple of tuples of ints; memoised by the strategy tuple itself (one
     hash instead of a conversion per option and build)."""
     if not strategy:
         return ()
     try:
-        got = _STRATEGY_KEYS.get(strategy)
+        return _int_strategy(strategy)
     except TypeError:       # a part given as a list: not hashable, convert directly
         return tuple(tuple(int(x) for x in s) for s in strategy)
-    if got is None:
-        if len(_STRATEGY_KEYS) >= 1 << 17:
-            _STRATEGY_KEYS.clear()
-        got = _STRATEGY_KEYS[strategy] = tuple(tuple(int(x) for x in s) for s in strategy)
-    return got
+
+
+@lru_cache(maxsize=1 << 17)
+def _int_strategy(strategy: tuple) -> tuple:
+    return tuple(tuple(int(x) for x in s) for s in strategy)
 
 
 def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset(),

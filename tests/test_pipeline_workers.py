@@ -110,7 +110,7 @@ def test_skipped_pairs_are_the_search_s_pruned_ones(captured, monkeypatch, memor
     cut_args = dict(devices=8, global_batch=16, memory_limit=memory_gib * 2**30,
                     links=links_of(hw), recompute=True, bytes_per=bytes_per_element(capture(16)),
                     shardings=(False, True))
-    todo = _order(candidate_pairs(8, 16, [p for p in divisors(8) if p <= 4], None, "auto"))
+    todo = _order(candidate_pairs(8, 16, [p for p in divisors(8) if p <= 4], None))
     board = _Board(multiprocessing.get_context("fork"), todo, cut_args)
     memo: dict = {}
     for i, pair in enumerate(todo):

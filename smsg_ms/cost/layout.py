@@ -10,7 +10,11 @@ strategy ``((a, k), (k, n))`` has device matrix ``(a, k, n)``; ``x`` has tensor 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
+
+#: Entries kept by each layout memo (normal forms, operator layouts), least recent out first.
+MEMO_SIZE = 1 << 17
 
 
 @dataclass(frozen=True, order=True)
@@ -106,6 +110,7 @@ class TensorLayout:
                 tmap.append(-1)
         return cls(tuple(matrix), tuple(tmap))
 
+    @lru_cache(maxsize=MEMO_SIZE)
     def normalized(self) -> "TensorLayout":
         """The same placement with size-1 device-matrix axes removed (a canonical form).
 
@@ -113,14 +118,6 @@ class TensorLayout:
         they change no rank's slice, so two layouts place data alike iff their normal forms
         are equal. Memoised (a pure function of the two fields).
         """
-        got = _NORMAL_FORMS.get(self)
-        if got is None:
-            if len(_NORMAL_FORMS) >= MEMO_SIZE:
-                _NORMAL_FORMS.clear()
-            got = _NORMAL_FORMS[self] = self._normal_form()
-        return got
-
-    def _normal_form(self) -> "TensorLayout":
         keep = [i for i, s in enumerate(self.device_matrix) if s > 1]
         if len(keep) == len(self.device_matrix):  # already normal
             return self
@@ -139,12 +136,6 @@ class TensorLayout:
         return self.normalized() == other.normalized()
 
 
-#: Entries kept by each layout memo (normal forms, operator layouts) before it starts afresh.
-MEMO_SIZE = 1 << 17
-_NORMAL_FORMS: dict[TensorLayout, TensorLayout] = {}
-_OPERATOR_LAYOUTS: dict[tuple, TensorLayout] = {}
-
-
 def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int,
                     repeat_right: bool = True) -> TensorLayout:
     """Layout of one operator tensor as MindSpore derives it (``operator_info.cc``); memoised
@@ -161,15 +152,10 @@ def operator_layout(axes: list[int], tensor_axes: list[int | None], devices: int
     Raises:
         ValueError: ``prod(axes)`` does not divide ``devices``.
     """
-    key = (tuple(axes), tuple(tensor_axes), devices, repeat_right)
-    got = _OPERATOR_LAYOUTS.get(key)
-    if got is None:
-        if len(_OPERATOR_LAYOUTS) >= MEMO_SIZE:
-            _OPERATOR_LAYOUTS.clear()
-        got = _OPERATOR_LAYOUTS[key] = _operator_layout(*key)
-    return got
+    return _operator_layout(tuple(axes), tuple(tensor_axes), devices, repeat_right)
 
 
+@lru_cache(maxsize=MEMO_SIZE)
 def _operator_layout(axes: tuple[int, ...], tensor_axes: tuple, devices: int,
                      repeat_right: bool) -> TensorLayout:
     shards = prod(axes)

@@ -328,8 +328,8 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown)``: the flat
     indices of the ``na × nb`` pairs where it happens, their source rows, its bits there and
     the bits gathered up to and including it (compact dtypes, widened to int64 where the
-    arithmetic reads them); ``None`` when a layout
-    is not binary. Memoised: micro-batch sizes and layers share their layouts, not their shapes."""
+    arithmetic reads them); ``None`` when a layout is not binary. :func:`_gather_program` keeps
+    them: micro-batch sizes and layers share their layouts, not their shapes."""
     a, b = _side(list(srcs), rank, nbits), _side(list(dsts), rank, nbits)
     if a is None or b is None:
         return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import prod
 from typing import Any, Callable
 
@@ -140,37 +141,32 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-_CUTS: dict[tuple, list] = {}
-
-
 def enumerate_cuts(spec: Einsum, devices: int) -> list[dict[str, int]]:
     """Every letter assignment MindSpore accepts, in a fixed order (itertools.product over the
     cuttable letters in device-matrix order, cut counts ascending). Without a ``rule`` the
     result depends only on the cuttable letters' sizes and ``devices``: memoised by those (a
     new list each call; its dicts are shared and must not be modified)."""
-    letters = spec.cuttable()
+    sizes = tuple((ch, spec.sizes[ch]) for ch in spec.cuttable())
     if spec.rule is None:
-        key = (tuple((ch, spec.sizes[ch]) for ch in letters), devices)
-        got = _CUTS.get(key)
-        if got is None:
-            if len(_CUTS) >= 1 << 14:
-                _CUTS.clear()
-            got = _CUTS[key] = _enumerate_cuts(spec, letters, devices)
-        return list(got)
-    return _enumerate_cuts(spec, letters, devices)
+        return list(_cuts_without_rule(sizes, devices))
+    return _cuts(sizes, devices, spec.rule)
 
 
-def _enumerate_cuts(spec: Einsum, letters: str, devices: int) -> list[dict[str, int]]:
-    choices = []
-    for ch in letters:
-        size = spec.sizes[ch]
-        choices.append([d for d in divisors(devices)
-                        if not isinstance(size, int) or size % d == 0])
+@lru_cache(maxsize=1 << 14)
+def _cuts_without_rule(sizes: tuple, devices: int) -> list[dict[str, int]]:
+    return _cuts(sizes, devices, None)
+
+
+def _cuts(sizes: tuple, devices: int, rule) -> list[dict[str, int]]:
+    """:func:`enumerate_cuts` of the letters and sizes ``((letter, size), ...)``."""
+    letters = [ch for ch, _ in sizes]
+    choices = [[d for d in divisors(devices) if not isinstance(size, int) or size % d == 0]
+               for _, size in sizes]
     out = []
     for combo in itertools.product(*choices):
         if devices % prod(combo):
             continue
-        if spec.rule is not None and spec.rule(dict(zip(letters, combo)), devices):
+        if rule is not None and rule(dict(zip(letters, combo)), devices):
             continue
         out.append(dict(zip(letters, combo)))
     return out
