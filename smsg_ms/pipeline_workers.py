@@ -136,13 +136,15 @@ class _Board:
 def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | None = None,
               index: int = -1) -> dict:
     """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data; only
-    the floor when ``board`` shows the search will prune the pair."""
+    the floor when ``board`` (which needs ``cut_args``) shows the search will prune the
+    pair."""
     from .search.pipeline import cut_chain, cut_key
 
     d, b = pair
     floor = costs.compute_floor(d, b)
+    if cut_args is not None:
+        p, m = cut_args["devices"] // d, cut_args["global_batch"] // b
     if board is not None:
-        p, m = board.p[index], board.m[index]
         bound = (m + p - 1) / p * floor
         board.post(index, bound)
         if board.beaten(index, bound):
@@ -152,7 +154,6 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     cuts = []
     if layers is not None and cut_args is not None:
         a = cut_args
-        p, m = a["devices"] // d, a["global_batch"] // b
         if p <= len(layers):
             for sh in sorted(set(bool(x) for x in a["shardings"])):
                 found = cut_chain(layers, p, m, memory_limit=a["memory_limit"], sharding=sh,
