@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -113,6 +114,35 @@ class OpDecision:
     symbolic: str | None = None
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural_key(name: str) -> list:
+    """``layers.10`` after ``layers.2``: digit runs compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in _DIGITS.split(name)]
+
+
+def in_chain_order(record: dict, decisions: list[OpDecision]) -> dict:
+    """A copy of a pipeline record whose ``stage_of_block`` and ``recompute`` maps list the blocks
+    in the order their first operator has in ``decisions`` (graph order); a block no decision
+    lies in follows, in natural order (digit runs as numbers)."""
+    first: dict[str, int] = {}
+    names = set(record.get("stage_of_block", {})) | set(record.get("recompute", {}))
+    for i, d in enumerate(decisions):
+        parts = d.name.split(".")
+        for k in range(1, len(parts)):
+            prefix = ".".join(parts[:k])
+            if prefix in names and prefix not in first:
+                first[prefix] = i
+    def order(name: str):
+        return (0, first[name], []) if name in first else (1, 0, _natural_key(name))
+    out = dict(record)
+    for key in ("stage_of_block", "recompute"):
+        if isinstance(record.get(key), dict):
+            out[key] = {n: record[key][n] for n in sorted(record[key], key=order)}
+    return out
+
+
 @dataclass
 class Plan:
     """A complete plan for one network, device count and input shapes.
@@ -209,6 +239,14 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
+        """The plan ``data`` describes (a :meth:`to_dict` or a parsed plan file).
+
+        The block maps of the pipeline record (``stage_of_block``, ``recompute``) come back in the
+        chain's order, the order the blocks' first operators have in :attr:`decisions`: a plan
+        file sorts keys as strings (``layers.10`` before ``layers.2``), and MindSpore's rule that
+        stages never decrease along the data flow is checked in this order."""
         data = dict(data)
         data["decisions"] = [OpDecision(**d) for d in data.get("decisions", [])]
+        if isinstance(data.get("pipeline"), dict):
+            data["pipeline"] = in_chain_order(data["pipeline"], data["decisions"])
         return cls(**data)
