@@ -63,7 +63,8 @@ def test_gap_search_equals_brute_force_for_any_multiplier(problem, limit, lam, d
                                                       for v in problem.variables])
                if problem.memory(list(c)) <= limit and math.isfinite(problem.total(list(c)))]
     incumbent = data.draw(st.sampled_from(fitting))
-    got = solve_gap(problem, limit, None, incumbent, lam)
+    got, bound = solve_gap(problem, limit, None, incumbent, lam)
+    assert bound is None                     # no work limit: proven optimal
     assert problem.memory(got) <= limit
     assert math.isclose(problem.total(got), want.cost, rel_tol=1e-12, abs_tol=1e-12)
 
@@ -95,7 +96,8 @@ def test_too_wide_for_marginals_falls_back_to_the_whole_integer_program(monkeypa
     incumbent = [len(v.keys) - 1 for v in problem.variables]
     limit = problem.memory(incumbent)
     want = solve_brute_force(problem, limit)
-    got = solve_gap(problem, limit, None, incumbent, 1e-6)
+    got, bound = solve_gap(problem, limit, None, incumbent, 1e-6)
+    assert bound is None
     assert math.isclose(problem.total(got), want.cost, rel_tol=1e-12)
 
 

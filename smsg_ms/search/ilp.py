@@ -13,6 +13,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from .effort import UNBOUNDED, Effort
 from .problem import NoFeasiblePlan, SearchProblem, Solution
 
 
@@ -55,35 +56,70 @@ def _build(sizes, unary, edges, memory=None, memory_limit=None):
     return np.concatenate(c), a, np.array(lo), np.array(hi), integrality, np.concatenate(upper), offs
 
 
-def _run(sizes, unary, edges, memory=None, memory_limit=None) -> list[int]:
+class WorkLimitReached(Exception):
+    """The integer program was not started, or stopped, at its work limit without a plan.
+
+    Attributes:
+        bound: HiGHS's proven lower bound on the optimum (``-inf`` when it never started)."""
+
+    def __init__(self, message: str, bound: float = -np.inf):
+        super().__init__(message)
+        self.bound = bound
+
+
+def _run(sizes, unary, edges, memory=None, memory_limit=None, effort: Effort = UNBOUNDED
+         ) -> tuple[list[int], float | None]:
+    """``(choice, bound)``: ``bound`` is ``None`` when HiGHS proved ``choice`` optimal, else its
+    dual bound (it stopped at ``effort``'s node limit).
+
+    Raises:
+        NoFeasiblePlan: infeasible. WorkLimitReached: too large for ``effort``, or stopped
+            before any feasible plan."""
     c, a, lo, hi, integ, upper, offs = _build(sizes, unary, edges, memory, memory_limit)
+    if not effort.allows(a.nnz):
+        raise WorkLimitReached(f"integer program of {a.nnz} non-zeros is over the work limit")
+    options = {"mip_rel_gap": 0.0}
+    nodes = effort.node_limit(a.nnz)
+    if nodes is not None:
+        options["node_limit"] = nodes
     res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integ,
-               bounds=Bounds(np.zeros(len(c)), upper), options={"mip_rel_gap": 0.0})
+               bounds=Bounds(np.zeros(len(c)), upper), options=options)
     if res.status == 2:
         raise NoFeasiblePlan("the integer program is infeasible (memory limit or forbidden pairs)")
+    bound = getattr(res, "mip_dual_bound", None)
     if res.x is None:
+        if nodes is not None and res.status != 0:
+            raise WorkLimitReached(f"integer program stopped at {nodes} nodes without a plan",
+                                   -np.inf if bound is None else float(bound))
         raise RuntimeError(f"HiGHS failed: {res.message}")
-    return [int(np.argmax(res.x[offs[v]:offs[v + 1]])) for v in range(len(sizes))]
+    choice = [int(np.argmax(res.x[offs[v]:offs[v + 1]])) for v in range(len(sizes))]
+    return choice, (None if res.status == 0 or bound is None else float(bound))
 
 
 def solve_ilp_problem(p) -> list[int]:
     """Optimal choice of a solver-form problem (:class:`.chain.Problem`), no memory limit."""
-    return _run(p.sizes, p.unary, p.edges)
+    return _run(p.sizes, p.unary, p.edges)[0]
 
 
-def solve_ilp(problem: SearchProblem, memory_limit: float | None = None) -> Solution:
+def solve_ilp(problem: SearchProblem, memory_limit: float | None = None,
+              effort: Effort = UNBOUNDED) -> Solution:
     """Exact optimum by integer programming (HiGHS through ``scipy.optimize.milp``).
 
     Args:
         problem: the search problem (costs in seconds, memory in bytes per device).
         memory_limit: bytes per device the chosen options' memory may sum to.
+        effort: the work limit (:mod:`.effort`); unbounded by default (the oracle of tests).
+    Returns:
+        the optimum; or, stopped at ``effort``'s node limit, the best plan found with HiGHS's
+        dual bound in :attr:`Solution.bound`.
     Raises:
         NoFeasiblePlan: no assignment fits (or all use a forbidden pair).
+        WorkLimitReached: the program is over ``effort``, or stopped before a feasible plan.
     """
     from .problem import merged_edges, validate
 
     validate(problem)
     sizes = [len(v.keys) for v in problem.variables]
-    choice = _run(sizes, [v.cost for v in problem.variables], merged_edges(problem),
-                  [v.memory for v in problem.variables], memory_limit)
-    return Solution(choice, problem.total(choice), problem.memory(choice))
+    choice, bound = _run(sizes, [v.cost for v in problem.variables], merged_edges(problem),
+                         [v.memory for v in problem.variables], memory_limit, effort)
+    return Solution(choice, problem.total(choice), problem.memory(choice), bound)

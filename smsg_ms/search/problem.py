@@ -86,11 +86,23 @@ class SearchProblem:
 
 @dataclass
 class Solution:
-    """An assignment and its cost; ``choice[i]`` indexes ``problem.variables[i].keys``."""
+    """An assignment and its cost; ``choice[i]`` indexes ``problem.variables[i].keys``.
+
+    ``bound`` is a proven lower bound on the optimal cost when the search stopped at its work
+    limit before proving ``choice`` optimal (:class:`smsg_ms.search.effort.Effort`); ``None``
+    when ``choice`` is proven optimal."""
 
     choice: list[int]
     cost: float
     memory: float
+    bound: float | None = None
+
+    @property
+    def gap(self) -> float:
+        """Relative optimality gap ``(cost - bound) / cost`` (0 when proven optimal)."""
+        if self.bound is None or self.cost <= 0:
+            return 0.0
+        return max(0.0, (self.cost - self.bound) / self.cost)
 
 
 class NoFeasiblePlan(ValueError):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .chain import (Powers, Problem, Segment, frontiers, minplus, plan_segment, same_content,
                     state_values, transfer)
+from .effort import UNBOUNDED, Effort
 from .progress import LazyProgress
 from .problem import (Edge, NoFeasiblePlan, SearchProblem, Solution, Variable, merged_edges,
                       validate)
@@ -237,17 +238,22 @@ def improve_fitting(problem: SearchProblem, choice: list[int], memory_limit: flo
 
 
 def solve_gap(problem: SearchProblem, memory_limit: float, repeated, best: list[int],
-              lam: float) -> list[int]:
-    """Exact constrained optimum when the Lagrangian leaves a duality gap.
+              lam: float, bound: float = -math.inf, effort: Effort = UNBOUNDED
+              ) -> tuple[list[int], float | None]:
+    """Constrained optimum when the Lagrangian leaves a duality gap: ``(choice, lower bound)``,
+    the bound ``None`` when ``choice`` is proven optimal.
 
     ``best``: a fitting plan (the upper bound, first lowered by :func:`improve_fitting`);
-    ``lam``: the multiplier of the best dual bound. Options that no fitting plan cheaper than
-    ``best`` can use are removed by reduced-cost fixing
+    ``lam``, ``bound``: the multiplier of the best dual bound and that bound. Options that no
+    fitting plan cheaper than ``best`` can use are removed by reduced-cost fixing
     (:func:`.memory.prunable` on :func:`lagrangian_marginals`), then the integer program
-    (:func:`.ilp.solve_ilp`) solves what is left; ``best`` is kept unless the program finds a
-    strictly cheaper plan. Exact: every fitting plan of cost <= ``problem.total(best)`` survives.
+    (:func:`.ilp.solve_ilp`) solves what is left within ``effort``; ``best`` is kept unless the
+    program finds a strictly cheaper plan. Exact when the program finishes: every fitting plan of
+    cost <= ``problem.total(best)`` survives the fixing, so the optimum is the cheaper of ``best``
+    and the program's optimum. Stopped by ``effort``, the lower bound is the larger of the
+    Lagrangian ``bound`` and min(upper, the program's dual bound), by the same argument.
     """
-    from .ilp import solve_ilp
+    from .ilp import WorkLimitReached, solve_ilp
     from .memory import prunable
 
     better = improve_fitting(problem, best, memory_limit)
@@ -264,9 +270,16 @@ def solve_gap(problem: SearchProblem, memory_limit: float, repeated, best: list[
         mask = mask.copy()
         mask[best[v]] = False          # never drop the incumbent (rounding safety)
         keep.append(np.flatnonzero(~mask))
-    ilp = solve_ilp(_reduced(problem, keep), memory_limit)
+    try:
+        ilp = solve_ilp(_reduced(problem, keep), memory_limit, effort)
+    except WorkLimitReached as stopped:
+        return best, max(bound, min(upper, stopped.bound))
     choice = [int(k[i]) for k, i in zip(keep, ilp.choice)]
-    return choice if problem.total(choice) < upper else best
+    if problem.total(choice) < upper:
+        best, upper = choice, problem.total(choice)
+    if ilp.bound is None:
+        return best, None
+    return best, max(bound, min(upper, ilp.bound))
 
 
 def _solve_problem(p: Problem, repeated, progress) -> list[int]:
@@ -281,7 +294,8 @@ def _solve_problem(p: Problem, repeated, progress) -> list[int]:
 
 
 def solve(problem: SearchProblem, memory_limit: float | None = None, *,
-          repeated: list[list[list[int]]] | None = None, progress: bool | None = None) -> Solution:
+          repeated: list[list[list[int]]] | None = None, progress: bool | None = None,
+          effort: Effort = Effort()) -> Solution:
     """Exact minimum of Σ option costs + Σ edge costs, with Σ option memory <= ``memory_limit``.
 
     Method (:mod:`.chain`): the variables (topological order) are cut into a chain of segments at
@@ -305,6 +319,10 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
             order. Only a hint: identity is verified numerically, blocks that differ are solved
             separately, so a wrong hint costs time, never correctness.
         progress: show a rich progress bar once planning lasts ~1 s; ``None``: only on a terminal.
+        effort: the work the integer program of a duality gap may spend (:mod:`.effort`;
+            default :data:`.effort.DEFAULT_SECONDS`, a bound on work, not on wall time, so the
+            same on every rank). Stopped by it, the plan is the best found and
+            :attr:`Solution.bound` the proven lower bound.
     Returns:
         the :class:`Solution`. Ties are broken by the lowest index (option or boundary state) at
         each back-pointer, a fixed function of the problem: the same problem (edges in any order
@@ -325,6 +343,7 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
     best, bound, lam = lagrangian(problem, memory_limit,
                                   lambda lam: solve_exact(problem, repeated, progress, lam=lam),
                                   choice, smallest)
+    proven = None
     if not certified(problem.total(best), bound):
-        best = solve_gap(problem, memory_limit, repeated, best, lam)
-    return Solution(best, problem.total(best), problem.memory(best))
+        best, proven = solve_gap(problem, memory_limit, repeated, best, lam, bound, effort)
+    return Solution(best, problem.total(best), problem.memory(best), proven)
