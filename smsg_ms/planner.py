@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 
 from .devices import nearest_device_counts, valid_device_count
+from .cost.shared_parameters import borrowed_inputs
 from .graph.capture import CUSTOM_BPROP_ATTR
 from .graph.model import OpGraph, OpNode, sorted_json
 from .plan import OpDecision, Plan
@@ -96,17 +97,19 @@ def _tensor_side(graph: OpGraph, name: str) -> tuple:
 
 def op_signature(graph: OpGraph, op: OpNode, sides: dict | None = None) -> tuple:
     """Everything :meth:`CostModel.options` reads of ``op``: type, attributes, shardability,
-    (shape, dtype, kind, requires_grad) of each input and output and which inputs are the same
-    tensor. Two operators with equal signatures get equal option lists, up to tensor names.
-    ``sides``: a cache of those per-tensor tuples by tensor name, shared between calls on one
-    graph (a tensor is an output once and an input again)."""
+    (shape, dtype, kind, requires_grad) of each input and output, which inputs are the same
+    tensor and which read a parameter another operator pays for
+    (:mod:`smsg_ms.cost.shared_parameters`). Two operators with equal signatures get equal option
+    lists, up to tensor names. ``sides``: a cache of those per-tensor tuples by tensor name,
+    shared between calls on one graph (a tensor is an output once and an input again)."""
     if sides is None:
         sides = {}
     get = sides.get
     ins = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.inputs])
     outs = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.outputs])
     return (op.type, _attrs_json(op.attrs), op.shardable, ins, outs,
-            tuple([op.inputs.index(n) for n in op.inputs]))
+            tuple([op.inputs.index(n) for n in op.inputs]),
+            borrowed_inputs(graph, op.id))
 
 
 def _gradient_flags(model, ops: list[OpNode]) -> tuple:

@@ -24,6 +24,7 @@ from .layout import TensorLayout, maps_through_reshape, operator_layout
 from .operators.base import (Einsum, TensorSide, build_layouts, einsum_cost, enumerate_cuts,
                              letter_cuts)
 from .redistribution import redistribute
+from .shared_parameters import borrowed_inputs
 
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
@@ -84,19 +85,28 @@ class CostModel:
                                                     self._shapes(op.outputs))
         return self._specs[op.id]
 
-    def _side(self, name: str) -> TensorSide:
+    def _side(self, name: str, borrowed: bool = False) -> TensorSide:
         """The tensor as an operator sees it; the output of a Cast of a parameter is that
         parameter (MindSpore gives the parameter its consumer's layout through the Cast and
-        synchronises its gradient there: the dry-run's RMSNorm weights)."""
+        synchronises its gradient there: the dry-run's RMSNorm weights). ``borrowed``: a
+        parameter another operator pays for (:mod:`.shared_parameters`)."""
         t = self.graph.tensors[name]
         if t.producer is not None and self.graph.ops[t.producer].type == "Cast":
             src = self.graph.tensors[self.graph.ops[t.producer].inputs[0]]
             if src.kind == "parameter":
                 t = src
-        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name)
+        return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name,
+                          owner=not borrowed)
+
+    def borrowed_inputs(self, op: OpNode) -> tuple[int, ...]:
+        """Input positions of ``op`` holding a parameter that another operator pays for
+        (:func:`.shared_parameters.borrowed_inputs`)."""
+        return borrowed_inputs(self.graph, op.id)
 
     def _sides(self, op, spec):
-        ins = [self._side(n) for n, x in zip(op.inputs, spec.inputs) if x is not None]
+        borrowed = self.borrowed_inputs(op)
+        ins = [self._side(n, i in borrowed)
+               for i, (n, x) in enumerate(zip(op.inputs, spec.inputs)) if x is not None]
         return ins, [self._side(n) for n in op.outputs]
 
     def carries_gradient(self, name: str) -> bool:

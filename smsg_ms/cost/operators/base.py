@@ -254,12 +254,15 @@ def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):
 
 @dataclass
 class TensorSide:
-    """What costing needs to know of one tensor: dtype bytes and role."""
+    """What costing needs to know of one tensor: dtype bytes and role. ``owner`` is ``False``
+    for a parameter another operator pays for (memory, gradient sync:
+    :mod:`smsg_ms.cost.shared_parameters`)."""
 
     nbytes_per_elem: int
     kind: str          # input, parameter, constant, activation
     requires_grad: bool = True
     name: str = ""
+    owner: bool = True
 
     @property
     def needs_grad(self) -> bool:
@@ -311,7 +314,7 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
                       ins[0].name, "halo rows of a cut H/W exchanged with the neighbours"))
     memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
     for letters, side in zip(strat_inputs, ins):
-        if side.kind != "parameter":
+        if side.kind != "parameter" or not side.owner:
             continue
         n = numel(letters, local)
         memory["parameter"] += n * side.nbytes_per_elem

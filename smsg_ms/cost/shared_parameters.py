@@ -1,0 +1,61 @@
+"""Which operator pays for a parameter that several operators read.
+
+MindSpore gives a parameter one tensor layout whatever the number of its users (a second layout
+fails with "multiple users, but the TensorInfo are different"), accumulates the gradients of all
+users into one gradient, synchronises it once (one ``_MirrorOperator``, one AllReduce) and keeps
+one copy of the weight, its gradient and its optimizer state. The cost model therefore charges
+those to one user, the *owner*: the first operator in graph (topological) order that reads the
+parameter, directly or through Casts (a Cast hands its consumer the parameter's layout, see
+:meth:`smsg_ms.cost.model.CostModel.borrowed_inputs`). The other users still pay their own computation,
+including the backward FLOPs of their share of the weight gradient. Charging one user is exact
+because the search forbids users that disagree on the layout (an infinite edge), so every user
+would charge the same amounts.
+
+Seen in the dry-run on :mod:`smsg_ms.networks.tied` (a table read by a Gather and by the output
+head): two gradient AllReduces (table and ``w``), not three.
+"""
+from __future__ import annotations
+
+from ..graph.model import OpGraph
+
+
+def parameter_source(graph: OpGraph, name: str) -> str:
+    """The parameter behind tensor ``name`` when it is a parameter or a Cast of one (through any
+    chain of Casts); ``name`` itself otherwise."""
+    seen = name
+    while True:
+        t = graph.tensors[seen]
+        if t.kind == "parameter" or t.producer is None:
+            return seen if t.kind == "parameter" else name
+        op = graph.ops[t.producer]
+        if op.type != "Cast":
+            return name
+        seen = op.inputs[0]
+
+
+def readers(graph: OpGraph, parameter: str) -> list[int]:
+    """Ids of the operators reading ``parameter`` directly or through Casts (the Casts
+    themselves left out), ascending (topological order)."""
+    out, todo = [], [parameter]
+    while todo:
+        for op_id in graph.tensors[todo.pop()].consumers:
+            op = graph.ops[op_id]
+            if op.type == "Cast":
+                todo.extend(op.outputs)
+            else:
+                out.append(op_id)
+    return sorted(set(out))
+
+
+def borrowed_inputs(graph: OpGraph, op_id: int) -> tuple[int, ...]:
+    """Positions of the inputs of operator ``op_id`` that are parameters another operator pays
+    for: one that reads the parameter earlier (empty for almost every operator)."""
+    op = graph.ops[op_id]
+    if op.type == "Cast":
+        return ()
+    out = []
+    for i, name in enumerate(op.inputs):
+        src = parameter_source(graph, name)
+        if graph.tensors[src].kind == "parameter" and readers(graph, src)[0] != op_id:
+            out.append(i)
+    return tuple(out)
