@@ -110,7 +110,8 @@ def _check_writable(path: str) -> None:
 
 
 def cmd_plan(args) -> int:
-    from .integration.plan_io import PlanError, check_device_count, save_plan
+    from .devices import check_device_count
+    from .integration.plan_io import PlanError, save_plan
     from .networks import resolve_spec
 
     from .cost.hardware import get_hardware

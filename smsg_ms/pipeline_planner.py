@@ -567,7 +567,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
         smsg_ms.search.pipeline.NoFeasiblePipeline: nothing fits in memory.
     """
-    from .planner import _collector_paused, check_device_count
+    from .devices import check_device_count
+    from .planner import _collector_paused
 
     check_device_count(devices)
     with _collector_paused():

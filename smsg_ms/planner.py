@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .devices import nearest_device_counts, valid_device_count
+from .devices import check_device_count
 from .graph.capture import CUSTOM_BPROP_ATTR
 from .graph.model import OpGraph, OpNode, sorted_json
 from .plan import OpDecision, Plan
@@ -35,26 +35,11 @@ from .search.problem import Edge, SearchProblem, Variable
 NOT_WRITTEN_BACK = {"Reshape"}
 #: Operators the cost model prices by its own rule (no family declaration), written back.
 OWN_RULES = {"OneHot"}
-#: MindSpore 2.10 accepts these device counts (1, 2, 4, or a multiple of 8).
 INF = math.inf
 
 
 class PlanningError(ValueError):
     """The network cannot be planned as asked (device count, memory, an operator with no option)."""
-
-
-def check_device_count(devices: int) -> None:
-    """Raise :class:`PlanningError` for a count MindSpore 2.10 refuses ("Parallel init failed").
-
-    MindSpore accepts 1, 2, 4 and multiples of 8 (checked in the dry-run: 6 and 12 fail, 24 works).
-    """
-    if not isinstance(devices, int) or devices < 1:
-        raise PlanningError(f"device count must be a positive integer, got {devices!r}")
-    if valid_device_count(devices):
-        return
-    below, above = nearest_device_counts(devices)
-    raise PlanningError(f"MindSpore 2.10 cannot run on {devices} devices (it accepts 1, 2, 4 or a "
-                        f"multiple of 8); nearest counts that work: {below} and {above}")
 
 
 @dataclass

@@ -21,8 +21,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..devices import check_device_count
 from ..plan import Plan
-from .plan_io import PlanError, check_device_count, load_plan
+from .plan_io import PlanError, load_plan
 
 log = logging.getLogger("smsg_ms")
 
@@ -78,7 +79,8 @@ def set_auto_parallel_context(*, smsg_plan_file: str | None = None,
         kwargs: MindSpore's keys (``parallel_mode``, ``device_num``, ...).
 
     Raises:
-        PlanError: ``device_num`` missing/refused by MindSpore with search mode smsg.
+        PlanError: ``device_num`` missing with search mode smsg.
+        smsg_ms.devices.DeviceCountError: ``device_num`` refused by MindSpore.
     """
     import mindspore as ms
 
