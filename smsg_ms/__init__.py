@@ -9,8 +9,8 @@ Public API (MindSpore is imported only when these are called):
 """
 from .version import __version__  # noqa: E402
 
-from .plan import OpDecision, Plan  # noqa: E402
-from .integration.plan_io import PlanError, load_plan, save_plan  # noqa: E402
+from .plan import OpDecision, Plan, PlanError  # noqa: E402
+from .integration.plan_io import load_plan, save_plan  # noqa: E402
 from .integration.annotate import apply_plan  # noqa: E402
 from .integration.context import AutoParallel, set_auto_parallel_context  # noqa: E402
 

@@ -17,6 +17,13 @@ import orjson
 from .version import __version__
 
 PLAN_FORMAT = 1
+
+
+class PlanError(ValueError):
+    """A plan file cannot be read, was edited, or does not fit the network; or a plan setting
+    (its write-back mode) is refused. One-line message."""
+
+
 _LEAVES = (str, int, float, bool, type(None))
 
 

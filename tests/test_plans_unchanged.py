@@ -59,8 +59,8 @@ def plan_text(name: str, capture=_capture) -> str:
         plan = plan_graph(capture(spec, tuple(sorted(options.items()))), devices,
                           options=dict(options), network=spec, **settings)
     else:
-        from smsg_ms.integration.writeback import set_write_back
-        from smsg_ms.pipeline_planner import plan_network_pipelined
+        from smsg_ms.planner import plan_network_pipelined
+        from smsg_ms.planner.write_back import set_write_back
 
         rest = dict(options)
         batch = rest.pop("batch")

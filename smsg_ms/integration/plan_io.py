@@ -12,11 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..plan import PLAN_FORMAT, Plan
-
-
-class PlanError(ValueError):
-    """A plan file cannot be read, was edited, or does not fit the network; one-line message."""
+from ..plan import PLAN_FORMAT, Plan, PlanError
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
