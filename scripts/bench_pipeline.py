@@ -1,13 +1,13 @@
 """Planning time of ``plan --pipeline auto`` on the LLaMA-2-70B shape (built-in ``llama``).
 
-The real code path (:func:`smsg_ms.pipeline_planner.plan_network_pipelined`): for every stage
+The real code path (:func:`smsg_ms.planner.plan_network_pipelined`): for every stage
 count ``p`` and micro-batch count ``m`` the outer search asks for the operator-level stage plan
 on ``n / p`` devices with micro-batch size ``B / m``. Network: hidden 8192, 64 heads, FFN 28672,
 vocab 32000, seq 4096, 80 layers, fp16. Graphs come from two captures (cached as graph JSON under
 ``--cache``, keyed by the options) and are rescaled to the other micro-batch sizes
 (:mod:`smsg_ms.graph.batch_scale`); the capture seconds are reported apart and excluded from the
 planning seconds. Planning seconds are wall seconds (the stage plans are solved on every core
-from 64 devices on, :mod:`smsg_ms.pipeline_workers`), with the CPU seconds of this process and of
+from 64 devices on, :mod:`smsg_ms.planner.workers`), with the CPU seconds of this process and of
 its worker processes beside them (captures that are not cached run in child processes too and are
 counted there).
 
@@ -75,7 +75,7 @@ def closed_form_seconds(devices: int, batch: int, memory_gib: float) -> float:
 
 def main(argv=None) -> int:
     from smsg_ms.graph.batch_scale import BatchFamily
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, nargs="+", default=[64, 512, 1024])
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                     help="skip the one-process baseline run after a multi-process one")
     args = ap.parse_args(argv)
     warm_imports()
-    import smsg_ms.pipeline_planner  # noqa: F401
+    import smsg_ms.planner.pipelined  # noqa: F401
     capture = CachedCapture(args.layers, args.cache)
     family = BatchFamily(capture)      # shared by all device counts: graphs do not depend on n
     def planned(n: int, workers):

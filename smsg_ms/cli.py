@@ -51,7 +51,7 @@ def console():
 
 def cmd_graph(args) -> int:
     from .graph.capture import capture_network
-    from .graph.summary import print_summary
+    from .report.graph_summary import print_summary
 
     print_summary(capture_network(args.network, **_network_options(args)), console())
     return 0
@@ -110,7 +110,8 @@ def _check_writable(path: str) -> None:
 
 
 def cmd_plan(args) -> int:
-    from .integration.plan_io import PlanError, check_device_count, save_plan
+    from .devices import check_device_count
+    from .integration.plan_io import PlanError, save_plan
     from .networks import resolve_spec
 
     from .cost.hardware import get_hardware
@@ -130,7 +131,7 @@ def cmd_plan(args) -> int:
     _check_writable(out)
     try:
         from . import planner
-    except ImportError as exc:
+    except ImportError as exc:     # a broken installation (e.g. numpy missing)
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
     if args.pipeline is None and (args.micro_batches is not None
                                   or args.optimizer_sharding != "auto"):
@@ -142,7 +143,7 @@ def cmd_plan(args) -> int:
                                     **_network_options(args))
     else:
         plan = _plan_pipelined(args)
-        from .integration.writeback import set_write_back
+        from .planner.write_back import set_write_back
         set_write_back(plan, args.write_back)
     save_plan(plan, out)
     from .integration.writeback import describe
@@ -158,7 +159,7 @@ def _plan_pipelined(args):
     """``--pipeline auto|P``: the outer pipeline search (``--batch`` is the global batch)."""
     from .integration.plan_io import PlanError
     from .networks import resolve_spec
-    from .pipeline_planner import plan_network_pipelined
+    from .planner import plan_network_pipelined
 
     stages = args.pipeline if args.pipeline == "auto" else None
     if stages is None:

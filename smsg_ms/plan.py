@@ -14,9 +14,16 @@ from typing import Any
 
 import orjson
 
-from . import __version__
+from .version import __version__
 
 PLAN_FORMAT = 1
+
+
+class PlanError(ValueError):
+    """A plan file cannot be read, was edited, or does not fit the network; or a plan setting
+    (its write-back mode) is refused. One-line message."""
+
+
 _LEAVES = (str, int, float, bool, type(None))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from integration_support import MLP_OPTIONS, data_parallel_plan
+from smsg_ms.devices import DeviceCountError
 from smsg_ms.integration.dryrun import ensure_toolchain, run_child
 from smsg_ms.integration.plan_io import PlanError, save_plan
 from smsg_ms.plan import OpDecision, Plan
@@ -107,7 +108,7 @@ def test_other_search_modes_pass_through_to_mindspore():
                                           auto_parallel_search_mode="smsg", device_num=8)
         assert ms.get_auto_parallel_context("parallel_mode") == "semi_auto_parallel"
         assert context.smsg_settings().devices == 8
-        with pytest.raises(PlanError, match="use 4 or 8"):
+        with pytest.raises(DeviceCountError, match="use 4 or 8"):
             smsg_ms.set_auto_parallel_context(search_mode="smsg", device_num=6)
     finally:
         context.uninstall_compile_hook()

@@ -21,7 +21,7 @@ NET = {"seq": 32, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 128}
 
 @functools.lru_cache(maxsize=None)
 def _planned(layers: int, devices: int, stages: int):
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     return plan_network_pipelined("llama", devices, global_batch=8, stages=stages,
                                   micro_batches=stages, layers=layers, workers=1, **NET)

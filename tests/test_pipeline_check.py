@@ -27,7 +27,7 @@ BLOCK_SHARDED, BLOCK_NORMS = 7, 2
 
 @functools.lru_cache(maxsize=None)
 def _checked(devices: int, stages: int):
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     plan = plan_network_pipelined("llama", devices, global_batch=64, stages=stages,
                                   micro_batches=4, optimizer_sharding=True, **NET)
@@ -95,7 +95,7 @@ def test_mindformers_llama_pipelined_send_receive(layers, stages):
     divisible by the replicas) would be sharded otherwise; MindSpore keeps its gradient
     AllReduce, so stage 0's inserted gradient AllReduces carry at least its 262144 bytes."""
     pytest.importorskip("mindformers")
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     micro = 4
     plan = plan_network_pipelined("mf-llama", 8, global_batch=8, stages=stages,
@@ -153,7 +153,7 @@ def test_gradient_accumulation_one_stage_matches_mindspore():
     collective of the plan appears 4 times, while gradient synchronisation (and optimizer
     sharding's AllGather/ReduceScatter) happens once per step: derived, 5 norm weights (two per
     block and the final one, 512 B, below the 64 KB threshold) keep one AllReduce each."""
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     m = 4
     plan = plan_network_pipelined("llama", 8, global_batch=8, stages=1, micro_batches=m,
@@ -178,7 +178,7 @@ def test_gradient_accumulation_when_the_batch_does_not_fit():
     memory limit between the 2-micro-batch and the whole-batch need (recompute and optimizer
     sharding off, so the whole batch has no other way to shrink), one stage must accumulate
     (``m >= 2``) and fit; without a limit the whole batch (``m = 1``) is never slower."""
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     opts = dict(GA_NET, seq=256, optimizer_sharding=False, recompute=False)
     whole = plan_network_pipelined("llama", 8, global_batch=16, stages=1, **opts)
@@ -208,7 +208,8 @@ def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
     from smsg_ms.cost.pipeline import parameter_memory
     from smsg_ms.integration.check import plan_compile_job
     from smsg_ms.integration.dryrun import run_child
-    from smsg_ms.pipeline_planner import StageCosts, parameter_slices
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import parameter_slices
 
     plan, _ = _checked(8, 2)
     out = run_child(plan_compile_job(plan), devices=8, rank=0)

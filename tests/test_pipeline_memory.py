@@ -1,4 +1,4 @@
-"""The per-device memory limit inside a pipeline's stage plan (:mod:`smsg_ms.pipeline_memory`).
+"""The per-device memory limit inside a pipeline's stage plan (:mod:`smsg_ms.planner.stage_memory`).
 
 Derived case: the built-in LLaMA (2 blocks, hidden 512, sequence 256) on 8 devices, 2 stages of
 4 devices, 2 micro-batches, no recompute and no optimizer sharding. The first stage holds its
@@ -16,7 +16,8 @@ import functools
 
 import pytest
 
-from smsg_ms.pipeline_planner import plan_network_pipelined, stage_of_decision
+from smsg_ms.planner import plan_network_pipelined
+from smsg_ms.planner.pipelined import stage_of_decision
 
 NET = {"layers": 2, "seq": 256, "hidden": 512, "heads": 4, "ffn": 1024, "vocab": 1024}
 RUN = dict(stages=2, micro_batches=2, optimizer_sharding=False, recompute=False, global_batch=8,

@@ -127,7 +127,7 @@ def test_auto_picks_one_stage_for_small_model_big_batch():
     gradient AllReduce of this small model, which is far below a quarter of its compute at
     batch 32. So ``p = 1`` must win, and the forced ``p = 2`` super-step must exceed p = 1's.
     """
-    from smsg_ms.pipeline_planner import plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
 
     opts = dict(layers=2, seq=64)
     auto = plan_network_pipelined("llama", 8, global_batch=32, stages="auto", micro_batches=4,
@@ -234,7 +234,7 @@ def test_layer_costs_add_up_to_the_stage_plan(captured):
     block (embedding with the first, head and final norm with the last)."""
     import math
 
-    from smsg_ms.pipeline_planner import layer_costs_of, solve_stage
+    from smsg_ms.planner.stages import layer_costs_of, solve_stage
     from smsg_ms.planner import plan_graph
 
     graph = captured("llama", layers=2, batch=2, seq=64)

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from smsg_ms.pipeline_planner import StageCosts, plan_network_pipelined
+from smsg_ms.planner import plan_network_pipelined
+from smsg_ms.planner.stage_costs import StageCosts
 
 NET = {"layers": 4, "seq": 64, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 96}
 

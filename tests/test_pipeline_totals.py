@@ -15,7 +15,7 @@ import math
 import pytest
 from rich.console import Console
 
-from smsg_ms.pipeline_planner import plan_network_pipelined
+from smsg_ms.planner import plan_network_pipelined
 from smsg_ms.planner import plan_graph
 from smsg_ms.report.tables import print_summary
 

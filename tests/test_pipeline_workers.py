@@ -1,4 +1,4 @@
-"""Stage plans prefetched on several processes (smsg_ms.pipeline_workers): the plan is the
+"""Stage plans prefetched on several processes (smsg_ms.planner.workers): the plan is the
 single process's, byte for byte, pruned pairs are not solved, and a worker that fails loses
 nothing.
 
@@ -14,14 +14,15 @@ import textwrap
 
 import pytest
 
-from smsg_ms.pipeline_workers import WORKERS_ENV, default_workers
+from smsg_ms.planner.workers import WORKERS_ENV, default_workers
 
 NET = {"layers": 4, "seq": 64, "hidden": 64, "heads": 4, "ffn": 128, "vocab": 96}
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys
     from smsg_ms.graph.model import OpGraph
-    from smsg_ms.pipeline_planner import StageCosts, plan_network_pipelined
+    from smsg_ms.planner import plan_network_pipelined
+    from smsg_ms.planner.stage_costs import StageCosts
 
     graphs = {int(b): OpGraph.from_json(t) for b, t in json.load(open(sys.argv[1])).items()}
     args = json.loads(sys.argv[2])
@@ -99,9 +100,11 @@ def test_skipped_pairs_are_the_search_s_pruned_ones(captured, monkeypatch, memor
     import multiprocessing
 
     from smsg_ms.cost.hardware import get_hardware
-    from smsg_ms.pipeline_planner import (StageCosts, bytes_per_element, candidate_pairs,
-                                          links_of, plan_network_pipelined)
-    from smsg_ms.pipeline_workers import _Board, _evaluate, _order
+    from smsg_ms.planner import plan_network_pipelined
+    from smsg_ms.planner.pipelined import candidate_pairs
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import bytes_per_element, links_of
+    from smsg_ms.planner.workers import _Board, _evaluate, _order
     from smsg_ms.search.pipeline import divisors
 
     capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
@@ -136,7 +139,7 @@ def test_skipped_pairs_are_the_search_s_pruned_ones(captured, monkeypatch, memor
 
 
 def test_bad_worker_counts_are_refused_before_any_capture(monkeypatch):
-    from smsg_ms.pipeline_planner import PipelinePlanningError, plan_network_pipelined
+    from smsg_ms.planner import PipelinePlanningError, plan_network_pipelined
 
     asked = []
     capture = asked.append          # any capture would be recorded here

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from smsg_ms.integration.plan_io import (PlanError, check_device_count, check_plan_fits,
-                                         load_plan, save_plan)
+from smsg_ms.devices import DeviceCountError, check_device_count
+from smsg_ms.integration.plan_io import PlanError, check_plan_fits, load_plan, save_plan
 from smsg_ms.plan import OpDecision, Plan
 
 
@@ -88,7 +88,7 @@ def test_other_json_is_not_a_plan(tmp_path):
     (6, "use 4 or 8"), (3, "use 2 or 4"), (12, "use 8 or 16"), (30, "use 24 or 32"),
 ])
 def test_device_counts_mindspore_refuses(devices, message):
-    with pytest.raises(PlanError, match=message):
+    with pytest.raises(DeviceCountError, match=message):
         check_device_count(devices)
 
 
@@ -123,7 +123,7 @@ def test_fit_checks_name_the_mismatch():
 
 
 def test_data_layout_follows_the_shapes_the_compile_gets():
-    from smsg_ms.integration.context import dataset_layout
+    from smsg_ms.integration.writeback import dataset_layout
 
     plan = make_plan()
     plan.dataset_strategy = [[8, 1]]

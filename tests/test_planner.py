@@ -1,10 +1,10 @@
-"""Planner glue: device counts MindSpore accepts, problem construction."""
+"""The device counts MindSpore accepts (smsg_ms.devices), against MindSpore's own init()."""
 from __future__ import annotations
 
 import pytest
 
 from smsg_ms.integration.dryrun import DryRunError, run_child
-from smsg_ms.planner import PlanningError, check_device_count
+from smsg_ms.devices import DeviceCountError, check_device_count
 
 
 @pytest.mark.parametrize("devices", [1, 2, 4, 6, 8, 12, 24])
@@ -18,13 +18,13 @@ def test_device_count_check_agrees_with_mindspore(devices):
     try:
         check_device_count(devices)
         ours = True
-    except PlanningError:
+    except DeviceCountError:
         ours = False
     assert ours == accepted
 
 
 def test_refused_count_names_nearest_working_counts():
-    with pytest.raises(PlanningError, match="nearest counts that work: 8 and 16"):
+    with pytest.raises(DeviceCountError, match="use 8 or 16"):
         check_device_count(12)
-    with pytest.raises(PlanningError, match="positive"):
+    with pytest.raises(DeviceCountError, match="at least 1"):
         check_device_count(0)

@@ -8,7 +8,7 @@ import pytest
 
 from smsg_ms import planner
 from smsg_ms.cost.model import CostModel
-from smsg_ms.planner import build_problem, plan_graph
+from smsg_ms.planner import PlanningOptions, build_problem, plan_graph, plan_graph_with
 
 
 def _problem_dump(problem):
@@ -32,11 +32,10 @@ def test_reused_problem_equals_plain_problem(captured, devices):
 
 
 @pytest.mark.parametrize("devices", [8, 24])
-def test_reused_plan_equals_plain_plan(captured, devices, monkeypatch):
+def test_reused_plan_equals_plain_plan(captured, devices):
     graph = captured("llama", layers=2)
     fast = plan_graph(graph, devices)
-    monkeypatch.setattr(planner, "REUSE", False)
-    plain = plan_graph(graph, devices)
+    plain = plan_graph_with(graph, devices, PlanningOptions(reuse=False))
     assert fast.to_json() == plain.to_json()
 
 

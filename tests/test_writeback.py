@@ -21,10 +21,10 @@ import pytest
 from smsg_ms.compare import measures
 from smsg_ms.compare.runner import _compile
 from smsg_ms.integration.plan_io import PlanError, plan_from_text
-from smsg_ms.integration.writeback import (choose_write_back, parallel_context,
-                                           set_write_back, unreached_with_collectives,
-                                           wrapper_mode)
+from smsg_ms.integration.writeback import parallel_context, wrapper_mode
 from smsg_ms.planner import plan_graph
+from smsg_ms.planner.write_back import (choose_write_back, set_write_back,
+                                        unreached_with_collectives)
 
 SPEC = "smsg_ms.networks.window_bias:build"
 

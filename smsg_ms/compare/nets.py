@@ -28,9 +28,9 @@ def mindformers_llama_expert(data_parallel: int = 1, model_parallel: int = 1,
     Raises:
         smsg_ms.networks.external.MissingPackage: mindformers is not installed.
     """
-    from smsg_ms.networks.external import _cpu_target, _require
+    from smsg_ms.networks.external import cpu_target, require_package
 
-    _require("mindformers", "mindformers_llama_expert")
+    require_package("mindformers", "mindformers_llama_expert")
     logging.getLogger("mindformers").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -46,7 +46,7 @@ def mindformers_llama_expert(data_parallel: int = 1, model_parallel: int = 1,
                          use_rope_slice=True, use_flash_attention=False, fused_rms_norm=False,
                          parallel_config=parallel)
     config.disable_lazy_inline = True
-    with _cpu_target():
+    with cpu_target():
         net = LlamaForCausalLM(config)
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     train_ids = ms.Tensor(np.zeros((batch, seq + 1), np.int32))

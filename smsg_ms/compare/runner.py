@@ -176,10 +176,10 @@ def compare(spec: str, devices: int, *, planners=PLANNERS, hardware="ascend910b"
         cost and the neutral figure over the rows that have both (``None`` under 3 rows).
 
     Raises:
-        smsg_ms.planner.PlanningError: a device count MindSpore refuses.
+        smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
         ValueError: an unknown planner name.
     """
-    from ..planner import check_device_count
+    from ..devices import check_device_count
 
     check_device_count(devices)
     names = list(planners) + (["expert"] if expert and "expert" not in planners else [])

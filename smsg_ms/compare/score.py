@@ -41,11 +41,12 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
 
     Raises:
         ImportError: the cost model is not installed on this branch.
-        smsg_ms.planner.PlanningError: a device count MindSpore refuses.
+        smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
     """
     from ..cost.hardware import get_hardware
     from ..cost.model import CostModel
-    from ..planner import build_problem, check_device_count
+    from ..devices import check_device_count
+    from ..planner import build_problem
 
     check_device_count(devices)
     if graph is None:

@@ -86,7 +86,7 @@ def predicted_collectives(plan: Plan) -> list[dict]:
 
 def predicted_key(c: dict) -> Key:
     """Key of a predicted collective; redistributions into the loss (``"loss": True``, see
-    :func:`smsg_ms.planner.loss_layout`) are keyed with the loss's collectives."""
+    :func:`smsg_ms.planner.loss.loss_layout`) are keyed with the loss's collectives."""
     kind = "AlltoAll" if c["kind"] in ("AllToAll", "AlltoAll") else c["kind"]
     phase = _phase(c.get("phase", "forward")) + (LOSS_SUFFIX if c.get("loss") else "")
     return kind, phase, _group_size(c.get("group"))
@@ -202,10 +202,10 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     axis does not divide r keep the AllReduce (:meth:`ParamSlice.optimizer_shardable`).
     Decisions the record lists in ``recomputed_on`` for ``stage`` (weight-independent tensors
     such as a causal mask, computed again where they are read:
-    :func:`smsg_ms.pipeline_planner.recomputed_on_later_stages`) add their forward collectives.
+    :func:`smsg_ms.planner.stages.recomputed_on_later_stages`) add their forward collectives.
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
-    from ..pipeline_planner import stage_of_decision
+    from ..planner.pipelined import stage_of_decision
 
     where = stage_of_decision(plan)
     m = int(plan.pipeline["micro_batches"])

@@ -12,31 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..devices import nearest_device_counts, valid_device_count
-from ..plan import PLAN_FORMAT, Plan
-
-#: Device counts MindSpore 2.10 accepts: 1, 2, 4 or a multiple of 8 (``mindspore-notes.md``).
-
-
-class PlanError(ValueError):
-    """A plan file cannot be read, was edited, or does not fit the network; one-line message."""
-
-
-def check_device_count(devices: int) -> None:
-    """Raise :class:`PlanError` for a count MindSpore refuses, naming the nearest ones that work.
-
-    Source: 6 and 12 fail with "Parallel init failed", 24 works (checked in the dry-run,
-    ``shared/docs/mindspore-notes.md``).
-    """
-    if not isinstance(devices, int) or isinstance(devices, bool):
-        raise PlanError(f"device count must be an integer, got {devices!r}")
-    if devices < 1:
-        raise PlanError(f"device count must be at least 1, got {devices}")
-    if valid_device_count(devices):
-        return
-    lower, upper = nearest_device_counts(devices)
-    raise PlanError(f"MindSpore 2.10 does not accept {devices} devices (only 1, 2, 4 or a "
-                    f"multiple of 8): use {lower} or {upper}")
+from ..plan import PLAN_FORMAT, Plan, PlanError
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

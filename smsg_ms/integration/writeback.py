@@ -11,74 +11,14 @@
   llama, bert, vit-b16 and mindcv Swin-T at 8 devices: every seed kept, no collective added
   (docs/swin-t.md).
 
-``auto`` (the planner's default) picks ``propagate`` when the plan predicts collectives on an
-operator no ``shard()`` can reach, i.e. MindSpore's default layout of a functional call costs
-communication, and ``shard`` otherwise. Pipelined plans always use ``shard`` (propagation with
-pipeline stages is not checked).
+The mode is chosen when planning (:mod:`smsg_ms.planner.write_back`); this module turns it,
+and the plan's data-input layout, into MindSpore's parallel context
+(:func:`apply_plan_context`).
 """
 from __future__ import annotations
 
-from ..plan import Plan
-from .plan_io import PlanError
-
-WRITE_BACK_MODES = ("shard", "propagate")
-#: values of the ``--write-back`` flag
-WRITE_BACK_CHOICES = ("auto",) + WRITE_BACK_MODES
-
-
-def is_functional(name: str) -> bool:
-    """Is a decision name that of an operator without a primitive path (a functional call)?
-
-    Such operators are labelled ``Type@scope`` (:attr:`smsg_ms.graph.model.OpNode.label`);
-    primitive paths are dotted cell attributes and never contain ``@``.
-    """
-    return "@" in name
-
-
-def unreached_with_collectives(plan: Plan) -> list[str]:
-    """Sorted names of the functional operators (no ``shard()`` reaches them) for which the plan
-    predicts collectives (group > 1) under MindSpore's semi-auto default."""
-    return sorted({d.name for d in plan.decisions
-                   if not d.shardable and is_functional(d.name)
-                   and any(int(c.get("group", 1)) > 1 for c in d.collectives)})
-
-
-def _pipelined(plan: Plan) -> bool:
-    return bool(plan.pipeline) and int(plan.pipeline.get("stages", 1)) > 1
-
-
-def choose_write_back(plan: Plan, mode: str = "auto") -> str:
-    """The write-back mode for ``plan``: ``mode`` itself, or for ``"auto"`` the rule of the
-    module docstring.
-
-    Raises:
-        PlanError: an unknown mode, or ``"propagate"`` for a pipelined plan.
-    """
-    if mode not in WRITE_BACK_CHOICES:
-        raise PlanError(f"write-back mode must be one of {', '.join(WRITE_BACK_CHOICES)}, "
-                        f"not {mode!r}")
-    if mode == "propagate" and _pipelined(plan):
-        raise PlanError("write-back 'propagate' is not supported for pipelined plans; use "
-                        "'shard'")
-    if mode != "auto":
-        return mode
-    if _pipelined(plan):
-        return "shard"
-    return "propagate" if unreached_with_collectives(plan) else "shard"
-
-
-def set_write_back(plan: Plan, mode: str = "auto") -> Plan:
-    """Record :func:`choose_write_back` in ``plan.write_back``; a sealed plan is sealed again.
-
-    Returns ``plan``. Raises :class:`PlanError` as :func:`choose_write_back`.
-    """
-    chosen = choose_write_back(plan, mode)
-    if plan.write_back != chosen:
-        sealed = bool(plan.content_hash)
-        plan.write_back = chosen
-        if sealed:
-            plan.seal()
-    return plan
+from ..plan import Plan, PlanError
+from ..planner.write_back import WRITE_BACK_MODES, unreached_with_collectives
 
 
 def _mode(plan: Plan) -> str:
@@ -122,3 +62,57 @@ def describe(plan: Plan) -> str:
              " to communicate (--write-back propagate would let MindSpore lay them out)"
              if unreached else "")
     return f"write-back: shard (semi_auto_parallel){extra}"
+
+
+def dataset_layout(plan: Plan, input_shapes: list | None = None):
+    """The plan's data-input layout for MindSpore: ``None`` (``full_batch``) or a tuple of cut
+    tuples for ``dataset_strategy``, given the shapes the compile receives.
+
+    MindSpore reads compile inputs as whole tensors under ``full_batch`` and as one rank's slice
+    under ``dataset_strategy``. So: a plan without a ``dataset_strategy``, or inputs of the
+    plan's global shapes, give ``full_batch`` (MindSpore slices them for the first operators);
+    inputs that are the per-rank slices of the plan's layout give that ``dataset_strategy``.
+    Inputs after the plan's (a training cell's labels) get the first input's batch cut on their
+    first axis.
+
+    Args:
+        plan: the plan.
+        input_shapes: shape of every compiled input; ``None`` to take the plan's layout as is.
+
+    Raises:
+        PlanError: the inputs are neither the plan's global shapes nor their slices.
+    """
+    if plan.dataset_strategy is None:
+        return None
+    layout = [tuple(int(c) for c in s) for s in plan.dataset_strategy]
+    if input_shapes is None:
+        return tuple(layout)
+    shapes = [tuple(int(d) for d in s) for s in input_shapes]
+    planned = [tuple(s) for s in plan.input_shapes]
+    n = len(layout)
+    if shapes[:n] == planned[:n]:
+        return None
+    sliced = [tuple(d // c if isinstance(d, int) else d for d, c in zip(shape, cuts))
+              for shape, cuts in zip(planned, layout)]
+    if shapes[:n] != sliced[:n]:
+        raise PlanError(f"inputs of shapes {shapes[:n]} are neither the plan's global shapes "
+                        f"{planned[:n]} nor their per-rank slices {sliced[:n]}")
+    batch_cut = layout[0][0] if layout and layout[0] else 1
+    for shape in shapes[n:]:
+        layout.append(tuple([batch_cut] + [1] * (len(shape) - 1)) if shape else ())
+    return tuple(layout)
+
+
+def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
+    """The plan's parallel mode on ``plan.devices`` (semi_auto_parallel, or auto_parallel with
+    sharding propagation for ``write_back="propagate"``:
+    :func:`smsg_ms.integration.writeback.parallel_context`) with the data-input layout of
+    :func:`dataset_layout` (``full_batch`` or ``dataset_strategy``)."""
+    import mindspore as ms
+
+    ms.set_auto_parallel_context(**parallel_context(plan), device_num=plan.devices)
+    layout = dataset_layout(plan, input_shapes)
+    if layout is None:
+        ms.set_auto_parallel_context(full_batch=True)
+    else:
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=layout)

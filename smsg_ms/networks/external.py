@@ -25,7 +25,9 @@ class MissingPackage(NetworkSpecError):
     """A built-in network needs a model package that is not installed."""
 
 
-def _require(package: str, network: str):
+def require_package(package: str, network: str):
+    """Import ``package`` for the built-in ``network``; :class:`MissingPackage` (naming the
+    install script) when it is not importable."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -36,7 +38,7 @@ def _require(package: str, network: str):
 
 
 @contextlib.contextmanager
-def _cpu_target():
+def cpu_target():
     """Construct on the CPU target, then restore the caller's target (GPU in the dry-run)."""
     import mindspore as ms
 
@@ -80,7 +82,7 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     Raises:
         MissingPackage: mindformers is not installed.
     """
-    _require("mindformers", "mindformers_llama")
+    require_package("mindformers", "mindformers_llama")
     logging.getLogger("mindformers").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -94,7 +96,7 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     # mindformers refuses a pipeline_stages context that its parallel config does not repeat, and
     # puts the embedding on stage 0, the final norm and the head on the last stage from it
     config.parallel_config.pipeline_stage = int(ms.get_auto_parallel_context("pipeline_stages"))
-    with _cpu_target():
+    with cpu_target():
         # keyword: mindformers' lazy_inline decorator reads ``kwargs["config"]`` only
         net = LlamaForCausalLM(config=config)
     if reuse_layers:
@@ -123,11 +125,11 @@ def mindcv_model(name: str = "resnet50", batch: int = 2, image: int | None = Non
     if name not in MINDCV_MODELS:
         raise ValueError(f"mindcv model '{name}' is not supported (choose from "
                          f"{', '.join(sorted(MINDCV_MODELS))})")
-    mindcv = _require("mindcv", f"mindcv_model({name})")
+    mindcv = require_package("mindcv", f"mindcv_model({name})")
     import mindspore as ms
 
     image = image or MINDCV_MODELS[name]
-    with _cpu_target():
+    with cpu_target():
         net = mindcv.create_model(name, pretrained=False, num_classes=num_classes)
     x = ms.Tensor(np.zeros((batch, 3, image, image), np.float32))
     return {"net": net, "inputs": (x,)}

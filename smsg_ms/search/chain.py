@@ -32,6 +32,12 @@ import numpy as np
 from .eliminate import Elimination, Factor, eliminate, elimination_order, interaction_graph
 
 
+class TooWide(Exception):
+    """Variable elimination of a segment would build a table larger than the caller's limit
+    (:data:`smsg_ms.search.solve.TABLE_LIMIT`); here, beside the segments, so that the solver
+    and the min-marginals both raise it without importing each other."""
+
+
 def minplus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Min-plus product ``C[i, j] = min_k a[i, k] + b[k, j]`` (shapes (p, q) x (q, r))."""
     out = np.full((a.shape[0], b.shape[1]), np.inf)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .chain import (Problem, Segment, frontiers, minplus, plan_segment, same_content,
+from .chain import (Problem, Segment, TooWide, frontiers, minplus, plan_segment, same_content,
                     segment_factors, transfer)
 from .eliminate import Factor, eliminate
 
@@ -32,7 +32,6 @@ def min_marginals(p: Problem, cuts: list[int], table_limit: float = math.inf
     Raises:
         TooWide: a segment's elimination needs a table over ``table_limit`` entries.
     """
-    from .solve import TooWide
 
     n = len(p.sizes)
     fronts = frontiers(n, p.edges)

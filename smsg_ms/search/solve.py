@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from .chain import (Powers, Problem, Segment, frontiers, minplus, plan_segment, same_content,
-                    state_values, transfer)
+from .chain import (Powers, Problem, Segment, TooWide, frontiers, minplus, plan_segment,
+                    same_content, state_values, transfer)
 from .effort import UNBOUNDED, Effort
 from .progress import LazyProgress
 from .problem import (Edge, NoFeasiblePlan, SearchProblem, Solution, Variable, merged_edges,
@@ -23,10 +23,6 @@ SQUARE_LIMIT = 512
 TABLE_LIMIT = 20_000_000
 #: automatic cuts (outside the given blocks): frontier states at most, segment length at least
 AUTO_STATE, AUTO_MIN_LENGTH = 128, 16
-
-
-class TooWide(Exception):
-    """Variable elimination would build a table larger than :data:`TABLE_LIMIT`."""
 
 
 def to_problem(problem: SearchProblem, lam: float = 0.0, memory_only: bool = False) -> Problem:

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .cost.pipeline import MIXED_PRECISION_ADAM, ParamSlice, parameter_memory
-from .pipeline_planner import StageSolution, _slice, block_of_ops, solve_stage
+from ..cost.pipeline import MIXED_PRECISION_ADAM, ParamSlice, parameter_memory
+from .stages import StageSolution, block_of_ops, slice_shape, solve_stage
 
 
 def balanced_cut(blocks: int, stages: int) -> list[int]:
@@ -54,7 +54,7 @@ def stage_memory_rows(sol: StageSolution, stages: int, stage_of_block: list[int]
                     if first_use.get(name) != (op.id, idx):
                         continue
                     t, layout = graph.tensors[name], c.in_layouts[idx]
-                    sl = _slice(t.shape, layout)
+                    sl = slice_shape(t.shape, layout)
                     prm = ParamSlice(int(np.prod(sl)) if sl else 1, int(sl[0]) if sl else 1,
                                      sol.devices // layout.shards, float(t.nbytes or 0),
                                      t.parallel_optimizer)
@@ -72,15 +72,15 @@ def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float,
     """Stage plan of ``graph`` on ``devices`` whose every stage (balanced cut, ``stages`` stages)
     fits in ``limit`` bytes per device: the unconstrained optimum if it fits, else the optimum
     under the row of the stage most over the limit, repeated (module docstring). ``model``: the
-    stage's cost model to reuse (:func:`smsg_ms.pipeline_planner.stage_cost_model`);
-    ``signatures``: the graph's :func:`smsg_ms.planner.op_signatures`, when known.
+    stage's cost model to reuse (:func:`smsg_ms.planner.stages.stage_cost_model`);
+    ``signatures``: the graph's :func:`smsg_ms.planner.variables.op_signatures`, when known.
 
     Raises:
         smsg_ms.search.NoFeasiblePlan: no plan found within the limit (message names the stage
             and its bytes).
     """
-    from .search import NoFeasiblePlan, solve
-    from .search.problem import SearchProblem
+    from ..search import NoFeasiblePlan, solve
+    from ..search.problem import SearchProblem
 
     sol = solve_stage(graph, devices, hardware, model, signatures)
     names, _ = block_of_ops(graph)

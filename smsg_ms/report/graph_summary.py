@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .blocks import group_blocks
-from .model import OpGraph
+from ..graph.blocks import group_blocks
+from ..graph.model import OpGraph
 
 
 def summarize(graph: OpGraph) -> dict:
@@ -36,7 +36,7 @@ def unknown_operator_types(graph: OpGraph) -> list[tuple[str, int]]:
     and the cost model does not handle its type itself (``operators.SPECIAL``, e.g. Reshape): the
     planner can then offer it only MindSpore's default batch-parallel layout.
     """
-    from ..cost.model import CostModel  # lazily: graph/ does not depend on cost/ at import
+    from ..cost.model import CostModel  # lazily: loading sympy is slow
     from ..cost.operators import SPECIAL
 
     model = CostModel(graph, 1)

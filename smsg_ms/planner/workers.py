@@ -8,7 +8,7 @@ round-trip exactly), each pair's compute floor, its per-layer costs
 (:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None`` when the pair cannot be planned), the
 stage plan's option index per search variable and the results of the outer search's stage cuts
 (:func:`~smsg_ms.search.pipeline.cut_chain`) for that pair; the parent caches them in its
-:class:`~smsg_ms.pipeline_planner.StageCosts`, which rebuilds a stage solution from the indices
+:class:`~smsg_ms.planner.stage_costs.StageCosts`, which rebuilds a stage solution from the indices
 only for the pair the outer search picks. A pair the outer search is sure to prune (a finished
 pair it visits earlier already beats the pair's bound) is not solved. Every number is computed
 by the same deterministic code whichever process runs it, and the search itself runs in the
@@ -64,7 +64,7 @@ def _layer_dict(layer) -> dict:
 
 
 def _layer_of(d: dict):
-    from .cost.pipeline import LayerCost, ParamSlice
+    from ..cost.pipeline import LayerCost, ParamSlice
 
     return LayerCost(d["forward_seconds"], d["backward_seconds"], d["activation_bytes"],
                      d["input_bytes"], d["output_bytes"],
@@ -96,7 +96,7 @@ class _Board:
 
     def beaten(self, i: int, bound: float) -> bool:
         """True when the outer search is sure not to solve pair ``i``
-        (:func:`smsg_ms.pipeline_planner.plan_network_pipelined`): for one stage, the
+        (:func:`smsg_ms.planner.pipelined.plan_network_pipelined`): for one stage, the
         one-micro-batch pair is known to fit (gradient accumulation is then not searched), or
         a one-stage pair visited before it (``plan_pipeline`` visits by increasing ``(bound,
         p, m)`` and stops at the first bound above the best step so far) has a step below
@@ -138,7 +138,7 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data; only
     the floor when ``board`` (which needs ``cut_args``) shows the search will prune the
     pair."""
-    from .search.pipeline import cut_chain, cut_key
+    from ..search.pipeline import cut_chain, cut_key
 
     d, b = pair
     floor = costs.compute_floor(d, b)
@@ -171,15 +171,15 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
 
 def _store(costs, rec: dict) -> None:
     d, b = rec["pair"]
-    costs.floors[(d, b)] = rec["floor"]
     if rec.get("skipped"):
+        costs.store_prefetched(d, b, rec["floor"], evaluated=False)
         return
-    costs.layers[(d, b)] = (None if rec["layers"] is None
-                            else [_layer_of(x) for x in rec["layers"]])
-    if rec["choice"] is not None:
-        costs.choices[(d, b)] = rec["choice"]
-    for key, found in rec["cuts"]:
-        costs.cuts[tuple(key)] = None if found is None else (found[0], found[1], found[2])
+    costs.store_prefetched(
+        d, b, rec["floor"],
+        layers=None if rec["layers"] is None else [_layer_of(x) for x in rec["layers"]],
+        choice=rec["choice"],
+        cuts={tuple(key): None if found is None else (found[0], found[1], found[2])
+              for key, found in rec["cuts"]})
 
 
 def _order(pairs: list) -> list:
@@ -191,12 +191,11 @@ def _order(pairs: list) -> list:
 def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
              cut_args: dict | None = None) -> dict:
     """Evaluate ``pairs`` (``(d, b)``) for ``costs`` on ``workers`` processes (this one
-    included), each taking the next pair of a shared queue; fills ``costs.floors``,
-    ``costs.layers``, ``costs.choices`` and ``costs.cuts`` for the pairs computed elsewhere
-    (this process keeps its own solutions as usual). ``cut_args``: ``devices``,
-    ``global_batch``, ``memory_limit``, ``links``, ``recompute``, ``bytes_per`` and
-    ``shardings`` of the search, to run its :func:`~smsg_ms.search.pipeline.cut_chain` calls
-    too (``None``: not run here).
+    included), each taking the next pair of a shared queue; records the pairs computed
+    elsewhere with ``costs.store_prefetched`` (this process keeps its own solutions as usual).
+    ``cut_args``: ``devices``, ``global_batch``, ``memory_limit``, ``links``, ``recompute``,
+    ``bytes_per`` and ``shardings`` of the search, to run its
+    :func:`~smsg_ms.search.pipeline.cut_chain` calls too (``None``: not run here).
 
     Returns:
         ``{"workers": processes used, "worker_solves": solves in other processes,

@@ -1,0 +1,319 @@
+"""Reading a solved problem back into a :class:`~smsg_ms.plan.Plan`: one
+:class:`~smsg_ms.plan.OpDecision` per variable (strategy, seconds and their breakdown,
+collectives, runner-up, symbolic cost), the redistributions the choice needs, the totals and the
+pure data-parallel baseline.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from ..graph.model import OpGraph
+from ..plan import OpDecision, Plan
+from ..search.problem import SearchProblem
+from .loss import loss_reads
+from .variables import (PlanVariable, op_signature, planned_edges, strategy_key, tensor_names,
+                        variable_index)
+
+INF = math.inf
+
+
+def data_parallel_choice(problem: SearchProblem, variables: list[PlanVariable], graph: OpGraph,
+                         devices: int) -> list[int] | None:
+    """Option index per variable of the pure data-parallel plan (MindSpore's batch parallel:
+    every non-parameter input cut ``devices``-way on its first dimension, weights replicated),
+    or the variable's first option where that strategy is not available; ``None`` when a data
+    input's first dimension does not divide by ``devices`` (no pure data-parallel plan)."""
+    for name in graph.inputs:
+        shape = graph.tensors[name].shape
+        if shape and isinstance(shape[0], int) and shape[0] % devices:
+            return None
+    choice = []
+    # (id of a shared option list, signature id): the signature fixes the first call's input
+    # shapes and kinds, so the wanted strategy too
+    found_in: dict[tuple, int | None] = {}
+    for var in variables:
+        key = (id(var.options), var.sig_id)
+        found = found_in.get(key, -1) if var.sig_id >= 0 else -1
+        if found == -1:
+            want = tuple(
+                tuple([1] * len(graph.tensors[t].shape)) if graph.tensors[t].kind in
+                ("parameter", "constant") or not graph.tensors[t].shape
+                else tuple([devices] + [1] * (len(graph.tensors[t].shape) - 1))
+                for t in var.ops[0].inputs)
+            found = found_in[key] = next((i for i, calls in enumerate(var.options)
+                                          if strategy_key(calls[0].strategy) == want), None)
+        choice.append(0 if found is None else found)
+    return choice
+
+
+def _breakdown(model, calls) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for c in calls:
+        for k, v in model.breakdown(c).items():
+            total[k] += float(v)
+    return dict(total)
+
+
+def _collectives(calls, var: PlanVariable, positions: dict) -> list[dict]:
+    """The calls' collectives as plan entries, tensor names translated to ``var``'s own
+    (``var.rename.get(name, name)``, read off the positions of ``name`` among the shared
+    operators' tensor names; ``positions`` caches them per shared operator list)."""
+    out = []
+    own = None
+    for c in calls:
+        for coll in c.collectives:
+            name = coll.tensor
+            if var.shared_from is not None:
+                key = id(var.shared_from)
+                if key not in positions:
+                    at: dict[str, list[int]] = {}
+                    for i, n in enumerate(tensor_names(var.shared_from)):
+                        at.setdefault(n, []).insert(0, i)   # last position first
+                    positions[key] = at
+                own = own or tensor_names(var.ops)
+                name = next((own[i] for i in positions[key].get(name, ()) if own[i] != name),
+                            name)
+            out.append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                        "bytes": float(coll.full_bytes), "tensor": name})
+    return out
+
+
+def _symbolic(model, graph: OpGraph, var: PlanVariable, strategy, cache: dict) -> str | None:
+    """Key (:meth:`Plan.symbolic_key`) of :func:`smsg_ms.cost.explain.describe` of the
+    variable's first call; ``cache`` maps (structural signature, strategy) to ``(key,
+    description)`` so identical layers are described once."""
+    from ..cost.explain import describe
+
+    op = var.ops[0]
+    sig = var.sig_id if var.signature is not None else op_signature(graph, op)
+    key = (sig, tuple(tuple(c) for c in strategy))
+    if key not in cache:
+        desc = describe(model, graph, op, strategy)
+        cache[key] = (None, None) if desc is None else (Plan.symbolic_key(desc), desc)
+    return cache[key][0]
+
+
+def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choice: list[int],
+                     where: dict, reads: list):
+    """Collectives of the redistributions the chosen plan needs, by consumer variable index
+    (``where``: :func:`~smsg_ms.planner.variables.variable_index`; ``reads``: the loss's
+    :func:`~smsg_ms.planner.loss.loss_reads`)."""
+    from ..cost.layout import TensorLayout
+
+    out: dict[int, list[dict]] = defaultdict(list)
+    seen = set()
+    made: dict[tuple, list] = {}
+    gathers: dict[tuple, bool] = {}
+
+    def reshape_gathers(op, layout, side) -> bool:    # memoised by what it reads
+        if op.type != "Reshape":
+            return False
+        key = (layout, side, graph.tensors[op.inputs[0]].shape,
+               graph.tensors[op.outputs[0]].shape)
+        got = gathers.get(key)
+        if got is None:
+            got = gathers[key] = model.reshape_gathers(op, layout, side)
+        return got
+
+    # per (source option list, call, option, output; destination ...): the layouts, whether
+    # equal, and a small id of their normal forms (shared option lists share signatures, so
+    # operator shapes, so the D9 check)
+    structural: dict[tuple, tuple] = {}
+    pair_ids: dict[tuple, int] = {}
+    for src_id, src_t, dst_id, tname, idx in planned_edges(graph, variables):
+        (u, uc), (v, vc) = where[src_id], where[dst_id]
+        U, V = variables[u], variables[v]
+        out_idx = graph.ops[src_id].outputs.index(src_t)
+        skey = (id(U.options), U.sig_id, uc, choice[u], out_idx,
+                id(V.options), V.sig_id, vc, choice[v], idx)
+        got = structural.get(skey)
+        if got is None:
+            src = U.options[choice[u]][uc].out_layouts[out_idx]
+            dst = V.options[choice[v]][vc].in_layouts[idx]
+            if reshape_gathers(graph.ops[dst_id], src, "input") or \
+                    reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
+                dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+            pair = (model.normalized(src), model.normalized(dst))
+            got = structural[skey] = (src, dst, src == dst,
+                                      pair_ids.setdefault(pair, len(pair_ids)), pair)
+        src, dst, equal, pair_id, pair = got
+        # MindSpore's CSE merges equal redistributions of one tensor: count each once
+        key = (tname, pair_id)
+        if equal or key in seen:
+            continue
+        seen.add(key)
+        tensor = graph.tensors[tname]
+        # the collectives depend on shape, dtype and normal forms only (names are set below)
+        same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
+        if same not in made:
+            made[same] = model.redistribution(tensor, src, dst)
+        for coll in made[same]:
+            out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "redistribution": True})
+    for read in reads:
+        for coll in read.collectives(model, read.source(variables, choice[read.variable])):
+            out[read.variable].append({"kind": coll.kind, "group": int(coll.group),
+                                       "phase": coll.phase, "bytes": float(coll.full_bytes),
+                                       "tensor": read.tensor.name, "redistribution": True,
+                                       "loss": True})
+    return out
+
+
+def _incident_edges(problem: SearchProblem) -> list[list]:
+    """Edges touching each variable (index = variable)."""
+    out: list[list] = [[] for _ in problem.variables]
+    for e in problem.edges:
+        out[e.u].append(e)
+        out[e.v].append(e)
+    return out
+
+
+def _cached_runner_up(problem: SearchProblem, choice: list[int], vi: int, edges: list,
+                      cache: dict):
+    """:func:`_runner_up`, memoised by what it reads: the identity of the variable's cost array
+    and, per incident edge in order, the identity of its matrix, the side and the other end's
+    option (identical layers share these arrays, so they share the answer)."""
+    key = (id(problem.variables[vi].cost), choice[vi],
+           tuple([(id(e.cost), True, choice[e.v]) if e.u == vi else
+                  (id(e.cost), False, choice[e.u]) for e in edges]))
+    got = cache.get(key, cache)       # the cache itself: not there yet (None is an answer)
+    if got is cache:
+        got = cache[key] = _runner_up(problem, choice, vi, edges)
+    return got
+
+
+def _runner_up(problem: SearchProblem, choice: list[int], vi: int, edges=None):
+    """Best other option of variable ``vi`` with every other variable fixed: (index, extra s).
+    ``edges``: the edges touching ``vi`` (default: all of the problem's)."""
+    var = problem.variables[vi]
+    if len(var.keys) < 2:
+        return None
+    local = var.cost.copy()
+    for e in (problem.edges if edges is None else edges):
+        if e.u == vi:
+            local = local + e.cost[:, choice[e.v]]
+        elif e.v == vi:
+            local = local + e.cost[choice[e.u], :]
+    base = local[choice[vi]]
+    others = local.copy()
+    others[choice[vi]] = INF
+    best_i = int(np.argmin(others))      # the first of the cheapest other options
+    best = others[best_i]
+    if not math.isfinite(best):
+        return None
+    return best_i, float(best - base)
+
+
+#: the part of a dotted name before its first all-digit component that is not the last one
+_BLOCK_HEAD = re.compile(r"((?:[^.]*\.)*?)[0-9]+\.")
+
+
+def _block_of(name: str) -> str | None:
+    """``layers.3.attention.wq`` → ``layers.*``; ``None`` without an index before the last
+    component."""
+    m = _BLOCK_HEAD.match(name)
+    return None if m is None else m.group(1) + "*"
+
+
+def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: list[int],
+                      where: dict):
+    """Cuts of each data input as its first consumer needs them (MindSpore ``dataset_strategy``;
+    ``where``: :func:`~smsg_ms.planner.variables.variable_index`)."""
+    out = []
+    for name in graph.inputs:
+        t = graph.tensors[name]
+        cuts = None
+        for cid in t.consumers:
+            if cid in where:
+                vi, ci = where[cid]
+                idx = graph.ops[cid].inputs.index(name)
+                cuts = list(variables[vi].options[choice[vi]][ci].in_layouts[idx].cuts)
+                break
+        out.append(cuts if cuts is not None else [1] * len(t.shape))
+    return out
+
+
+def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
+                       variables: list[PlanVariable], solution, *, network: str,
+                       network_options: dict) -> Plan:
+    """The (unsealed) plan of ``solution`` (a :class:`smsg_ms.search.problem.Solution` of
+    ``problem``, which :func:`smsg_ms.planner.problem.build_problem` made of ``graph`` under
+    ``model`` with ``variables``): a decision per variable, its redistributions, the totals
+    (seconds per device and step, memory bytes per device) and the pure data-parallel
+    baseline. ``write_back`` is left at its default (:mod:`smsg_ms.planner.write_back`)."""
+    choice = solution.choice
+    where = variable_index(variables)
+    reads = loss_reads(graph, model.devices, where)
+    decisions = []
+    totals: dict[str, float] = defaultdict(float)
+    incident = _incident_edges(problem)
+    symbolic_cache: dict = {}
+    # (id of a shared option list, option) → breakdown, notes, symbolic key
+    per_option: dict[tuple, tuple] = {}
+    runners: dict[tuple, tuple | None] = {}
+    positions: dict[int, dict] = {}
+    for vi, var in enumerate(variables):
+        calls = var.options[choice[vi]]
+        key = (id(var.options), choice[vi])
+        if key not in per_option:
+            per_option[key] = (
+                _breakdown(model, calls), sorted({n for c in calls for n in c.notes}),
+                _symbolic(model, graph, var, calls[0].strategy, symbolic_cache)
+                if var.written_back else None)
+        breakdown, notes, symbolic = per_option[key]
+        bd = dict(breakdown)
+        for k, v in bd.items():
+            totals[k] += v
+        runner = _cached_runner_up(problem, choice, vi, incident[vi], runners)
+        strategy = [list(s) for s in calls[0].strategy] if var.written_back else None
+        decisions.append(OpDecision(
+            name=var.name, op_type=var.ops[0].type, strategy=strategy,
+            shardable=var.written_back, seconds=float(problem.variables[vi].cost[choice[vi]]),
+            breakdown=bd, collectives=_collectives(calls, var, positions),
+            runner_up=None if runner is None else {
+                "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
+                if var.written_back else None, "extra_seconds": runner[1]},
+            block=_block_of(var.name), notes=list(notes), symbolic=symbolic))
+    symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
+    for vi, coll in _redistributions(graph, model, variables, choice, where, reads).items():
+        decisions[vi].collectives.extend(coll)
+    into_loss = 0.0
+    for read in reads:
+        extra = read.seconds(model, read.source(variables, choice[read.variable]))
+        if extra:
+            bd = decisions[read.variable].breakdown
+            bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
+            into_loss += extra
+    edge_seconds = 0.0
+    for e in problem.edges:     # u < v in graph order: charged to the later primitive
+        extra = float(e.cost[choice[e.u], choice[e.v]])
+        if extra:
+            edge_seconds += extra
+            decisions[e.v].breakdown["redistribution"] = (
+                decisions[e.v].breakdown.get("redistribution", 0.0) + extra)
+            decisions[e.v].seconds += extra
+    totals["redistribution_seconds"] = edge_seconds + into_loss
+    totals["step_seconds"] = float(solution.cost)
+    totals["memory_bytes"] = float(solution.memory)
+    dp = data_parallel_choice(problem, variables, graph, model.devices)
+    dp_cost = problem.total(dp) if dp is not None else math.inf
+    totals["data_parallel_step_seconds"] = dp_cost if math.isfinite(dp_cost) else None
+    totals["data_parallel_memory_bytes"] = problem.memory(dp) if dp is not None else None
+    totals["relative_to_data_parallel"] = (float(solution.cost) / dp_cost
+                                           if math.isfinite(dp_cost) and dp_cost > 0 else None)
+    return Plan(network=network, fingerprint=graph.fingerprint(), devices=model.devices,
+                options=network_options,
+                input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
+                hardware=model.hardware.name, decisions=decisions,
+                totals={k: (round(v, 15) if isinstance(v, float) else v)
+                        for k, v in sorted(totals.items())},
+                dataset_strategy=_dataset_strategy(graph, variables, choice, where),
+                symbolic=dict(sorted(symbolic_table.items())))
+
+
+__all__ = ["data_parallel_choice", "plan_from_solution"]

@@ -1,0 +1,12 @@
+"""The planner's errors (a device count MindSpore refuses has its own:
+:class:`smsg_ms.devices.DeviceCountError`)."""
+from __future__ import annotations
+
+
+class PlanningError(ValueError):
+    """The network cannot be planned as asked (memory, an operator with no option, a cost model
+    of another graph)."""
+
+
+class PipelinePlanningError(ValueError):
+    """The network cannot be pipelined as asked (no repeated blocks, bad stage count ...)."""

@@ -1,0 +1,61 @@
+"""Planning settings as one typed, frozen object (in the spirit of Alpa's
+``AutoShardingOption``): what the planner's functions pass on instead of long parameter lists.
+The public keyword APIs (:func:`~smsg_ms.planner.plan_graph`,
+:func:`~smsg_ms.planner.plan_network`, :func:`~smsg_ms.planner.plan_network_pipelined`) build
+one from their arguments."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: Up to this many devices the planner proposes every strategy, replicated ones included; above
+#: it only strategies that use every device (MindSpore's ``fully_use_devices``), which keeps the
+#: option count, and the redistribution matrices, tractable.
+EXHAUSTIVE_UP_TO = 16
+
+
+@dataclass(frozen=True)
+class PlanningOptions:
+    """How to plan (not what: the graph, network and device count are the call's inputs).
+
+    Attributes:
+        hardware: preset name or :class:`smsg_ms.cost.hardware.Hardware`.
+        memory_gib: per-device memory limit in GiB (``None``: the preset's memory; ``inf``: no
+            limit).
+        progress: show the search's progress bar (``None``: when the search is slow).
+        exhaustive: propose replicated strategies too (``None``: up to
+            :data:`EXHAUSTIVE_UP_TO` devices).
+        write_back: ``auto``, ``shard`` or ``propagate`` (:mod:`smsg_ms.planner.write_back`).
+        reuse: build the problem once per structural signature (exact and faster; ``False`` is
+            the plain reference computation, same plan).
+        stages: pipeline stages: ``"auto"`` or a count (pipelined planning only).
+        micro_batches: fixed micro-batch count, ``None``: searched (pipelined only).
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off, ``None``:
+            searched (pipelined only).
+        recompute: allow ``Cell.recompute()`` of blocks (searched) or never (pipelined only).
+        workers: processes solving stage plans, ``None``: the default
+            (:func:`smsg_ms.planner.workers.default_workers` from 64 devices on; pipelined only).
+    """
+
+    hardware: Any = "ascend910b"
+    memory_gib: float | None = None
+    progress: bool | None = None
+    exhaustive: bool | None = None
+    write_back: str = "auto"
+    reuse: bool = True
+    stages: str | int = "auto"
+    micro_batches: int | None = None
+    optimizer_sharding: bool | None = None
+    recompute: bool = True
+    workers: int | None = None
+
+    def exhaustive_on(self, devices: int) -> bool:
+        """Whether a plan on ``devices`` devices proposes every strategy (:attr:`exhaustive`)."""
+        return devices <= EXHAUSTIVE_UP_TO if self.exhaustive is None else bool(self.exhaustive)
+
+    def memory_limit(self, hardware) -> float:
+        """Bytes per device: :attr:`memory_gib` (GiB → bytes) or ``hardware.memory``."""
+        return self.memory_gib * 2**30 if self.memory_gib is not None else hardware.memory
+
+
+__all__ = ["EXHAUSTIVE_UP_TO", "PlanningOptions"]

@@ -1,0 +1,343 @@
+"""Pipelined plans: the operator-level planner inside the outer pipeline search.
+
+:func:`plan_network_pipelined` runs the outer search (:func:`smsg_ms.search.pipeline.plan_pipeline`)
+over stage plans (:class:`~smsg_ms.planner.stage_costs.StageCosts`) and returns the stage plan
+(strategies for ``devices / p`` devices, network options with ``batch`` = micro-batch size) with
+``Plan.pipeline`` filled from one :class:`PipelineRecord`. ``p = 1`` is the plain operator-level
+plan of the global batch, or of one micro-batch with gradient accumulation (``GradAccumulation``)
+when asked for or when the whole batch does not fit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..devices import check_device_count
+from ..graph.blocks import block_prefix
+from ..plan import Plan
+from .errors import PipelinePlanningError
+from .options import PlanningOptions
+from .single_stage import collector_paused
+from .stage_costs import StageCosts
+from .stages import (block_of_ops, boundary_slice, bytes_per_element, links_of, optimizer_sharded,
+                     recomputed_on_later_stages)
+
+
+#: ``plan_network_pipelined`` prefetches stage plans on several processes from this many
+#: devices on (below, the search takes about a second at most and forking would cost more)
+PREFETCH_FROM_DEVICES = 64
+
+
+def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int | None
+                    ) -> list[tuple[int, int]]:
+    """``(devices per stage, micro-batch size)`` of every ``(p, m)`` the outer search may
+    evaluate: ``p`` in ``p_list``, ``m`` dividing the global batch (or ``micro_batches``),
+    ``m >= p`` except for one stage (gradient accumulation, any ``m``)."""
+    from ..search.pipeline import divisors
+
+    m_all = [micro_batches] if micro_batches is not None else divisors(global_batch)
+    out = []
+    for p in p_list:
+        for m in m_all:
+            if global_batch % m == 0 and (m >= p or p == 1):
+                out.append((devices // p, global_batch // m))
+    return list(dict.fromkeys(out))
+
+
+def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
+                           stages: str | int = "auto", micro_batches: int | None = None,
+                           hardware="ascend910b", memory_gib: float | None = None,
+                           optimizer_sharding: bool | None = None, recompute: bool = True,
+                           capture=None, stats: dict | None = None, workers: int | None = None,
+                           **network_options) -> Plan:
+    """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
+    recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
+
+    Args:
+        spec: network spec (built-in name or ``package.module:function``); it must accept a
+            ``batch`` option.
+        devices: all devices; global_batch: samples per step.
+        stages: ``"auto"`` (every divisor of ``devices`` up to the block count) or a count.
+        micro_batches: fixed micro-batch count (default: every divisor of the global batch with
+            ``m >= p``). ``p = 1`` is planned with the whole batch (``m = 1``) unless
+            ``stages == 1`` and ``micro_batches`` is given, or the whole batch does not fit in
+            memory: then with gradient accumulation over ``m`` micro-batches (written back as
+            ``mindspore.parallel.nn.GradAccumulation``).
+        hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
+            searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
+        capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
+        stats: when a dict, filled with ``stage_solves`` (operator-level stage solves, in
+            every process), ``stage_solve_seconds`` (their CPU seconds, cost model included,
+            this process), ``workers`` (processes that solved stage plans),
+            ``worker_seconds`` (CPU seconds of the other processes), ``captures`` (calls of
+            the capture) and ``micro_batch_sizes`` (graphs used).
+        workers: processes evaluating the stage plans of the candidate (devices per stage,
+            micro-batch size) pairs ahead of the search (:mod:`smsg_ms.planner.workers`; same
+            plan byte for byte). Default: :func:`~smsg_ms.planner.workers.default_workers`
+            from :data:`PREFETCH_FROM_DEVICES` devices on, one process below (where the
+            search is fast and may prune pairs that a prefetch would solve anyway).
+        network_options: other network options (``seq``, ``layers`` ...).
+
+    Returns:
+        The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
+        ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
+        ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
+        ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
+        when optimizer sharding is on (:func:`~smsg_ms.planner.stages.optimizer_sharded`),
+        ``{}`` otherwise: one :class:`PipelineRecord`);
+        ``totals`` as :func:`pipelined_totals` (``step_seconds`` = the super-step).
+
+    Raises:
+        smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
+        PipelinePlanningError: bad ``stages`` / ``micro_batches`` / ``global_batch``, no blocks.
+        smsg_ms.search.pipeline.NoFeasiblePipeline: nothing fits in memory.
+    """
+    settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, stages=stages,
+                               micro_batches=micro_batches,
+                               optimizer_sharding=optimizer_sharding, recompute=recompute,
+                               workers=workers)
+    return plan_pipelined_with(spec, devices, global_batch, settings, capture=capture,
+                               stats=stats, network_options=network_options)
+
+
+def plan_pipelined_with(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
+                        *, capture=None, stats: dict | None = None,
+                        network_options: dict | None = None) -> Plan:
+    """:func:`plan_network_pipelined` with its settings as one :class:`PlanningOptions` (the
+    cyclic garbage collector paused, as in :func:`smsg_ms.planner.plan_graph`: the stage
+    solves allocate many small acyclic objects)."""
+    check_device_count(devices)
+    with collector_paused():
+        return _plan(spec, devices, global_batch, settings, capture=capture, stats=stats,
+                     network_options=dict(network_options or {}))
+
+
+def _stage_counts(devices: int, global_batch: int, settings: PlanningOptions) -> list[int]:
+    """The stage counts to search, after checking the stage and micro-batch settings.
+
+    Raises:
+        PipelinePlanningError: as :func:`plan_network_pipelined`."""
+    from ..search.pipeline import divisors
+
+    stages, micro_batches = settings.stages, settings.micro_batches
+    if stages == "auto":
+        p_list = divisors(devices)      # cut to the block count below, once a graph is known
+    elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
+        p_list = [stages]
+    else:
+        raise PipelinePlanningError(f"--pipeline must be 'auto' or a stage count dividing "
+                                    f"{devices} devices, got {stages!r}")
+    if micro_batches is not None:
+        if not isinstance(micro_batches, int) or micro_batches < 1 or global_batch % micro_batches:
+            raise PipelinePlanningError(f"micro-batches {micro_batches!r} must be a positive "
+                                        f"divisor of the global batch {global_batch}")
+        if micro_batches < max(p_list) and stages != "auto":
+            raise PipelinePlanningError(f"micro-batches {micro_batches} < stages {stages}: "
+                                        "MindSpore requires micro >= stages")
+    return p_list
+
+
+def _worker_count(devices: int, settings: PlanningOptions) -> int:
+    """Processes for the stage plans: :attr:`PlanningOptions.workers`, or the default from
+    :data:`PREFETCH_FROM_DEVICES` devices on (``$SMSG_MS_WORKERS`` is read, and refused, before
+    any capture)."""
+    workers = settings.workers
+    if workers is None:
+        from .workers import default_workers
+        workers = default_workers()     # read (and refused) whatever the device count
+        return workers if devices >= PREFETCH_FROM_DEVICES else 1
+    if not isinstance(workers, int) or workers < 1:
+        raise PipelinePlanningError(f"workers must be a positive integer, got {workers!r}")
+    return workers
+
+
+def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions, *, capture,
+          stats, network_options: dict) -> Plan:
+    from ..cost.hardware import get_hardware
+    from ..search.pipeline import NoFeasiblePipeline, plan_pipeline
+    from .single_stage import plan_graph_with
+
+    # every setting is checked before the first capture
+    if not isinstance(global_batch, int) or global_batch < 1:
+        raise PipelinePlanningError(f"global batch must be a positive integer, got "
+                                    f"{global_batch!r}")
+    workers = _worker_count(devices, settings)
+    p_list = _stage_counts(devices, global_batch, settings)
+    stages, micro_batches = settings.stages, settings.micro_batches
+    hw = get_hardware(settings.hardware)
+    limit = settings.memory_limit(hw)
+    recompute = settings.recompute
+    costs = StageCosts(spec, hw, capture=capture, **network_options)
+    first = costs
+    links = links_of(hw)
+    bytes_per = bytes_per_element(costs.graph(global_batch // (micro_batches or 1)))
+    if stages == "auto":
+        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
+        p_list = [p for p in p_list if p <= blocks]
+    sharding = ((False, True) if settings.optimizer_sharding is None
+                else (bool(settings.optimizer_sharding),))
+
+    def search(stage_costs) -> list:
+        found = []
+        if 1 in p_list:
+            # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
+            # for or when the whole batch does not fit (it never saves time: m slots of b/m)
+            tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
+            for m_one in tries:
+                try:
+                    found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                               memory_limit=limit, links=links, stages=[1],
+                                               micro_batches=m_one, optimizer_sharding=sharding,
+                                               recompute=recompute, bytes_per=bytes_per,
+                                               compute_floor=stage_costs.compute_floor,
+                                               cuts=stage_costs.cuts))
+                    break
+                except NoFeasiblePipeline:
+                    pass
+        deep = [p for p in p_list if p > 1]
+        if deep:
+            m_list = [micro_batches] if micro_batches is not None else None
+            try:
+                found.append(plan_pipeline(stage_costs, devices, global_batch,
+                                           memory_limit=limit, links=links, stages=deep,
+                                           micro_batches=m_list, optimizer_sharding=sharding,
+                                           recompute=recompute, bytes_per=bytes_per,
+                                           compute_floor=stage_costs.compute_floor,
+                                           cuts=stage_costs.cuts,
+                                           incumbent=min((r.step_seconds for r in found),
+                                                         default=math.inf)))
+            except NoFeasiblePipeline:
+                pass
+        return found
+
+    prefetched = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0}
+    if workers > 1:
+        from .workers import prefetch
+        prefetched = prefetch(costs, candidate_pairs(devices, global_batch, p_list,
+                                                     micro_batches), workers,
+                              cut_args=dict(devices=devices, global_batch=global_batch,
+                                            memory_limit=limit, links=links,
+                                            recompute=recompute, bytes_per=bytes_per,
+                                            shardings=sharding))
+    results = search(costs)
+    if not results:
+        # the fastest stage plans do not fit: plan every stage within the memory limit
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
+                          **network_options)
+        costs, results = lean, search(lean)
+    if stats is not None:
+        again = costs is not first
+        stats.update(stage_solves=first.solves + (costs.solves if again else 0)
+                     + prefetched["worker_solves"],
+                     stage_solve_seconds=first.solve_seconds
+                     + (costs.solve_seconds if again else 0.0),
+                     workers=prefetched["workers"], worker_seconds=prefetched["worker_seconds"],
+                     captures=costs.family.captures,
+                     micro_batch_sizes=sorted(costs.family.graphs))
+    if not results:
+        raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
+    best = min(results, key=lambda r: (r.step_seconds, r.stages))
+    d, b = best.devices_per_stage, best.micro_batch_size
+    stage = costs.solution(d, b)   # same problem as plan_graph's: no second solve or build
+    plan = plan_graph_with(costs.graph(b), d,
+                           # propagation with pipeline stages: not checked
+                           PlanningOptions(hardware=hw, memory_gib=math.inf, progress=False,
+                                           write_back="shard"),
+                           network=spec, network_options=dict(network_options, batch=b),
+                           choice=stage.choice, model=stage.model,
+                           built=None if stage.problem is None
+                           else (stage.problem, stage.variables))
+    plan.devices = devices
+    plan.pipeline = PipelineRecord.of(best, results, stage, global_batch,
+                                      costs.stage_limit).as_plan_dict()
+    plan.totals = pipelined_totals(plan.totals, best.step_seconds)
+    return plan.seal()
+
+
+@dataclass(frozen=True)
+class PipelineRecord:
+    """Everything a pipelined plan records of its pipeline, in one place: the outer search's
+    result (stages, micro-batches, stage and recompute per block, optimizer sharding, predicted
+    per-stage seconds and bytes: :meth:`smsg_ms.search.pipeline.PipelinePlan.as_plan_dict`) and
+    what the stage plan adds (global batch, candidates evaluated, the parameters optimizer
+    sharding shards, the tensor sent between stages, the decisions recomputed on later stages,
+    the per-stage memory limit the stage plan was solved under). :meth:`as_plan_dict` is
+    :attr:`smsg_ms.plan.Plan.pipeline` (the plan file's ``pipeline`` object)."""
+
+    search: dict
+    global_batch: int
+    candidates: int
+    optimizer_sharded: dict
+    boundary_shape: list | None = None
+    boundary_dtype: str | None = None
+    recomputed_on: dict | None = None
+    stage_plan_memory_limit: float | None = None
+
+    @classmethod
+    def of(cls, best, results: list, stage, global_batch: int,
+           stage_limit: float | None) -> "PipelineRecord":
+        """The record of ``best`` (a :class:`~smsg_ms.search.pipeline.PipelinePlan`, one of
+        ``results``) whose stage plan is ``stage`` (a
+        :class:`~smsg_ms.planner.stages.StageSolution`)."""
+        search = best.as_plan_dict()
+        extra = {}
+        if best.stages > 1:
+            names = search["stage_of_block"]
+            stage_of = list(names.values())
+            bounds = [i for i, (a, c) in enumerate(zip(stage_of, stage_of[1:])) if c > a]
+            shape, dtype = boundary_slice(stage, bounds[0])
+            extra = dict(boundary_shape=shape, boundary_dtype=dtype,
+                         recomputed_on=recomputed_on_later_stages(stage, stage_of))
+        return cls(search, global_batch,
+                   best.candidates + sum(r.candidates for r in results if r is not best),
+                   optimizer_sharded(stage) if best.optimizer_sharding else {},
+                   stage_plan_memory_limit=stage_limit, **extra)
+
+    def as_plan_dict(self) -> dict:
+        """The plan file's ``pipeline`` object (keys of a one-stage plan's record, or of a
+        plan solved without a stage memory limit, are left out as before)."""
+        out = dict(self.search)
+        out.update(global_batch=self.global_batch, candidates=self.candidates,
+                   optimizer_sharded=self.optimizer_sharded)
+        if self.boundary_shape is not None:
+            out.update(boundary_shape=self.boundary_shape, boundary_dtype=self.boundary_dtype,
+                       recomputed_on=self.recomputed_on)
+        if self.stage_plan_memory_limit is not None:
+            out["stage_plan_memory_limit"] = self.stage_plan_memory_limit
+        return out
+
+
+def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
+    """Totals of a pipelined plan: ``step_seconds`` is the 1F1B super-step (one training step,
+    :func:`smsg_ms.cost.pipeline.super_step_seconds`); the stage plan's own step (one
+    micro-batch through the whole network on one stage's devices, gradient sync included) is
+    kept as ``micro_batch_step_seconds``; the ratio to pure data parallel is dropped (its
+    baseline is per micro-batch). The other rows stay the stage plan's (one micro-batch)."""
+    out = {k: v for k, v in stage_totals.items()
+           if k not in ("step_seconds", "relative_to_data_parallel", "pipeline_step_seconds")}
+    out["step_seconds"] = float(super_step)
+    out["micro_batch_step_seconds"] = stage_totals.get("step_seconds")
+    return out
+
+
+def stage_of_decision(plan: Plan) -> dict[str, int]:
+    """Stage of every decision of a pipelined plan (by its block; operators outside blocks go to
+    the first or last stage like the blocks around them)."""
+    record = plan.pipeline or {}
+    stage_of = record.get("stage_of_block", {})
+    last = max(stage_of.values(), default=0)
+    out: dict[str, int] = {}
+    seen = False
+    for d in plan.decisions:
+        bp = block_prefix(d.name)
+        name = f"{bp[0]}.{bp[1]}" if bp else None
+        if name in stage_of:
+            out[d.name], seen = stage_of[name], True
+        else:
+            out[d.name] = last if seen else 0
+    return out
+
+
+__all__ = ["PREFETCH_FROM_DEVICES", "PipelineRecord", "candidate_pairs", "plan_network_pipelined",
+           "plan_pipelined_with", "pipelined_totals", "stage_of_decision"]

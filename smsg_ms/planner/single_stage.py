@@ -1,0 +1,139 @@
+"""Planning one stage: captured graph → cost model → search problem → exact search →
+:class:`~smsg_ms.plan.Plan` (the orchestration; the parts live in :mod:`.variables`,
+:mod:`.problem`, :mod:`.decisions` and :mod:`.write_back`)."""
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+
+from ..devices import check_device_count
+from ..graph.model import OpGraph
+from ..plan import Plan
+from .errors import PlanningError
+from .options import PlanningOptions
+
+
+@contextmanager
+def collector_paused():
+    """Pause Python's cyclic garbage collector (restored on exit, as it was). Planning allocates
+    many small, acyclic objects (reference counting frees them); each full collection the
+    allocations trigger re-walks every live object, the captured graph included, so at 80
+    layers the collector took ~15% of :func:`plan_graph` (``scripts/bench_plan.py``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
+               memory_gib: float | None = None, options: dict | None = None,
+               network: str | None = None, repeated=None, progress: bool | None = None,
+               exhaustive: bool | None = None, choice: list[int] | None = None,
+               write_back: str = "auto", model=None, built: tuple | None = None) -> Plan:
+    """Plan ``graph`` on ``devices`` devices.
+
+    Args:
+        graph: captured forward graph (global shapes).
+        devices: devices of the (single) stage; 1, 2, 4 or a multiple of 8.
+        hardware: preset name or :class:`smsg_ms.cost.hardware.Hardware`.
+        memory_gib: per-device memory limit in GiB (default: the preset's memory).
+        options: network options recorded in the plan.
+        network: network name recorded in the plan (default ``graph.name``).
+        repeated: groups of identical blocks (variable indices) for the search; found from the
+            graph when ``None``.
+        exhaustive: propose replicated strategies too (default: up to
+            :data:`~smsg_ms.planner.options.EXHAUSTIVE_UP_TO` devices).
+        choice: option index per search variable to use instead of searching (a pipeline stage
+            plan solved under per-stage memory rows, :mod:`smsg_ms.planner.stage_memory`).
+        write_back: ``auto``, ``shard`` or ``propagate``: :attr:`Plan.write_back`, chosen by
+            :func:`smsg_ms.planner.write_back.choose_write_back`.
+        model: the :class:`~smsg_ms.cost.model.CostModel` of ``graph`` on ``devices`` that
+            this call would make (same hardware, ``fully_use_devices = not exhaustive``), to
+            reuse its option cache (a pipeline's stage plan).
+        built: ``build_problem(graph, model)`` already made with that ``model``, to reuse.
+
+    Raises:
+        smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
+        PlanningError: operator without options, a ``model`` of another graph, device count
+            or strategy set.
+        smsg_ms.search.NoFeasiblePlan: nothing fits in memory.
+    """
+    settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
+                               exhaustive=exhaustive, write_back=write_back)
+    return plan_graph_with(graph, devices, settings, network=network, network_options=options,
+                           repeated=repeated, choice=choice, model=model, built=built)
+
+
+def plan_graph_with(graph: OpGraph, devices: int, settings: PlanningOptions, *,
+                    network: str | None = None, network_options: dict | None = None,
+                    repeated=None, choice: list[int] | None = None, model=None,
+                    built: tuple | None = None) -> Plan:
+    """:func:`plan_graph` with its settings as one :class:`PlanningOptions` (the other
+    arguments as there; ``network_options`` is :func:`plan_graph`'s ``options``)."""
+    check_device_count(devices)
+    with collector_paused():
+        return _plan(graph, devices, settings, network=network, network_options=network_options,
+                     repeated=repeated, choice=choice, model=model, built=built)
+
+
+def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, network_options,
+          repeated, choice, model, built) -> Plan:
+    from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
+    from ..search import solve
+    from .decisions import plan_from_solution
+    from .problem import build_problem
+    from .variables import repeated_variable_groups
+    from .write_back import set_write_back
+
+    hw = get_hardware(settings.hardware)
+    exhaustive = settings.exhaustive_on(devices)
+    if model is None:
+        model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
+        built = None
+    elif (model.graph is not graph or model.devices != devices or model.hardware != hw
+          or model.fully_use_devices != (not exhaustive)):
+        raise PlanningError("plan_graph(model=...) must be the cost model of this graph on "
+                            f"{devices} devices with fully_use_devices={not exhaustive}")
+    problem, variables = built if built is not None else build_problem(graph, model,
+                                                                       reuse=settings.reuse)
+    if repeated is None:
+        repeated = repeated_variable_groups(graph, problem, variables)
+    if choice is None:
+        solution = solve(problem, memory_limit=settings.memory_limit(hw), repeated=repeated,
+                         progress=settings.progress)
+    else:
+        from ..search.problem import Solution
+        if len(choice) != len(problem.variables):
+            raise PlanningError(f"choice has {len(choice)} entries, the problem "
+                                f"{len(problem.variables)} variables")
+        solution = Solution(list(choice), problem.total(choice), problem.memory(choice))
+    plan = plan_from_solution(graph, model, problem, variables, solution,
+                              network=network or graph.name,
+                              network_options=dict(network_options or {}))
+    return set_write_back(plan, settings.write_back).seal()
+
+
+def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
+                 progress: bool | None = None, write_back: str = "auto",
+                 **network_options) -> Plan:
+    """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
+
+    Raises:
+        smsg_ms.devices.DeviceCountError, PlanningError, smsg_ms.graph.capture.CaptureError,
+        smsg_ms.search.NoFeasiblePlan.
+    """
+    from ..graph.capture import capture_network
+
+    check_device_count(devices)
+    graph = capture_network(spec, **network_options)
+    settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
+                               write_back=write_back)
+    return plan_graph_with(graph, devices, settings, network=spec,
+                           network_options=network_options)
+
+
+__all__ = ["collector_paused", "plan_graph", "plan_graph_with", "plan_network"]

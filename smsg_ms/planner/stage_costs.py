@@ -1,0 +1,170 @@
+"""The ``layer_costs(d, b)`` callable of the outer pipeline search, with its captures, cost
+models and stage solutions cached (:class:`StageCosts`)."""
+from __future__ import annotations
+
+import time
+
+from ..cost.pipeline import LayerCost
+from ..graph.model import OpGraph
+from .stages import (StageSolution, block_of_ops, layer_costs_of, solve_stage, stage_cost_model,
+                     weight_dependent)
+
+
+class StageCosts:
+    """``layer_costs(d, b)`` for :func:`plan_pipeline`, with captures and solutions cached.
+
+    Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
+    (MindSpore's device counts, an operator without a valid strategy). Graphs by micro-batch size
+    come from a :class:`smsg_ms.graph.batch_scale.BatchFamily`: two captures, the other batch
+    sizes derived by rescaling the batch axis (exact for batch-linear graphs, else captured).
+    ``solves`` counts the operator-level stage solves.
+    """
+
+    def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
+                 devices: int | None = None, capture=None, **network_options):
+        """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
+        plan so that every stage of the even cut fits, ``p = devices / d``
+        (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
+        ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
+        ``spec`` with ``network_options``), or a ``BatchFamily`` to share."""
+        from ..graph.batch_scale import BatchFamily
+
+        self.spec, self.hardware = spec, hardware
+        self.stage_limit, self.devices = stage_limit, devices
+        self.options = {k: v for k, v in network_options.items() if k != "batch"}
+        if isinstance(capture, BatchFamily):
+            self.family = capture
+        else:
+            self.family = BatchFamily(capture or self._capture)
+        self.solutions: dict[tuple[int, int], StageSolution] = {}
+        self.models: dict[tuple[int, int], object] = {}
+        self.signatures: dict[int, list] = {}
+        self.op_sigs: dict[int, dict[int, tuple]] = {}
+        self.structures: dict[int, tuple] = {}
+        self.solves = 0
+        self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
+        # pairs solved in other processes (store_prefetched)
+        self.floors: dict[tuple[int, int], float] = {}
+        self.layers: dict[tuple[int, int], list | None] = {}
+        self.choices: dict[tuple[int, int], list[int]] = {}
+        self.cuts: dict[tuple, tuple | None] = {}    # search.pipeline.cut_key -> cut_chain
+
+    def _capture(self, b: int) -> OpGraph:
+        from ..graph.capture import capture_network
+
+        return capture_network(self.spec, batch=b, **self.options)
+
+    def graph(self, b: int) -> OpGraph:
+        return self.family(b)
+
+    def model(self, d: int, b: int):
+        """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
+        stage is solved)."""
+        if (d, b) not in self.models:
+            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware)
+        return self.models[(d, b)]
+
+    def solution(self, d: int, b: int) -> StageSolution:
+        if (d, b) not in self.solutions and (d, b) in self.choices:
+            # solved in a worker process: same variables, its choice (no second solve)
+            from .variables import group_variables
+
+            model = self.model(d, b)
+            variables = group_variables(self.graph(b), model, True,
+                                         signatures=self.op_signatures(b))
+            self.solutions[(d, b)] = StageSolution(self.graph(b), d, model, variables,
+                                                   list(self.choices[(d, b)]))
+            self.models.pop((d, b), None)
+        if (d, b) not in self.solutions:
+            self.solves += 1
+            start = time.process_time()
+            model = self.model(d, b)
+            if self.stage_limit is None:
+                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model,
+                                                     self.op_signatures(b))
+            else:
+                from .stage_memory import solve_stage_within
+                self.solutions[(d, b)] = solve_stage_within(
+                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
+                    model=model, signatures=self.op_signatures(b))
+            self.models.pop((d, b), None)
+            self.solve_seconds += time.process_time() - start
+        return self.solutions[(d, b)]
+
+    def store_prefetched(self, d: int, b: int, floor: float, *, evaluated: bool = True,
+                         layers: list | None = None, choice: list[int] | None = None,
+                         cuts: dict | None = None) -> None:
+        """Record what another process computed for the pair ``(d, b)``
+        (:func:`smsg_ms.planner.workers.prefetch`): its compute floor (seconds); when
+        ``evaluated``, its per-layer costs (``None``: the pair cannot be planned), its stage
+        plan's option index per search variable (rebuilt into a :class:`StageSolution` only if
+        the outer search picks the pair) and ``cuts``
+        (``{search.pipeline.cut_key: cut_chain result}``)."""
+        self.floors[(d, b)] = floor
+        if not evaluated:
+            return
+        self.layers[(d, b)] = layers
+        if choice is not None:
+            self.choices[(d, b)] = choice
+        self.cuts.update(cuts or {})
+
+    def structure(self, b: int) -> tuple:
+        """``(block_of_ops(graph), weight_dependent(graph))`` of the graph at micro-batch
+        ``b``: what :func:`layer_costs_of` reads of the graph alone, computed once."""
+        if b not in self.structures:
+            graph = self.graph(b)
+            self.structures[b] = (block_of_ops(graph), weight_dependent(graph))
+        return self.structures[b]
+
+    def op_signatures(self, b: int) -> dict[int, tuple]:
+        """:func:`smsg_ms.planner.variables.op_signatures` of the graph at micro-batch ``b``
+        (computed
+        once, shared by the stage plans of every device count)."""
+        from .variables import op_signatures
+
+        if b not in self.op_sigs:
+            self.op_sigs[b] = op_signatures(self.graph(b))
+        return self.op_sigs[b]
+
+    def compute_floor(self, d: int, b: int) -> float:
+        """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
+        ``self(d, b)``, without solving: Σ over operators of the least compute seconds
+        (``(flops_fwd + flops_bwd) / hardware.flops``) among the strategies the cost model
+        offers it on ``d`` devices.
+
+        Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds under
+        its chosen strategy, which is one of those offered (a search variable's options are
+        strategies common to its operators' option lists,
+        ``planner.variables.group_variables``), plus collective seconds (≥ 0). Operators with
+        equal ``planner.variables.op_signature`` have equal
+        option lists, so each signature is costed once. Returns 0 (no bound) where the cost
+        model refuses ``d``.
+        """
+        if (d, b) in self.floors:
+            return self.floors[(d, b)]
+        graph = self.graph(b)
+        if b not in self.signatures:
+            groups: dict[tuple, list] = {}
+            sigs = self.op_signatures(b)
+            for op in graph.ops:
+                groups.setdefault(sigs[op.id], [op, 0])[1] += 1
+            self.signatures[b] = [tuple(v) for v in groups.values()]
+        try:
+            model = self.model(d, b)
+            peak = model.hardware.flops
+            return sum(n * min(float(c.flops_fwd) + float(c.flops_bwd)
+                               for c in model.options(op)) / peak
+                       for op, n in self.signatures[b])
+        except ValueError:
+            return 0.0
+
+    def __call__(self, d: int, b: int) -> list[LayerCost] | None:
+        from .errors import PlanningError
+        from ..search import NoFeasiblePlan
+
+        if (d, b) in self.layers:
+            return self.layers[(d, b)]
+        try:
+            return layer_costs_of(self.solution(d, b), self.structure(b))
+        except (PlanningError, NoFeasiblePlan, ValueError):
+            return None

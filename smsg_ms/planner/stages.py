@@ -1,0 +1,349 @@
+"""The stage plan of a pipeline: the operator-level plan of the whole network on one stage's
+devices, and what the outer pipeline search reads of it per repeated block.
+
+:func:`layer_costs_of` gives the ``layer_costs(d, b)`` of
+:func:`smsg_ms.search.pipeline.plan_pipeline` for one stage solution: the chosen operator costs
+summed per repeated block (``layers.i``). Operators before the first block (embedding) are folded
+into the first block and those after the last (final norm, head) into the last one: they are not
+cells MindSpore can give a stage of their own here (unmarked cells inherit the largest stage of
+their inputs; ``shared/docs/mindspore-dryrun.md``), so they always live on the first and last
+stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from ..cost.pipeline import LayerCost, Links, ParamSlice
+from ..graph.blocks import block_prefix
+from ..graph.model import DTYPE_BYTES, OpGraph
+from .errors import PipelinePlanningError
+from .loss import loss_reads
+from .variables import chosen_costs, variable_index
+
+
+def links_of(hardware) -> Links:
+    """Communication constants of a preset: the collective link's bandwidth (bytes/s) and
+    latency (s) also carry the point-to-point sends (no separate inter-stage link is modelled)."""
+    from ..cost.hardware import get_hardware
+
+    hw = get_hardware(hardware)
+    return Links(bandwidth=hw.bandwidth, latency=hw.latency)
+
+
+def bytes_per_element(graph: OpGraph) -> dict[str, float]:
+    """Bytes per trained-parameter element by kind (``parameter``, ``gradient``, ``optimizer``)
+    as the operator-level :class:`~smsg_ms.cost.model.CostModel` counts them (Adam): weight and
+    gradient in the parameter's dtype (MindSpore AllReduces the gradient in that dtype), two fp32
+    moments (8 B). With several dtypes, the element-weighted mean (exact for one dtype). The
+    stage plan and the super-step then price gradient synchronisation alike.
+
+    Raises:
+        PipelinePlanningError: the graph has no trained parameter.
+    """
+    from ..cost.model import OPTIMIZER_STATES
+
+    trained = [t for t in graph.parameters() if t.requires_grad and t.numel]
+    elements = sum(t.numel for t in trained)
+    if not elements:
+        raise PipelinePlanningError(f"network {graph.name} has no trained parameter to pipeline")
+    size = sum(t.numel * DTYPE_BYTES.get(t.dtype, 4) for t in trained) / elements
+    return {"parameter": size, "gradient": size, "optimizer": 4.0 * OPTIMIZER_STATES["adam"]}
+
+
+def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
+    """Chain of repeated blocks of ``graph`` and the chain index of every operator.
+
+    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
+    block; functional calls (no path) to the block of the operator before them; operators before
+    the first block to the first block, and after the last block to the last one.
+
+    Returns:
+        ``(block names in order, {op id: block index})``.
+
+    Raises:
+        PipelinePlanningError: the graph has no indexed block.
+    """
+    names: list[str] = []
+    raw: dict[int, int | None] = {}
+    current: int | None = None
+    seen_after = False
+    for op in graph.ops:
+        bp = block_prefix(op.prim_path) if op.prim_path else None
+        if bp is not None:
+            name = f"{bp[0]}.{bp[1]}"
+            if name not in names:
+                names.append(name)
+            current = names.index(name)
+            seen_after = False
+        elif op.prim_path and current is not None:
+            seen_after = True
+        raw[op.id] = None if seen_after else current
+    if not names:
+        raise PipelinePlanningError(f"network '{graph.name}' has no repeated blocks "
+                                    "(cells named <container>.<index>) to cut into stages")
+    last, out, started = len(names) - 1, {}, False
+    for op in graph.ops:
+        v = raw[op.id]
+        started = started or v is not None
+        out[op.id] = v if v is not None else (last if started else 0)
+    return names, out
+
+
+def slice_shape(shape, layout) -> tuple[int, ...]:
+    """The per-device slice of a tensor of global ``shape`` under ``layout`` (each dimension
+    divided by its cut count)."""
+    return tuple(int(s) // c for s, c in zip(shape, layout.cuts))
+
+
+@dataclass
+class StageSolution:
+    """The operator-level plan of the whole network on one stage's devices."""
+
+    graph: OpGraph
+    devices: int
+    model: object
+    variables: list
+    choice: list[int]
+    problem: object = None      # the SearchProblem (smsg_ms.search.problem)
+
+
+def stage_cost_model(graph: OpGraph, devices: int, hardware):
+    """The :class:`~smsg_ms.cost.model.CostModel` of a stage plan, as
+    :func:`smsg_ms.planner.plan_graph` builds it."""
+    from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
+    from .options import EXHAUSTIVE_UP_TO
+
+    return CostModel(graph, devices, get_hardware(hardware),
+                     fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+
+
+def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
+                signatures: dict | None = None) -> StageSolution:
+    """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
+    checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`. ``model``: a
+    :func:`stage_cost_model` of the same graph and devices to reuse (its option cache);
+    ``signatures``: :func:`smsg_ms.planner.variables.op_signatures` of ``graph``, when known."""
+    from ..search import solve
+    from .problem import build_problem
+    from .variables import repeated_variable_groups
+
+    if model is None:
+        model = stage_cost_model(graph, devices, hardware)
+    problem, variables = build_problem(graph, model, signatures=signatures)
+    solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables),
+                     progress=False)
+    return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
+
+
+def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:
+    """Per-block :class:`LayerCost` of a stage solution (one micro-batch, per device).
+
+    Forward/backward seconds: compute (``flops / hardware.flops``) and the forward/backward
+    collectives of the chosen strategies plus the redistributions into the block's operators
+    (``volume / bandwidth + latency``, as :meth:`CostModel.breakdown`); gradient synchronisation
+    is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
+    Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
+    a later block reads; input bytes: those of the tensors it reads from earlier blocks.
+    ``structure``: ``(block_of_ops(graph), weight_dependent(graph))`` when already known.
+    """
+    graph, model = sol.graph, sol.model
+    hw = model.hardware
+    (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
+    n = len(names)
+    fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
+    params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
+    cost_of = chosen_costs(sol.variables, sol.choice)
+
+    def coll_seconds(colls, i):
+        for c in colls:
+            if c.phase == "grad_sync":
+                continue
+            t = float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0)
+            if c.phase == "backward":
+                bwd[i] += t
+            else:
+                fwd[i] += t
+
+    timed: dict[tuple, tuple] = {}
+
+    def redistribution_seconds(tensor, src, dst, i):
+        """``coll_seconds`` of a redistribution, its per-collective seconds memoised by what
+        they depend on (:meth:`CostModel.redistribution_seconds`' key); added one by one in
+        the collectives' order, so the sums are the unmemoised ones bit for bit."""
+        a, b = model.normalized(src), model.normalized(dst)
+        if a == b:
+            return
+        key = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tensor.name), a, b)
+        got = timed.get(key)
+        if got is None:
+            got = timed[key] = tuple(
+                (c.phase == "backward",
+                 float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0))
+                for c in model.redistribution(tensor, a, b) if c.phase != "grad_sync")
+        for backward, t in got:
+            if backward:
+                bwd[i] += t
+            else:
+                fwd[i] += t
+
+    for op in graph.ops:
+        i, c = block[op.id], cost_of[op.id]
+        fwd[i] += float(c.flops_fwd) / hw.flops
+        bwd[i] += float(c.flops_bwd) / hw.flops
+        act[i] += float(c.memory.get("activation", 0))
+        coll_seconds(c.collectives, i)
+    for src_id, dst_id, tname, idx in graph.iter_edges():
+        src_op = graph.ops[src_id]
+        src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
+        dst = cost_of[dst_id].in_layouts[idx]
+        if src != dst:
+            redistribution_seconds(graph.tensors[tname], src, dst, block[dst_id])
+    for read in loss_reads(graph, model.devices, variable_index(sol.variables)):
+        src = cost_of[read.producer].out_layouts[read.output]
+        redistribution_seconds(read.tensor, src, read.need, block[read.producer])
+    for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
+        params[i][name] = prm
+    out_b, in_b = [0.0] * n, [0.0] * n
+    for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of), _sent=sent):
+        out_b[i] += nbytes
+        in_b[j] += nbytes
+    return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
+                      tuple(params[i][k] for k in sorted(params[i])), names[i])
+            for i in range(n)]
+
+
+def _blocks_and_costs(sol: StageSolution, known=None) -> tuple[dict, dict]:
+    """``({op id: block index}, {op id: chosen OpCost})`` of a stage solution (``known``: the
+    pair already computed by the caller)."""
+    if known is not None:
+        return known
+    _, block = block_of_ops(sol.graph)
+    return block, chosen_costs(sol.variables, sol.choice)
+
+
+def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, ParamSlice]]:
+    """Every parameter of a stage solution as one device holds it: ``{name: (block index,
+    ParamSlice)}``, from the layout its first consumer (graph order) needs, in graph order."""
+    graph = sol.graph
+    block, cost_of = _blocks_and_costs(sol, _known)
+    out: dict[str, tuple[int, ParamSlice]] = {}
+    for op in graph.ops:
+        for idx, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.kind == "parameter" and name not in out:
+                layout = cost_of[op.id].in_layouts[idx]
+                sl = slice_shape(t.shape, layout)
+                out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
+                                                      sol.devices // layout.shards,
+                                                      float(t.nbytes or 0),
+                                                      t.parallel_optimizer))
+    return out
+
+
+def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
+    """Parameters MindSpore shards under ``enable_parallel_optimizer`` and their shard count
+    (the replicas of the slice: :meth:`ParamSlice.optimizer_shardable`), sorted by name."""
+    return {name: prm.replicas for name, (_, prm) in sorted(parameter_slices(sol).items())
+            if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()}
+
+
+def weight_dependent(graph: OpGraph) -> set[str]:
+    """Names of the tensors computed (transitively) from a trained parameter.
+
+    Only these cross a stage boundary as Send/Receive: a tensor computed from the data inputs and
+    constants alone (mindformers' causal mask, RoPE tables) is computed again on the stage that
+    reads it (observed in the dry-run on mindformers LLaMA: only the hidden state is sent)."""
+    out: set[str] = {n for n, t in graph.tensors.items()
+                     if t.kind == "parameter" and t.requires_grad}
+    size = -1
+    while size != len(out):            # one pass when graph.ops is in topological order
+        size = len(out)
+        for op in graph.ops:
+            if any(name in out for name in op.inputs):
+                out.update(op.outputs)
+    return out
+
+
+def boundary_tensors(sol: StageSolution, _known=None, _sent: set | None = None
+                     ) -> list[tuple[str, tuple[int, int], float]]:
+    """Tensors crossing from one block to the next: ``(name, (producer block, consumer block),
+    per-device bytes)`` in graph order; each tensor once, at its first later consumer, with its
+    producer's chosen layout; only tensors computed from trained weights
+    (:func:`weight_dependent`)."""
+    graph = sol.graph
+    block, cost_of = _blocks_and_costs(sol, _known)
+    sent = _sent if _sent is not None else weight_dependent(graph)
+    out = []
+    for op in graph.ops:
+        for k, name in enumerate(op.outputs):
+            if name not in sent:
+                continue
+            later = sorted({block[c] for c in graph.tensors[name].consumers
+                            if block[c] > block[op.id]})
+            if later:
+                t = graph.tensors[name]
+                sl = slice_shape(t.shape, cost_of[op.id].out_layouts[k])
+                out.append((name, (block[op.id], later[0]),
+                            float(prod(sl) * DTYPE_BYTES.get(t.dtype, 4))))
+    return out
+
+
+def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
+                               ) -> dict[str, list[int]]:
+    """Decisions whose forward MindSpore runs again on a later stage: ``{decision name: [stages]}``
+    (sorted).
+
+    A tensor not computed from trained weights (:func:`weight_dependent`: mindformers' causal
+    mask) is not sent between stages; the stage that reads it computes it again, with the
+    operators that produce it from the data inputs (their forward collectives too: observed in
+    the dry-run on mindformers LLaMA, the mask's AllGather appears on both stages). Found by
+    walking back from every operator of stage ``s`` through producers on earlier stages whose
+    outputs are all weight-independent.
+    """
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    sent = weight_dependent(graph)
+    stage = {op.id: stage_of_block[block[op.id]] for op in graph.ops}
+    name_of = {op: sol.variables[vi].name
+               for op, (vi, _) in variable_index(sol.variables).items()}
+    out: dict[str, set[int]] = {}
+    for s in sorted(set(stage_of_block))[1:]:
+        todo = [op.id for op in graph.ops if stage[op.id] == s]
+        seen: set[int] = set()
+        while todo:
+            for name in graph.ops[todo.pop()].inputs:
+                q = graph.tensors[name].producer
+                if (q is None or q in seen or stage[q] >= s
+                        or any(o in sent for o in graph.ops[q].outputs)):
+                    continue
+                seen.add(q)
+                todo.append(q)
+                out.setdefault(name_of[q], set()).add(s)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
+    """Per-device slice shape and dtype of the (first) tensor computed from trained weights that
+    crosses from block ``boundary`` to a later block, under the producer's layout: what MindSpore
+    Sends between stages."""
+    graph = sol.graph
+    _, block = block_of_ops(graph)
+    cost_of = chosen_costs(sol.variables, sol.choice)
+    sent = weight_dependent(graph)
+    for op in graph.ops:
+        if block[op.id] != boundary:
+            continue
+        for k, name in enumerate(op.outputs):
+            t = graph.tensors[name]
+            if name in sent and any(block[c] > boundary for c in t.consumers):
+                return list(slice_shape(t.shape, cost_of[op.id].out_layouts[k])), t.dtype
+    raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
+
+
+__all__ = ["StageSolution", "block_of_ops", "boundary_slice", "boundary_tensors",
+           "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
+           "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
+           "stage_cost_model", "weight_dependent"]
