@@ -9,11 +9,25 @@ import argparse
 import sys
 
 from .networks import BUILTINS, DEFAULT_NETWORK
+from .search.effort import DEFAULT_SECONDS as DEFAULT_TIME_LIMIT
 
 
 def _network_options(args) -> dict:
     keys = ("batch", "seq", "layers")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -137,9 +151,14 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
                         "--pipeline 1 for one stage)")
+    if args.pipeline is not None and args.time_limit is not None:
+        raise PlanError("--time-limit applies to single-stage plans for now; a pipelined plan "
+                        "bounds each stage solve by the default limit")
     if args.pipeline is None:
         plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
                                     memory_gib=args.memory, write_back=args.write_back,
+                                    time_limit=(DEFAULT_TIME_LIMIT if args.time_limit is None
+                                                else args.time_limit),
                                     **_network_options(args))
     else:
         plan = _plan_pipelined(args)
@@ -268,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
+    p.add_argument("--time-limit", type=positive_seconds, metavar="S",
+                   help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "
+                        "plan is the best found, with its proven optimality gap")
     p.add_argument("--out", help="plan file (default <network>[-<option><value>]-<N>dev"
                                  "[-p<P>][-mb<M>][-os<on|off>][-<hardware>][-mem<GiB>]"
                                  "[-<write-back>].plan.json; the bracketed parts only for "

@@ -300,6 +300,9 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
     totals["redistribution_seconds"] = edge_seconds + into_loss
     totals["step_seconds"] = float(solution.cost)
     totals["memory_bytes"] = float(solution.memory)
+    if solution.bound is not None:   # the search stopped at its work limit (search/effort.py)
+        totals["lower_bound_seconds"] = float(solution.bound)
+        totals["optimality_gap"] = float(solution.gap)
     dp = data_parallel_choice(problem, variables, graph, model.devices)
     dp_cost = problem.total(dp) if dp is not None else math.inf
     totals["data_parallel_step_seconds"] = dp_cost if math.isfinite(dp_cost) else None

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..search.effort import DEFAULT_SECONDS, Effort
+
 #: Up to this many devices the planner proposes every strategy, replicated ones included; above
 #: it only strategies that use every device (MindSpore's ``fully_use_devices``), which keeps the
 #: option count, and the redistribution matrices, tractable.
@@ -35,6 +37,12 @@ class PlanningOptions:
         recompute: allow ``Cell.recompute()`` of blocks (searched) or never (pipelined only).
         workers: processes solving stage plans, ``None``: the default
             (:func:`smsg_ms.planner.workers.default_workers` from 64 devices on; pipelined only).
+        time_limit: seconds of search work (:mod:`smsg_ms.search.effort`: a bound on work, so
+            every rank stops at the same plan); past it the plan is the best found and its
+            totals give the proven lower bound and the optimality gap.
+
+    Raises:
+        ValueError: a time limit that is not a positive number of seconds.
     """
 
     hardware: Any = "ascend910b"
@@ -48,6 +56,15 @@ class PlanningOptions:
     optimizer_sharding: bool | None = None
     recompute: bool = True
     workers: int | None = None
+    time_limit: float = DEFAULT_SECONDS
+
+    def __post_init__(self):
+        Effort(self.time_limit)          # refuses a bad limit before any work
+
+    @property
+    def effort(self) -> Effort:
+        """The search's work limit (:class:`smsg_ms.search.effort.Effort`)."""
+        return Effort(self.time_limit)
 
     def exhaustive_on(self, devices: int) -> bool:
         """Whether a plan on ``devices`` devices proposes every strategy (:attr:`exhaustive`)."""

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from ..devices import check_device_count
 from ..graph.model import OpGraph
 from ..plan import Plan
+from ..search.effort import DEFAULT_SECONDS
 from .errors import PlanningError
 from .options import PlanningOptions
 
@@ -32,7 +33,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                memory_gib: float | None = None, options: dict | None = None,
                network: str | None = None, repeated=None, progress: bool | None = None,
                exhaustive: bool | None = None, choice: list[int] | None = None,
-               write_back: str = "auto", model=None, built: tuple | None = None) -> Plan:
+               write_back: str = "auto", model=None, built: tuple | None = None,
+               time_limit: float = DEFAULT_SECONDS) -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -54,6 +56,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             this call would make (same hardware, ``fully_use_devices = not exhaustive``), to
             reuse its option cache (a pipeline's stage plan).
         built: ``build_problem(graph, model)`` already made with that ``model``, to reuse.
+        time_limit: seconds of search work (:attr:`PlanningOptions.time_limit`).
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
@@ -62,7 +65,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
         smsg_ms.search.NoFeasiblePlan: nothing fits in memory.
     """
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
-                               exhaustive=exhaustive, write_back=write_back)
+                               exhaustive=exhaustive, write_back=write_back,
+                               time_limit=time_limit)
     return plan_graph_with(graph, devices, settings, network=network, network_options=options,
                            repeated=repeated, choice=choice, model=model, built=built)
 
@@ -104,7 +108,7 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
         repeated = repeated_variable_groups(graph, problem, variables)
     if choice is None:
         solution = solve(problem, memory_limit=settings.memory_limit(hw), repeated=repeated,
-                         progress=settings.progress)
+                         progress=settings.progress, effort=settings.effort)
     else:
         from ..search.problem import Solution
         if len(choice) != len(problem.variables):
@@ -119,7 +123,7 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
 
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
                  progress: bool | None = None, write_back: str = "auto",
-                 **network_options) -> Plan:
+                 time_limit: float = DEFAULT_SECONDS, **network_options) -> Plan:
     """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
 
     Raises:
@@ -129,9 +133,9 @@ def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=N
     from ..graph.capture import capture_network
 
     check_device_count(devices)
-    graph = capture_network(spec, **network_options)
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
-                               write_back=write_back)
+                               write_back=write_back, time_limit=time_limit)
+    graph = capture_network(spec, **network_options)
     return plan_graph_with(graph, devices, settings, network=spec,
                            network_options=network_options)
 

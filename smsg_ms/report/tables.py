@@ -123,11 +123,13 @@ LABELS = {
     "relative_to_data_parallel": "step / pure data parallel",
     "pipeline_step_seconds": "pipeline super-step",
     "micro_batch_step_seconds": "step (stage plan)",
+    "lower_bound_seconds": "step: proven lower bound",
+    "optimality_gap": "optimality gap (time limit)",
 }
 
 
 #: Order of the totals rows: the step first, then time by kind, then memory.
-TOTALS_ORDER = ("step_seconds", "pipeline_step_seconds", "micro_batch_step_seconds", "relative_to_data_parallel",
+TOTALS_ORDER = ("step_seconds", "lower_bound_seconds", "optimality_gap", "pipeline_step_seconds", "micro_batch_step_seconds", "relative_to_data_parallel",
                 "data_parallel_step_seconds",
                 "compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
                 "redistribution_seconds", "memory_bytes", "parameter_bytes", "gradient_bytes",
@@ -185,6 +187,8 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
             rows.append((label, missing if value is None else str(value)))
         elif "relative" in key:
             rows.append((label, f"{float(value):.3f}"))
+        elif key == "optimality_gap":
+            rows.append((label, f"{100 * float(value):.2f} %"))
         else:
             rows.append((label, fmt_bytes(value, unit) if is_memory_key(key)
                          else fmt_seconds(value)))
