@@ -14,6 +14,7 @@ import numpy as np
 from ..graph.model import OpGraph
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
+from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
 from .loss import loss_reads
 from .variables import (PlanVariable, op_signature, planned_edges, strategy_key, tensor_names,
                         variable_index)
@@ -155,6 +156,18 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
+    for first, others in input_reads(graph, where):
+        for read in [first] + others:
+            colls = read_collectives(model, first, read, variables, choice)
+            key = (read.tensor.name, tuple((c.kind, c.group, c.phase, c.full_bytes)
+                                           for c in colls))
+            if not colls or key in seen:     # MindSpore's CSE: one per distinct redistribution
+                continue
+            seen.add(key)
+            for coll in colls:
+                out[read.variable].append({"kind": coll.kind, "group": int(coll.group),
+                                           "phase": coll.phase, "bytes": float(coll.full_bytes),
+                                           "tensor": read.tensor.name, "redistribution": True})
     for read in reads:
         for coll in read.collectives(model, read.source(variables, choice[read.variable])):
             out[read.variable].append({"kind": coll.kind, "group": int(coll.group),
@@ -222,19 +235,16 @@ def _block_of(name: str) -> str | None:
 
 def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: list[int],
                       where: dict):
-    """Cuts of each data input as its first consumer needs them (MindSpore ``dataset_strategy``;
-    ``where``: :func:`~smsg_ms.planner.variables.variable_index`)."""
+    """Cuts of each data input (MindSpore ``dataset_strategy``): its first reader's, with one cut
+    dimension at most (:func:`~smsg_ms.planner.data_inputs.dataset_cuts`); replicated for an
+    input no planned operator reads (``where``:
+    :func:`~smsg_ms.planner.variables.variable_index`)."""
+    firsts = {first.tensor.name: first for first, _ in input_reads(graph, where)}
     out = []
     for name in graph.inputs:
-        t = graph.tensors[name]
-        cuts = None
-        for cid in t.consumers:
-            if cid in where:
-                vi, ci = where[cid]
-                idx = graph.ops[cid].inputs.index(name)
-                cuts = list(variables[vi].options[choice[vi]][ci].in_layouts[idx].cuts)
-                break
-        out.append(cuts if cuts is not None else [1] * len(t.shape))
+        first = firsts.get(name)
+        out.append(list(dataset_cuts(first.layout(variables, choice[first.variable]).cuts))
+                   if first is not None else [1] * len(graph.tensors[name].shape))
     return out
 
 
@@ -289,6 +299,14 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             bd = decisions[read.variable].breakdown
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
             into_loss += extra
+    from_data = 0.0
+    for first, _ in input_reads(graph, where):   # the first reader's split of its data input
+        extra = read_seconds(model, first, first, variables, choice[first.variable],
+                             choice[first.variable])
+        if extra:
+            bd = decisions[first.variable].breakdown
+            bd["redistribution"] = bd.get("redistribution", 0.0) + extra
+            from_data += extra
     edge_seconds = 0.0
     for e in problem.edges:     # u < v in graph order: charged to the later primitive
         extra = float(e.cost[choice[e.u], choice[e.v]])
@@ -297,7 +315,7 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             decisions[e.v].breakdown["redistribution"] = (
                 decisions[e.v].breakdown.get("redistribution", 0.0) + extra)
             decisions[e.v].seconds += extra
-    totals["redistribution_seconds"] = edge_seconds + into_loss
+    totals["redistribution_seconds"] = edge_seconds + into_loss + from_data
     totals["step_seconds"] = float(solution.cost)
     totals["memory_bytes"] = float(solution.memory)
     if solution.bound is not None:   # the search stopped at its work limit (search/effort.py)

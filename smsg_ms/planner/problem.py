@@ -16,6 +16,7 @@ import numpy as np
 from ..graph.capture import CUSTOM_BPROP_ATTR
 from ..graph.model import OpGraph
 from ..search.problem import Edge, SearchProblem, Variable
+from .data_inputs import input_reads, read_seconds
 from .loss import loss_reads
 from .variables import PlanVariable, group_variables, planned_edges, variable_index
 
@@ -113,6 +114,19 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
         extra = np.array([read.seconds(model, read.source(variables, o))
                           for o in range(len(variables[read.variable].options))])
         problem_vars[read.variable].cost = problem_vars[read.variable].cost + extra
+
+    # every reader of a data input: from the data-set layout its first reader fixes
+    for first, others in input_reads(graph, var_of_op):
+        u = first.variable
+        options = range(len(variables[u].options))
+        extra = np.array([read_seconds(model, first, first, variables, o, o) for o in options])
+        if extra.any():
+            problem_vars[u].cost = problem_vars[u].cost + extra
+        for read in others:
+            m = np.array([[read_seconds(model, first, read, variables, o, ov)
+                           for ov in range(len(variables[read.variable].options))]
+                          for o in options])
+            _add_pair(pair, problem_vars, u, read.variable, m)
 
     # one layout per parameter across its users
     users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
