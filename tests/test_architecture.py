@@ -217,3 +217,65 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
     assert len(upward) == 1 and "smsg_ms.graph.a (layer 2) imports smsg_ms.search.b" in upward[0]
     assert sorted(p.split(": ", 1)[1] for p in private) == [
         "from smsg_ms.graph.a import _g", "smsg_ms.search.b._hidden"]
+
+
+def test_reading_a_plan_loads_no_planner():
+    """The planner package loads its modules on first use: reading and describing a plan
+    (``smsg-ms explain``) imports neither numpy nor the search."""
+    import subprocess
+    import sys
+
+    code = ("import sys, smsg_ms, smsg_ms.integration.writeback, smsg_ms.planner.write_back; "
+            "print(sorted(m for m in ('numpy', 'smsg_ms.search', 'smsg_ms.planner.problem') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=PACKAGE.parent, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+            if any(getattr(t, "id", "") == "__all__" for t in targets):
+                # a literal list, or a computed one (then its strings somewhere inside)
+                names.update(c.value for c in ast.walk(node.value)
+                             if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            names.update(_top_level_names(ast.Module(body=node.body, type_ignores=[])))
+    return names
+
+
+def test_every_imported_name_exists():
+    """``from smsg_ms.X import name`` names something ``X`` defines (or lists in ``__all__``,
+    for a package that loads it on first use): a moved name cannot be missed in a rarely run
+    function-level import."""
+    modules = module_names()
+    defined = {m: _top_level_names(ast.parse(p.read_text())) for m, p in modules.items()}
+    missing = [f"{name}: from {target} import {n}"
+               for name, path in modules.items()
+               for target, names, _ in imports_of(name, path, modules)[0]
+               for n in names if n != "*" and n not in defined[target]]
+    assert not missing, "imported names that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_planner_s_public_names_load():
+    """Each name :mod:`smsg_ms.planner` lists loads from the module its table names."""
+    import importlib
+
+    import smsg_ms.planner as planner
+
+    assert sorted(planner.__all__) == sorted(n for names in planner._PUBLIC.values()
+                                             for n in names)
+    for module, names in planner._PUBLIC.items():
+        for name in names:
+            value = getattr(planner, name)
+            assert value is getattr(importlib.import_module(f"smsg_ms.planner.{module}"), name)
+    with pytest.raises(AttributeError):
+        planner.no_such_name

@@ -26,7 +26,7 @@ def batch_parallel_seeds(graph, devices: int) -> dict[str, list[list[int]]]:
     ``devices``-way on dimension 0 (when it divides), parameters and constants whole. This is the
     seed MindSpore's ``sharding_propagation`` needs (it propagates from annotated operators).
     """
-    from ..planner import NOT_WRITTEN_BACK
+    from ..planner.variables import NOT_WRITTEN_BACK
 
     seeds: dict[str, list[list[int]]] = {}
     frontier = list(graph.inputs)

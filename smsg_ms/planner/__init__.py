@@ -18,12 +18,29 @@ Modules (each one job; ``docs/architecture.md``):
 """
 from __future__ import annotations
 
-from .errors import PipelinePlanningError, PlanningError
-from .options import EXHAUSTIVE_UP_TO, PlanningOptions
-from .pipelined import plan_network_pipelined, plan_pipelined_with
-from .problem import build_problem
-from .single_stage import plan_graph, plan_graph_with, plan_network
+#: the public names, by the module that defines them
+_PUBLIC = {
+    "errors": ("PipelinePlanningError", "PlanningError"),
+    "options": ("EXHAUSTIVE_UP_TO", "PlanningOptions"),
+    "pipelined": ("plan_network_pipelined", "plan_pipelined_with"),
+    "problem": ("build_problem",),
+    "single_stage": ("plan_graph", "plan_graph_with", "plan_network"),
+}
 
 __all__ = ["EXHAUSTIVE_UP_TO", "PipelinePlanningError", "PlanningError", "PlanningOptions",
            "build_problem", "plan_graph", "plan_graph_with", "plan_network",
            "plan_network_pipelined", "plan_pipelined_with"]
+
+
+def __getattr__(name: str):
+    """The public names, imported on first use: integration and report read
+    :mod:`smsg_ms.planner.write_back` without loading numpy and the search (the startup of
+    ``smsg-ms explain``). Submodule names fall through to the import system."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import errors, options, pipelined, problem, single_stage
+
+    modules = {"errors": errors, "options": options, "pipelined": pipelined,
+               "problem": problem, "single_stage": single_stage}
+    module = next(modules[m] for m, names in _PUBLIC.items() if name in names)
+    return getattr(module, name)
