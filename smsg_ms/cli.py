@@ -187,13 +187,16 @@ def _plan_pipelined(args):
         except ValueError:
             raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
                             f"{args.pipeline!r}") from None
+    import inspect
+
     options = _network_options(args)
     batch = options.pop("batch", None)
+    param = inspect.signature(resolve_spec(args.network)[1]).parameters.get("batch")
+    if param is None:       # the search re-captures the network per micro-batch size
+        raise PlanError(f"--pipeline needs a network with a 'batch' option (it is captured "
+                        f"once per micro-batch size); '{args.network}' has none")
     if batch is None:       # the network function's default batch
-        import inspect
-
-        param = inspect.signature(resolve_spec(args.network)[1]).parameters.get("batch")
-        if param is None or not isinstance(param.default, int):
+        if not isinstance(param.default, int):
             raise PlanError(f"network '{args.network}' has no default batch: give --batch")
         batch = param.default
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),

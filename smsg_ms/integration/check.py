@@ -286,8 +286,8 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
 
 
 def verify_network(plan: Plan, spec: str | None = None) -> None:
-    """Capture ``spec`` (default the plan's network) with the plan's options and compare
-    fingerprints.
+    """Capture ``spec`` (default the plan's network) with the plan's options and compare input
+    shapes, then fingerprints.
 
     Raises:
         PlanError: another network, other options, or the network does not build.
@@ -299,7 +299,9 @@ def verify_network(plan: Plan, spec: str | None = None) -> None:
         graph = capture_network(spec, **plan.options)
     except CaptureError as exc:
         raise PlanError(f"cannot capture network '{spec}': {str(exc).splitlines()[0]}") from exc
-    check_plan_fits(plan, fingerprint=graph.fingerprint(), network=spec)
+    # input shapes first: a changed shape is named as such, not as another fingerprint
+    check_plan_fits(plan, input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
+                    fingerprint=graph.fingerprint(), network=spec)
 
 
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:

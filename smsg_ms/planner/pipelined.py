@@ -175,8 +175,16 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     if stages == "auto":
         blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
         p_list = [p for p in p_list if p <= blocks]
+    elif int(stages) > 1:
+        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
+        if int(stages) > blocks:
+            raise PipelinePlanningError(
+                f"{stages} pipeline stages need at least {stages} repeated blocks; network "
+                f"'{spec}' has {blocks}: use at most {blocks} stages (or --pipeline auto)")
     sharding = ((False, True) if settings.optimizer_sharding is None
                 else (bool(settings.optimizer_sharding),))
+
+    reasons: list[str] = []     # why each search found nothing (the last one is reported)
 
     def search(stage_costs) -> list:
         found = []
@@ -193,8 +201,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                                compute_floor=stage_costs.compute_floor,
                                                cuts=stage_costs.cuts))
                     break
-                except NoFeasiblePipeline:
-                    pass
+                except NoFeasiblePipeline as exc:
+                    reasons.append(str(exc))
         deep = [p for p in p_list if p > 1]
         if deep:
             m_list = [micro_batches] if micro_batches is not None else None
@@ -207,8 +215,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                            cuts=stage_costs.cuts,
                                            incumbent=min((r.step_seconds for r in found),
                                                          default=math.inf)))
-            except NoFeasiblePipeline:
-                pass
+            except NoFeasiblePipeline as exc:
+                reasons.append(str(exc))
         return found
 
     prefetched = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0}
@@ -236,7 +244,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                      captures=costs.family.captures,
                      micro_batch_sizes=sorted(costs.family.graphs))
     if not results:
-        raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.1f} GiB per device")
+        why = f" ({reasons[-1]})" if reasons else ""
+        raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.3g} GiB per device, even with "
+                                 f"every stage planned within it{why}; raise --memory, add "
+                                 "devices or lower the batch")
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     stage = costs.solution(d, b)   # same problem as plan_graph's: no second solve or build

@@ -427,7 +427,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                 best, best_key = found, (p, m, sh, layers)
     if best is None:
         raise NoFeasiblePipeline(
-            f"no pipeline plan fits in {memory_limit / 2**30:.1f} GiB per device on {devices} "
+            f"no pipeline plan fits in {memory_limit / 2**30:.3g} GiB per device on {devices} "
             f"devices (tried {tried} stage/micro-batch/sharding combinations"
             + (f"; {pruned} stage/micro-batch pairs could not beat {incumbent:.4g} s)"
                if pruned else ")"))

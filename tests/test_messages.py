@@ -1,0 +1,37 @@
+"""Misleading messages replaced by the true cause (issue #14 item 4): each bad request gets one
+line that says what is wrong and what to do, and writes no plan file."""
+from __future__ import annotations
+
+import pytest
+
+from test_cli import one_line_error, smsg
+
+TIED = "smsg_ms.networks.tied:build"
+
+
+@pytest.mark.parametrize("args,fragments", [
+    # was "no plan fits in 64.0 GiB per device" for a 1 MiB network
+    (["plan", "mlp", "--pipeline", "2"], ["no repeated blocks"]),
+    (["plan", "llama", "--layers", "2", "--pipeline", "4"],
+     ["4 pipeline stages need at least 4 repeated blocks", "has 2"]),
+    # was "give --batch", then "takes no option batch"
+    (["plan", TIED, "--pipeline", "2"], ["needs a network with a 'batch' option"]),
+    (["plan", "mlp", "--time-limit", "0"], ["positive number of seconds"]),
+])
+def test_bad_request_names_the_cause(tmp_path, args, fragments):
+    proc = smsg(args + ["--out", "p.plan.json"], tmp_path)
+    one_line_error(proc, *fragments)
+    assert not (tmp_path / "p.plan.json").exists()
+
+
+def test_changed_input_shape_is_named(tmp_path):
+    """``check --network`` of a network whose input grew: both shapes named, not a fingerprint."""
+    (tmp_path / "grown.py").write_text(
+        "from smsg_ms.networks.mlp import build as mlp\n\n\n"
+        "def build(batch: int = 8):\n    return mlp(batch=batch * 2, d_in=32, hidden=64, "
+        "d_out=16)\n")
+    made = smsg(["plan", "smsg_ms.networks.mlp:build", "--batch", "8", "--out", "p.plan.json"],
+                tmp_path)
+    assert made.returncode == 0, made.stderr
+    proc = smsg(["check", "p.plan.json", "--network", "grown:build"], tmp_path)
+    one_line_error(proc, "input shapes [[8, 512]]", "[[16, 32]]")
