@@ -7,8 +7,7 @@ Public API (MindSpore is imported only when these are called):
 ``set_auto_parallel_context``, ``AutoParallel``, ``apply_plan``, ``load_plan``, ``save_plan``,
 ``Plan``.
 """
-__version__ = "0.1.0"
-
+from .version import __version__
 from .plan import OpDecision, Plan  # noqa: E402
 from .integration.plan_io import PlanError, load_plan, save_plan  # noqa: E402
 from .integration.annotate import apply_plan  # noqa: E402

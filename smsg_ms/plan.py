@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from . import __version__
+from .version import __version__
 
 PLAN_FORMAT = 1
 _LEAVES = (str, int, float, bool, type(None))

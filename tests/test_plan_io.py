@@ -123,7 +123,7 @@ def test_fit_checks_name_the_mismatch():
 
 
 def test_data_layout_follows_the_shapes_the_compile_gets():
-    from smsg_ms.integration.context import dataset_layout
+    from smsg_ms.integration.writeback import dataset_layout
 
     plan = make_plan()
     plan.dataset_strategy = [[8, 1]]

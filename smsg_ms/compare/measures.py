@@ -1,7 +1,7 @@
 """Planner-neutral measures of a compiled parallel training graph.
 
 Everything here is counted from what MindSpore's compiler produced (the ``planner_compile`` job of
-:mod:`smsg_ms.integration.dryrun_child`), never from smsg's cost model, so every planner is judged
+:mod:`smsg_ms.dryrun.jobs.planners`), never from smsg's cost model, so every planner is judged
 by the same ruler:
 
 * collective bytes per device, by kind and phase (forward, backward, grad_sync), with ring volumes;

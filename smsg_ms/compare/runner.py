@@ -81,7 +81,7 @@ def match_collectives(predicted: list[dict], inserted: list[dict]) -> dict:
 
 
 def _compile(spec, devices, planner, options, strategies=None, timeout=900.0) -> dict:
-    from ..integration.dryrun import run_child
+    from ..dryrun.runner import run_child
 
     job = {"job": "planner_compile", "spec": spec, "options": options, "planner": planner,
            "strategies": strategies or {}}

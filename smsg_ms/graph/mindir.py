@@ -71,7 +71,11 @@ def decode_attribute(attr) -> Any:
     return int(attr.i) if attr.i else (float(attr.f) if attr.f else None)
 
 
-def _output_types(node) -> list[tuple[tuple, str]]:
+def output_types(node) -> list[tuple[tuple, str]]:
+    """``[(shape, dtype name)]`` of each output of a MindIR ``NodeProto``, read from its
+    ``shape`` attribute (one entry for a tensor, one per element of a tuple output; a dimension
+    is an int, or ``"dyn<i>"`` for a dynamic one). An output with no recorded
+    tensor type (a scalar, a monad) is ``((), "scalar")``."""
     for a in node.attribute:
         if a.name != "shape":
             continue
@@ -335,7 +339,7 @@ class _Walker:
         return home, site
 
     def opaque(self, node, out_name: str) -> None:
-        shape, dtype = _output_types(node)[0]
+        shape, dtype = output_types(node)[0]
         self.alias[out_name] = out_name
         self.tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
 
@@ -397,7 +401,7 @@ class _Walker:
             path = remap[1] + path[len(remap[0]):]
         op_id = len(self.ops)
         outs = []
-        types = _output_types(node)
+        types = output_types(node)
         for k, (shape, dtype) in enumerate(types):
             tname = out_name if len(types) == 1 else f"{out_name}:{k}"
             if any(isinstance(d, str) for d in shape):

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..plan import Plan
 from .plan_io import PlanError, check_plan_fits, load_plan
+from .writeback import apply_plan_context
 
 
 def _prefix_candidates(plan_paths: list[str], net_paths: list[str]) -> list[str]:
@@ -123,7 +124,7 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
         graph: the captured :class:`OpGraph` of ``net`` (if at hand); its fingerprint must be
             the plan's.
         set_context: also put MindSpore in semi_auto_parallel with the plan's data layout
-            (:func:`smsg_ms.integration.context.apply_plan_context`).
+            (:func:`smsg_ms.integration.writeback.apply_plan_context`).
 
     Returns:
         The plan applied.
@@ -157,7 +158,6 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
     if stages > 1:
         mark_pipeline_cells(net, plan.pipeline)
     if set_context:
-        from .context import apply_plan_context
         apply_plan_context(plan)
     return plan
 

@@ -15,6 +15,10 @@
 operator no ``shard()`` can reach, i.e. MindSpore's default layout of a functional call costs
 communication, and ``shard`` otherwise. Pipelined plans always use ``shard`` (propagation with
 pipeline stages is not checked).
+
+:func:`apply_plan_context` sets both in MindSpore's context with the plan's data-input layout
+(:func:`dataset_layout`); it lives here, below :mod:`.annotate` and :mod:`.context`, which both
+call it.
 """
 from __future__ import annotations
 
@@ -106,6 +110,60 @@ def wrapper_mode(plan: Plan) -> str:
     """``parallel_mode`` of ``mindspore.parallel.auto_parallel.AutoParallel`` for the plan:
     ``"semi_auto"`` or ``"sharding_propagation"``."""
     return "sharding_propagation" if _mode(plan) == "propagate" else "semi_auto"
+
+
+def dataset_layout(plan: Plan, input_shapes: list | None = None):
+    """The plan's data-input layout for MindSpore: ``None`` (``full_batch``) or a tuple of cut
+    tuples for ``dataset_strategy``, given the shapes the compile receives.
+
+    MindSpore reads compile inputs as whole tensors under ``full_batch`` and as one rank's slice
+    under ``dataset_strategy``. So: a plan without a ``dataset_strategy``, or inputs of the
+    plan's global shapes, give ``full_batch`` (MindSpore slices them for the first operators);
+    inputs that are the per-rank slices of the plan's layout give that ``dataset_strategy``.
+    Inputs after the plan's (a training cell's labels) get the first input's batch cut on their
+    first axis.
+
+    Args:
+        plan: the plan.
+        input_shapes: shape of every compiled input; ``None`` to take the plan's layout as is.
+
+    Raises:
+        PlanError: the inputs are neither the plan's global shapes nor their slices.
+    """
+    if plan.dataset_strategy is None:
+        return None
+    layout = [tuple(int(c) for c in s) for s in plan.dataset_strategy]
+    if input_shapes is None:
+        return tuple(layout)
+    shapes = [tuple(int(d) for d in s) for s in input_shapes]
+    planned = [tuple(s) for s in plan.input_shapes]
+    n = len(layout)
+    if shapes[:n] == planned[:n]:
+        return None
+    sliced = [tuple(d // c if isinstance(d, int) else d for d, c in zip(shape, cuts))
+              for shape, cuts in zip(planned, layout)]
+    if shapes[:n] != sliced[:n]:
+        raise PlanError(f"inputs of shapes {shapes[:n]} are neither the plan's global shapes "
+                        f"{planned[:n]} nor their per-rank slices {sliced[:n]}")
+    batch_cut = layout[0][0] if layout and layout[0] else 1
+    for shape in shapes[n:]:
+        layout.append(tuple([batch_cut] + [1] * (len(shape) - 1)) if shape else ())
+    return tuple(layout)
+
+
+def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
+    """The plan's parallel mode on ``plan.devices`` (semi_auto_parallel, or auto_parallel with
+    sharding propagation for ``write_back="propagate"``:
+    :func:`parallel_context`) with the data-input layout of
+    :func:`dataset_layout` (``full_batch`` or ``dataset_strategy``)."""
+    import mindspore as ms
+
+    ms.set_auto_parallel_context(**parallel_context(plan), device_num=plan.devices)
+    layout = dataset_layout(plan, input_shapes)
+    if layout is None:
+        ms.set_auto_parallel_context(full_batch=True)
+    else:
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=layout)
 
 
 def describe(plan: Plan) -> str:
