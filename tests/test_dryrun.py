@@ -62,3 +62,29 @@ def test_invalid_strategy_is_rejected_with_mindspore_message():
             "options": {"batch": 64, "d_in": 64, "hidden": 128, "d_out": 32},
             "strategies": {"fc1.matmul": [[2, 4], [2, 1]]},
         }, devices=8)
+
+
+def test_child_reports_an_unknown_job_as_data(tmp_path):
+    """The child's entry point turns any failure into a result file (``ok: false``), here
+    without MindSpore: the job name is looked up before anything is built."""
+    import json
+
+    from smsg_ms.dryrun import child
+
+    job, out = tmp_path / "job.json", tmp_path / "result.json"
+    job.write_text(json.dumps({"job": "no_such_job"}))
+    assert child.main(["child", str(job), str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["ok"] is False and result["kind"] == "KeyError"
+    assert "no_such_job" in result["error"]
+    assert not (tmp_path / "result.json.tmp").exists()
+
+
+def test_runner_launches_the_child_module():
+    """The parent starts the child by module name: that module must exist and be the one with
+    the job table."""
+    import importlib
+
+    module = importlib.import_module(runner.CHILD_MODULE)
+    assert {"capture", "compile", "plan_compile", "pipeline_compile", "planner_compile",
+            "read_shard", "capture_train", "init"} == set(module.JOBS)
