@@ -26,6 +26,13 @@ MEMORY_KINDS = ("parameter", "gradient", "optimizer", "activation")
 COLLECTIVE_KINDS = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Send", "Receive",
                     "NeighborExchange", "NeighborExchangeV2")
 PASSES = ("forward", "backward", "grad_sync")
+#: Collectives sending ``(g−1)/g·S`` per device (ring; MindSpore's pipeline gathers of a
+#: micro-step are AllGathers).
+GATHER_LIKE = ("AllGather", "ReduceScatter", "AlltoAll", "MicroStepAllGather",
+               "MiniStepAllGather")
+#: Collectives sending the whole ``S`` per device.
+WHOLE_TENSOR = ("Send", "Receive", "NeighborExchange", "NeighborExchangeV2", "Broadcast",
+                "AlltoAllV")
 
 
 def ring_volume(kind: str, group: int, full_bytes):
@@ -33,14 +40,17 @@ def ring_volume(kind: str, group: int, full_bytes):
 
     ``full_bytes`` is ``S``: the size of the whole tensor the group reduces or gathers.
     ``group`` and ``full_bytes`` may be numpy arrays (vectorised callers; every group > 1).
+
+    Raises:
+        ValueError: ``kind`` is none of :data:`GATHER_LIKE`, :data:`WHOLE_TENSOR`, AllReduce.
     """
     if not isinstance(group, np.ndarray) and group <= 1:
         return 0
     if kind == "AllReduce":
         return 2 * (group - 1) * full_bytes / group
-    if kind in ("AllGather", "ReduceScatter", "AlltoAll"):
+    if kind in GATHER_LIKE:
         return (group - 1) * full_bytes / group
-    if kind in ("Send", "Receive", "NeighborExchange", "NeighborExchangeV2"):
+    if kind in WHOLE_TENSOR:
         return full_bytes
     raise ValueError(f"unknown collective kind {kind!r}")
 
