@@ -102,3 +102,6 @@ def test_pipeline_grad_sync_uses_the_same_formula():
     assert links.grad_sync_seconds(param, 4.0, sharded=False) == 7.0
     assert links.grad_sync_seconds(param, 4.0, sharded=True) == 8.0
     assert links.grad_sync_seconds(ParamSlice(2, 2, 1), 4.0, sharded=False) == 0.0
+    # a Send of 8 bytes: 8 / 2 + 1; over its own point-to-point link: 8 / 8 + 1
+    assert links.send_seconds(8) == 5.0 and links.send_seconds(0) == 0.0
+    assert Links(bandwidth=2.0, latency=1.0, p2p_bandwidth=8.0).send_seconds(8) == 2.0

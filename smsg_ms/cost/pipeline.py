@@ -118,7 +118,9 @@ class Links:
         """One Send of ``nbytes`` to the neighbour stage."""
         if nbytes <= 0:
             return 0.0
-        return self.latency + nbytes / (self.p2p_bandwidth or self.bandwidth)
+        # a Send pairs two devices; ring_volume counts its whole tensor
+        return collective_seconds("Send", 2, nbytes, self.p2p_bandwidth or self.bandwidth,
+                                  self.latency)
 
     def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded: bool) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
