@@ -121,7 +121,7 @@ def time_plain_problem(graph, devices: int) -> float:
 
 def time_mindspore(options: dict, devices: int, timeout: float):
     """MindSpore recursive_programming compile seconds, or the error's first line."""
-    from smsg_ms.integration.dryrun import DryRunError, run_child
+    from smsg_ms.dryrun.runner import DryRunError, run_child
 
     try:
         out = run_child({"job": "planner_compile", "spec": "llama", "options": options,

@@ -66,7 +66,7 @@ def run_rank(args) -> int:
             if "MatMul" in k}
     print(f"rank {get_rank()}: MindSpore used " + json.dumps(used, sort_keys=True), flush=True)
     # the plan's write-back decides the mode: semi_auto_parallel, or sharding propagation
-    from smsg_ms.integration.collectives import read_collectives
+    from smsg_ms.dryrun.collectives import read_collectives
     kinds = sorted(f"{c['type']}/{c.get('group_size')}" for c in read_collectives(net, phase))
     print(f"rank {get_rank()}: parallel_mode {ms.get_auto_parallel_context('parallel_mode')} "
           f"search_mode {ms.get_auto_parallel_context('search_mode')} collectives "
@@ -92,7 +92,7 @@ def run_msrun(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from smsg_ms.integration.dryrun import ensure_toolchain
+    from smsg_ms.dryrun.toolchain import ensure_toolchain
 
     env = ensure_toolchain().environment(args.msrun, 0)
     env.pop("RANK_ID", None)  # msrun gives each worker its rank
@@ -115,7 +115,7 @@ def run_msrun(args) -> int:
 
 
 def simulate(args) -> int:
-    from smsg_ms.integration.dryrun import ensure_toolchain
+    from smsg_ms.dryrun.toolchain import ensure_toolchain
 
     chain = ensure_toolchain()
     argv = [sys.executable] + _rank_argv(args)

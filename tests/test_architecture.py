@@ -20,10 +20,10 @@ Layers, lowest first; a module may import modules of its own layer or a lower on
 ====  =============================================  ============================================
 
 One rule lets a lower layer call up: :mod:`smsg_ms.graph.capture` compiles networks through the
-dry-run. That is allowed for a *launcher*: a module of ``dryrun`` (or today's
-``integration.dryrun``) that imports no :mod:`smsg_ms` module at all, so the upward edge can
+dry-run. That is allowed for a *launcher*: a module of ``dryrun``
+(``dryrun.runner``, ``dryrun.toolchain``) whose imports never leave such modules, so the upward edge can
 neither close a cycle nor pull in any upper layer. The code that runs inside the child process
-(``dryrun_child``) imports graph, networks and integration, and is started as a separate
+(``dryrun.child``, ``dryrun.jobs``) imports graph, networks and integration, and is started as a separate
 process (``python -m``), never imported by the graph layer.
 """
 from __future__ import annotations
@@ -48,12 +48,26 @@ LAYERS = {
     "report": 7,
     "cli": 8, "": 8, "__main__": 8,
 }
-#: packages whose launcher modules (importing nothing of smsg_ms) lower layers may call
-DRYRUN = ("smsg_ms.dryrun", "smsg_ms.integration.dryrun")
-#: private names another branch still imports, with the public name that replaces them: the
-#: dry-run child moves to ``smsg_ms/dryrun/`` on the dry-run branch (issue #15); once it
-#: imports the public name, delete the alias in the module and the entry here
-KNOWN_PRIVATE = {"smsg_ms.graph.mindir._output_types": "smsg_ms.graph.mindir.output_types"}
+#: packages whose launcher modules (importing nothing of smsg_ms outside them) lower layers
+#: may call
+DRYRUN = ("smsg_ms.dryrun",)
+#: private names still imported across modules, with the public name that replaces them (none)
+KNOWN_PRIVATE: dict[str, str] = {}
+
+
+def is_launcher(module: str, imports: dict) -> bool:
+    """A launcher: a module of :data:`DRYRUN` whose imports of :mod:`smsg_ms`, followed through,
+    never leave the launcher modules (``dryrun.runner`` imports ``dryrun.toolchain`` only)."""
+    todo, seen = [module], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if not name.startswith(DRYRUN) or name == DRYRUN[0]:
+            return False
+        todo.extend(t for t, _, _ in imports.get(name, ()))
+    return True
 
 
 def module_names(root: Path = PACKAGE) -> dict[str, Path]:
@@ -140,8 +154,7 @@ def scan(root: Path = PACKAGE):
         for target, _, line in found:
             if layer_of(target) <= layer_of(name):
                 continue
-            launcher = (target.startswith(DRYRUN) and not imports[target])
-            if not launcher:
+            if not is_launcher(target, imports):
                 upward.append(f"{modules[name].relative_to(root.parent)}:{line}: {name} "
                               f"(layer {layer_of(name)}) imports {target} "
                               f"(layer {layer_of(target)})")

@@ -43,7 +43,7 @@ def castnet(tmp_path_factory):
 
 
 def _collectives(spec, strategies):
-    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.dryrun.runner import run_child
 
     out = run_child({"job": "compile", "spec": spec, "strategies": strategies}, devices=8)
     return sorted((c["type"], c["pass"], c["grad_sync"], c["group_size"], tuple(c["in_shape"]),

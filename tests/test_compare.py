@@ -106,7 +106,7 @@ def test_semi_auto_megatron_slices_parameters():
     """fc1 column-parallel [[2,1],[4,1]], fc2 row-parallel [[2,4],[1,4]] on 8 devices: the
     weights are cut 4-way, every other parameter is whole (derived from the strategies)."""
     from smsg_ms.compare import measures
-    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.dryrun.runner import run_child
 
     result = run_child({"job": "planner_compile", "spec": "mlp", "options": MLP,
                         "planner": "semi_auto",

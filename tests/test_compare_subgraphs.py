@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from smsg_ms.compare import measures
-from smsg_ms.integration.dryrun import run_child
+from smsg_ms.dryrun.runner import run_child
 
 pytest.importorskip("mindformers")
 

@@ -14,7 +14,7 @@ from test_cost_vs_mindspore import assert_bank_matches
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
-from smsg_ms.integration import dryrun
+from smsg_ms.dryrun import runner as dryrun
 
 SPEC = "smsg_ms.networks.testnets:build"
 DEVICES = 8

@@ -10,7 +10,7 @@ import pytest
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
-from smsg_ms.integration import dryrun
+from smsg_ms.dryrun import runner as dryrun
 
 SPEC = "smsg_ms.networks.testnets:build"
 OPS = [

@@ -17,7 +17,7 @@ import pytest
 from smsg_ms.cost.layout import TensorLayout, front_split, maps_through_reshape, refined_shape
 from smsg_ms.cost.model import CostModel
 from smsg_ms.graph.model import OpGraph, OpNode, TensorInfo
-from smsg_ms.integration import dryrun
+from smsg_ms.dryrun import runner as dryrun
 from test_cost_vs_mindspore import SPEC, act, backward_difference, observed
 
 PREV = ["prev"]

@@ -14,7 +14,7 @@ from math import prod
 import pytest
 
 from smsg_ms.cost.model import CostModel
-from smsg_ms.integration import dryrun
+from smsg_ms.dryrun import runner as dryrun
 
 SPEC = "smsg_ms.networks.testnets:build"
 

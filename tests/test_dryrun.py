@@ -3,21 +3,21 @@ from __future__ import annotations
 
 import pytest
 
-from smsg_ms.integration import dryrun
+from smsg_ms.dryrun import runner, toolchain
 
 
 def test_toolchain_builds_stub_for_every_cuda_soname(tmp_path, monkeypatch):
     monkeypatch.setenv("SMSG_MS_CACHE", str(tmp_path))
-    chain = dryrun.ensure_toolchain()
+    chain = toolchain.ensure_toolchain()
     names = {p.name for p in chain.lib_dir.iterdir()}
-    assert set(dryrun.CUDA_SONAMES) <= names
+    assert set(toolchain.CUDA_SONAMES) <= names
     assert (chain.cuda_home / "bin" / "nvcc").stat().st_mode & 0o111
     # second call reuses the cache (same folder, nothing rebuilt)
-    assert dryrun.ensure_toolchain() == chain
+    assert toolchain.ensure_toolchain() == chain
 
 
 def test_environment_rejects_bad_rank():
-    chain = dryrun.DryRunToolchain(cuda_home=None, lib_dir=None)  # type: ignore[arg-type]
+    chain = toolchain.DryRunToolchain(cuda_home=None, lib_dir=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="rank 8 is outside"):
         chain.environment(8, 8)
     with pytest.raises(ValueError, match="at least 1"):
@@ -25,9 +25,9 @@ def test_environment_rejects_bad_rank():
 
 
 def test_missing_objdump_names_the_step(monkeypatch, tmp_path):
-    monkeypatch.setattr(dryrun.shutil, "which", lambda name: None)
-    with pytest.raises(dryrun.DryRunSetupError, match="read plugin symbols.*binutils"):
-        dryrun.undefined_cuda_symbols([tmp_path / "x.so"])
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
+    with pytest.raises(toolchain.DryRunSetupError, match="read plugin symbols.*binutils"):
+        toolchain.undefined_cuda_symbols([tmp_path / "x.so"])
 
 
 def test_megatron_mlp_collectives_from_mindspore():
@@ -37,7 +37,7 @@ def test_megatron_mlp_collectives_from_mindspore():
     group (fc2's partial sums), one backward AllReduce over the same group (dx of fc1), and
     gradient AllReduces of fc1/fc2 weights over the 2-device data-parallel group.
     """
-    result = dryrun.run_child({
+    result = runner.run_child({
         "job": "compile", "spec": "mlp",
         "options": {"batch": 64, "d_in": 64, "hidden": 128, "d_out": 32},
         "strategies": {"fc1.matmul": [[2, 1], [4, 1]], "fc2.matmul": [[2, 4], [1, 4]]},
@@ -56,9 +56,35 @@ def test_megatron_mlp_collectives_from_mindspore():
 
 
 def test_invalid_strategy_is_rejected_with_mindspore_message():
-    with pytest.raises(dryrun.DryRunError, match="MatMul"):
-        dryrun.run_child({
+    with pytest.raises(runner.DryRunError, match="MatMul"):
+        runner.run_child({
             "job": "compile", "spec": "mlp",
             "options": {"batch": 64, "d_in": 64, "hidden": 128, "d_out": 32},
             "strategies": {"fc1.matmul": [[2, 4], [2, 1]]},
         }, devices=8)
+
+
+def test_child_reports_an_unknown_job_as_data(tmp_path):
+    """The child's entry point turns any failure into a result file (``ok: false``), here
+    without MindSpore: the job name is looked up before anything is built."""
+    import json
+
+    from smsg_ms.dryrun import child
+
+    job, out = tmp_path / "job.json", tmp_path / "result.json"
+    job.write_text(json.dumps({"job": "no_such_job"}))
+    assert child.main(["child", str(job), str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["ok"] is False and result["kind"] == "KeyError"
+    assert "no_such_job" in result["error"]
+    assert not (tmp_path / "result.json.tmp").exists()
+
+
+def test_runner_launches_the_child_module():
+    """The parent starts the child by module name: that module must exist and be the one with
+    the job table."""
+    import importlib
+
+    module = importlib.import_module(runner.CHILD_MODULE)
+    assert {"capture", "compile", "plan_compile", "pipeline_compile", "planner_compile",
+            "read_shard", "capture_train", "init"} == set(module.JOBS)

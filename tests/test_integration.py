@@ -13,7 +13,8 @@ import pytest
 
 from integration_support import MLP_OPTIONS, data_parallel_plan
 from smsg_ms.devices import DeviceCountError
-from smsg_ms.integration.dryrun import ensure_toolchain, run_child
+from smsg_ms.dryrun.runner import run_child
+from smsg_ms.dryrun.toolchain import ensure_toolchain
 from smsg_ms.integration.plan_io import PlanError, save_plan
 from smsg_ms.plan import OpDecision, Plan
 

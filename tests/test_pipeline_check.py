@@ -207,7 +207,7 @@ def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
 
     from smsg_ms.cost.pipeline import parameter_memory
     from smsg_ms.integration.check import plan_compile_job
-    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.dryrun.runner import run_child
     from smsg_ms.planner.stage_costs import StageCosts
     from smsg_ms.planner.stages import parameter_slices
 

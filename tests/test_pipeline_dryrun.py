@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from smsg_ms.cost.pipeline import LayerCost, Links, ParamSlice
-from smsg_ms.integration.dryrun import run_child
+from smsg_ms.dryrun.runner import run_child
 from smsg_ms.integration.pipeline import (PipelineWriteBackError, check_pipeline,
                                           predicted_point_to_point, ranks_per_stage)
 from smsg_ms.search.pipeline import plan_pipeline

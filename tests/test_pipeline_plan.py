@@ -15,7 +15,7 @@ import pytest
 
 from smsg_ms.cost.pipeline import ParamSlice
 from smsg_ms.integration.check import check_plan
-from smsg_ms.integration.dryrun import run_child
+from smsg_ms.dryrun.runner import run_child
 from smsg_ms.integration.pipeline import ranks_per_stage
 from smsg_ms.plan import Plan
 from test_cli import smsg

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from smsg_ms.integration.dryrun import DryRunError, run_child
+from smsg_ms.dryrun.runner import DryRunError, run_child
 from smsg_ms.devices import DeviceCountError, check_device_count
 
 

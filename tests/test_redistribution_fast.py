@@ -220,8 +220,8 @@ def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
 
 def test_planner_reshape_edges_equal_reference(captured, monkeypatch):
     """BERT at 8 devices: the edges into and out of its Reshapes, where layouts that cannot pass
-    a Reshape are gathered whole (D9, ``planner.problem._through_reshape``), are equal in the fast
-    problem and the plain reference one; and that rule really fires."""
+    a Reshape are gathered whole (D9, ``cost.operators.reshape.through_reshape_block``), are
+    equal in the fast problem and the plain reference one; and that rule really fires."""
     graph = captured("bert")
     fired = []
     real = CostModel.reshape_gathers

@@ -120,7 +120,7 @@ def test_exported_strategy_file_loads_under_the_plans_write_back(captured, plans
     sharding propagation), seeds the propagation like ``shard()``: no bias gathers. The file
     holds only the primitives that read a Parameter (the Dense MatMuls, BiasAdds); the rest
     is propagated."""
-    from smsg_ms.integration.dryrun import run_child
+    from smsg_ms.dryrun.runner import run_child
     from smsg_ms.integration.strategy_files import load_context, write_strategy_ckpt
 
     ckpt = tmp_path / "strategy.json"

@@ -1,7 +1,7 @@
 """Planner-neutral measures of a compiled parallel training graph.
 
 Everything here is counted from what MindSpore's compiler produced (the ``planner_compile`` job of
-:mod:`smsg_ms.integration.dryrun_child`), never from smsg's cost model, so every planner is judged
+:mod:`smsg_ms.dryrun.jobs.planners`), never from smsg's cost model, so every planner is judged
 by the same ruler:
 
 * collective bytes per device, by kind and phase (forward, backward, grad_sync), with ring volumes;
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from math import prod
 
+from ..cost.api import ring_volume
 from .hardware import NeutralHardware, get_neutral_hardware
 
 #: Bytes per element of the dtypes MindSpore reports (``float32``, ``Float32`` ...).
@@ -34,23 +35,16 @@ def ring_bytes(kind: str, group: int, whole_bytes: float) -> float:
     ReduceScatter ``(g−1)/g·S``; AlltoAll ``(g−1)/g·S`` with ``S`` the tensor each device holds
     (it keeps 1/g of it); Send/Receive/Broadcast/NeighborExchange ``S``. Source: Thakur, Rabenseifner
     & Gropp, "Optimization of Collective Communication Operations in MPICH" (IJHPCA 2005), ring
-    AllGather/ReduceScatter and AllReduce = ReduceScatter + AllGather; the same volumes as
-    ``smsg_ms.cost.api.ring_volume``.
+    AllGather/ReduceScatter and AllReduce = ReduceScatter + AllGather. The formula is
+    :func:`smsg_ms.cost.api.ring_volume` (a textbook formula, not smsg's cost model: every
+    planner's compiled graph is measured with it alike).
 
     Raises:
         ValueError: unknown ``kind``.
     """
     if group <= 1:
         return 0.0
-    if kind == "AllReduce":
-        return 2.0 * (group - 1) * whole_bytes / group
-    if kind in ("AllGather", "ReduceScatter", "AlltoAll", "MicroStepAllGather",
-                "MiniStepAllGather"):
-        return (group - 1) * whole_bytes / group
-    if kind in ("Send", "Receive", "Broadcast", "NeighborExchange", "NeighborExchangeV2",
-                "AlltoAllV"):
-        return float(whole_bytes)
-    raise ValueError(f"unknown collective kind {kind!r}")
+    return float(ring_volume(kind, group, whole_bytes))
 
 
 def phase_of(collective: dict) -> str:

@@ -22,11 +22,12 @@ def batch_parallel_seeds(graph, devices: int) -> dict[str, list[list[int]]]:
     """Data-parallel strategies of the first primitives that consume the data inputs.
 
     From each data input, follow consumers through operators that cannot be annotated (no
-    primitive path, or ``Reshape``) to the first annotated primitives; each gets: data tensors cut
+    primitive path, or a refused ``shard()``: :func:`smsg_ms.cost.operators.shard_refused`, a
+    Reshape) to the first annotated primitives; each gets: data tensors cut
     ``devices``-way on dimension 0 (when it divides), parameters and constants whole. This is the
     seed MindSpore's ``sharding_propagation`` needs (it propagates from annotated operators).
     """
-    from ..planner.variables import NOT_WRITTEN_BACK
+    from ..cost.operators import shard_refused
 
     seeds: dict[str, list[list[int]]] = {}
     frontier = list(graph.inputs)
@@ -38,7 +39,7 @@ def batch_parallel_seeds(graph, devices: int) -> dict[str, list[list[int]]]:
         seen.add(name)
         for cid in graph.tensors[name].consumers:
             op = graph.ops[cid]
-            if op.prim_path and op.type not in NOT_WRITTEN_BACK:
+            if op.prim_path and not shard_refused(op.type):
                 if op.prim_path in seeds:
                     continue
                 strategy = []
@@ -81,7 +82,7 @@ def match_collectives(predicted: list[dict], inserted: list[dict]) -> dict:
 
 
 def _compile(spec, devices, planner, options, strategies=None, timeout=900.0) -> dict:
-    from ..integration.dryrun import run_child
+    from ..dryrun.runner import run_child
 
     job = {"job": "planner_compile", "spec": spec, "options": options, "planner": planner,
            "strategies": strategies or {}}

@@ -107,9 +107,9 @@ def read_network_strategies(network_spec: str, devices: int = 8, **network_optio
     child without allocating weights.
 
     Raises:
-        smsg_ms.integration.dryrun.DryRunError: the network does not build.
+        smsg_ms.dryrun.runner.DryRunError: the network does not build.
     """
-    from ..integration.dryrun import run_child
+    from ..dryrun.runner import run_child
 
     result = run_child({"job": "read_shard", "spec": network_spec, "options": network_options},
                        devices=devices)

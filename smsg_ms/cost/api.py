@@ -14,30 +14,65 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .layout import TensorLayout
 
 #: Strategy of one operator: one tuple of cut counts per tensor input (MindSpore's in_strategy).
 Strategy = tuple[tuple[int, ...], ...]
 
+#: Keys of :attr:`OpCost.memory`.
+MEMORY_KINDS = ("parameter", "gradient", "optimizer", "activation")
 COLLECTIVE_KINDS = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "Send", "Receive",
                     "NeighborExchange", "NeighborExchangeV2")
 PASSES = ("forward", "backward", "grad_sync")
+#: Collectives sending ``(g−1)/g·S`` per device (ring; MindSpore's pipeline gathers of a
+#: micro-step are AllGathers).
+GATHER_LIKE = ("AllGather", "ReduceScatter", "AlltoAll", "MicroStepAllGather",
+               "MiniStepAllGather")
+#: Collectives sending the whole ``S`` per device.
+WHOLE_TENSOR = ("Send", "Receive", "NeighborExchange", "NeighborExchangeV2", "Broadcast",
+                "AlltoAllV")
 
 
 def ring_volume(kind: str, group: int, full_bytes):
     """Bytes sent (= received) per device by one collective over ``group`` devices.
 
     ``full_bytes`` is ``S``: the size of the whole tensor the group reduces or gathers.
+    ``group`` and ``full_bytes`` may be numpy arrays (vectorised callers; every group > 1).
+
+    Raises:
+        ValueError: ``kind`` is none of :data:`GATHER_LIKE`, :data:`WHOLE_TENSOR`, AllReduce.
     """
-    if group <= 1:
+    if not isinstance(group, np.ndarray) and group <= 1:
         return 0
     if kind == "AllReduce":
         return 2 * (group - 1) * full_bytes / group
-    if kind in ("AllGather", "ReduceScatter", "AlltoAll"):
+    if kind in GATHER_LIKE:
         return (group - 1) * full_bytes / group
-    if kind in ("Send", "Receive", "NeighborExchange", "NeighborExchangeV2"):
+    if kind in WHOLE_TENSOR:
         return full_bytes
     raise ValueError(f"unknown collective kind {kind!r}")
+
+
+def collective_seconds(kind: str, group: int, full_bytes, bandwidth: float, latency: float,
+                       synchronisations: int = 1) -> float:
+    """Seconds of one collective under the BSP / α-β model: ``volume / bandwidth + latency``.
+
+    ``volume`` is :func:`ring_volume` (bytes each device sends, ``full_bytes`` = ``S`` the
+    group's whole tensor), ``bandwidth`` bytes/s per device and direction, ``latency`` seconds
+    per synchronisation, counted ``synchronisations`` times (a ReduceScatter + AllGather pair
+    moves an AllReduce's volume with two); a group of one sends nothing and costs 0 s.
+    ``group`` and ``full_bytes`` may be numpy arrays (then every group must be > 1). The
+    one formula every time estimate of the cost model uses (``CostModel.breakdown``, the
+    pipeline's gradient synchronisation, the vectorised redistribution in
+    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix`).
+    """
+    if isinstance(group, np.ndarray):  # vectorised: every group > 1, seconds per element
+        return ring_volume(kind, group, full_bytes) / bandwidth + synchronisations * latency
+    if group <= 1:
+        return 0.0
+    return float(ring_volume(kind, group, full_bytes)) / bandwidth + synchronisations * latency
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,17 @@ import sympy
 from ..devices import valid_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
-from .api import Collective, OpCost, Strategy, StrategyError
+from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError, collective_seconds
 from .hardware import Hardware, get_hardware
-from .layout import TensorLayout, maps_through_reshape, operator_layout
-from .operators.base import (Einsum, TensorSide, build_layouts, einsum_cost, enumerate_cuts,
-                             letter_cuts)
+from .layout import TensorLayout, operator_layout
+from .operators import reshape
+from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
+                             enumerate_cuts, letter_cuts)
 from .redistribution import redistribute
 from .shared_parameters import borrowed_inputs
 
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
-MEMORY_KINDS = ("parameter", "gradient", "optimizer", "activation")
 
 
 class CostModel:
@@ -79,19 +79,22 @@ class CostModel:
         return [tuple(self.graph.tensors[n].shape) for n in names]
 
     def spec(self, op: OpNode) -> Einsum | None:
-        """The family declaration of ``op`` (``None``: no family, or Reshape)."""
+        """The family declaration of ``op`` (``None``: no family, or a family without one, as
+        Reshape and OneHot: :mod:`smsg_ms.cost.operators`)."""
         if op.id not in self._specs:
             self._specs[op.id] = operators.describe(op, self._shapes(op.inputs),
                                                     self._shapes(op.outputs))
         return self._specs[op.id]
 
     def _side(self, name: str, borrowed: bool = False) -> TensorSide:
-        """The tensor as an operator sees it; the output of a Cast of a parameter is that
+        """The tensor as an operator sees it; the output of a pass-through operator (a Cast,
+        :func:`~smsg_ms.cost.operators.passes_layout_through`) of a parameter is that
         parameter (MindSpore gives the parameter its consumer's layout through the Cast and
         synchronises its gradient there: the dry-run's RMSNorm weights). ``borrowed``: a
         parameter another operator pays for (:mod:`.shared_parameters`)."""
         t = self.graph.tensors[name]
-        if t.producer is not None and self.graph.ops[t.producer].type == "Cast":
+        if t.producer is not None and \
+                operators.passes_layout_through(self.graph.ops[t.producer].type):
             src = self.graph.tensors[self.graph.ops[t.producer].inputs[0]]
             if src.kind == "parameter":
                 t = src
@@ -138,19 +141,17 @@ class CostModel:
         """Every strategy MindSpore accepts for ``op``, costed, in a fixed order.
 
         Order: cut counts ascending over the cuttable dimensions in device-matrix order (the
-        first option is the unsharded one). Operators that cannot be sharded (no ``prim_path``)
-        or of no known family get one option, MindSpore's semi-auto default (batch-parallel),
-        flagged in ``notes``. Reshape (``shard()`` is refused) gets one option per layout it can
-        pass through without communication, keyed by the input cuts: ``in_layouts[0]`` is what
-        it takes, ``out_layouts[0]`` what it gives; its strategy is never written back.
+        first option is the unsharded one). A family with its own rule gives its options
+        instead (:func:`smsg_ms.cost.operators.own_options`: Reshape, whose ``shard()`` is
+        refused, one per layout it passes through without communication, keyed by the input
+        cuts; OneHot, a strategy over its output). Operators that cannot be sharded (no
+        ``prim_path``) or of no known family get one option, MindSpore's semi-auto default
+        (batch-parallel), flagged in ``notes``.
         """
         if op.id in self._options:
             return self._options[op.id]
-        if op.type == "Reshape":
-            result = self._reshape_options(op)
-        elif op.type == "OneHot" and self._onehot_options(op):
-            result = self._onehot_options(op)
-        else:
+        result = operators.own_options(self, op)
+        if result is None:
             spec = self.spec(op)
             if spec is None or not op.shardable:
                 result = [self._default(op, spec)]
@@ -174,8 +175,8 @@ class CostModel:
         """
         strategy = tuple(tuple(int(c) if isinstance(c, bool) is False and isinstance(c, int)
                                else c for c in part) for part in strategy)
-        if op.type == "Reshape":
-            raise StrategyError(f"{op.label}: Reshape cannot be sharded (MindSpore: shard() "
+        if operators.shard_refused(op.type):
+            raise StrategyError(f"{op.label}: {op.type} cannot be sharded (MindSpore: shard() "
                                 "'goes for nothing'); its layout comes from its neighbours")
         spec = self.spec(op)
         if spec is None:
@@ -234,7 +235,7 @@ class CostModel:
             out["compute"] = float(item.flops_fwd + item.flops_bwd) / hw.flops
         for c in colls:
             key = "grad_sync" if c.phase == "grad_sync" else c.kind
-            t = float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0)
+            t = collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency)
             out[key] = out.get(key, 0.0) + t
         if isinstance(item, OpCost):
             for kind in MEMORY_KINDS:
@@ -267,6 +268,9 @@ class CostModel:
         out = {"flops_fwd": sympy.factor(raw["flops_fwd"]),
                "flops_bwd": sympy.factor(raw["flops_bwd"])}
         for kind, group, nbytes, phase, tensor, _ in raw["collectives"]:
+            # ring_volume's formula on symbols (it cannot test a symbolic group against 1);
+            # NeighborExchangeV2 keeps (g-1)/g·S here where ring_volume counts S: plan files
+            # store these formulas, so aligning the two would change existing plans
             factor = 2 if kind == "AllReduce" else 1
             key = f"{phase}:{kind}:{tensor}"
             out[key] = sympy.factor(out.get(key, 0) + factor * (group - 1) * nbytes / group)
@@ -323,142 +327,39 @@ class CostModel:
                                                 "gradient of a replicated weight"))
         for name in op.outputs:
             shape = tuple(self.graph.tensors[name].shape)
-            cut = batch if shape and _divides(shape[0], batch) else 1
+            cut = batch if shape and divides(shape[0], batch) else 1
             outs.append(operator_layout([cut] + [1] * (len(shape) - 1), list(range(len(shape))),
                                         n) if shape else TensorLayout.replicated(0, n))
         return OpCost(tuple(strategy), ins, outs, 0, 0, colls, mem,
                       [f"fallback: no cost family for {op.type}; batch-parallel layout (MindSpore's "
                        "semi-auto default), FLOPs not counted"])
 
-    def _onehot_options(self, op: OpNode) -> list[OpCost]:
-        """OneHot of 1-D indices ``(N,)`` into ``(N, depth)`` (``ops_info/onehot_info.cc``): the
-        strategy is the *output's* ``((a, b), (), ())``; device matrix ``(a, b)``, the indices
-        cut ``a``-way, the classes ``b``-way (each device writes its own class range, no
-        collective); ``a·b`` = the device count (MindSpore 2.10 mis-slices the classes under
-        repeated calculation: the dry-run's compile fails). ``[]`` for other ranks or axes (the
-        batch-parallel default then)."""
-        shape = tuple(self.graph.tensors[op.inputs[0]].shape)
-        out = tuple(self.graph.tensors[op.outputs[0]].shape)
-        if len(shape) != 1 or len(out) != 2 or op.attrs.get("axis", -1) != -1:
-            return []
-        from .operators.base import divisors
-        n = self.devices
-        result = []
-        for a in divisors(n):
-            for b in divisors(n // a):
-                if not (_divides(out[0], a) and _divides(out[1], b)):
-                    continue
-                if a * b != n:  # with repeated calculation the dry-run's compile fails
-                    continue      # (the classes end up cut by the repeat count as well)
-                ins = [operator_layout([a, b], [0], n)] + [
-                    TensorLayout.replicated(len(self.graph.tensors[t].shape), n)
-                    for t in op.inputs[1:]]
-                result.append(OpCost(((a, b),) + ((),) * (len(op.inputs) - 1), ins,
-                                     [operator_layout([a, b], [0, 1], n)], 0, 0, [],
-                                     {k: 0 for k in MEMORY_KINDS},
-                                     ["OneHot: strategy over the output (N, depth)"]))
-        return result
-
     def reshape_gathers(self, op: OpNode, layout: TensorLayout, side: str) -> bool:
-        """Whether MindSpore gathers the whole tensor at Reshape ``op`` because ``layout`` cannot
-        pass it (:func:`~smsg_ms.cost.layout.maps_through_reshape`): ``side="input"``, the
-        producer's layout of the Reshape's input; ``side="output"``, a consumer's layout of its
-        output. MindSpore then gathers the input as it comes, reshapes and slices (D9 in
-        docs/known-differences.md): so the redistribution into the Reshape goes to the
-        replicated layout (input side), or the one out of it first gathers the Reshape's output
-        (output side; same collectives, the reshape moves no data). ``False`` for other
-        operators (a Cast passing a layout through has equal shapes).
+        """Whether MindSpore gathers the whole tensor at Reshape ``op`` because ``layout``
+        cannot pass it: :func:`smsg_ms.cost.operators.reshape.gathers` on this model's graph
+        (``side``: ``"input"`` or ``"output"``; ``False`` for other operators).
 
         Raises:
             ValueError: ``side`` is neither ``"input"`` nor ``"output"``.
         """
-        if side not in ("input", "output"):
-            raise ValueError(f"side {side!r}: expected 'input' or 'output'")
-        if op.type != "Reshape":
-            return False
-        shapes = (tuple(self.graph.tensors[op.inputs[0]].shape),
-                  tuple(self.graph.tensors[op.outputs[0]].shape))
-        mine, other = shapes if side == "input" else shapes[::-1]
-        return not maps_through_reshape(layout, mine, other)
+        return reshape.gathers(self.graph, op, layout, side)
 
     def reshape_redistribution(self, op: OpNode, src: TensorLayout,
                                dst: TensorLayout) -> list[Collective]:
-        """Collectives of moving ``src`` (the producer's layout of Reshape ``op``'s input) to
-        ``dst`` (the consumer's layout of its output) through ``op``, as the search charges
-        them: the cheapest option (by :meth:`seconds`) of the two redistributions into and out
-        of the Reshape, with :meth:`reshape_gathers` applied on both sides."""
-        n = self.devices
-        t_in, t_out = (self.graph.tensors[op.inputs[0]], self.graph.tensors[op.outputs[0]])
-        best = None
-        for opt in self.options(op):
-            head = TensorLayout.replicated(len(t_in.shape), n) \
-                if self.reshape_gathers(op, src, "input") else opt.in_layouts[0]
-            tail = TensorLayout.replicated(len(t_out.shape), n) \
-                if self.reshape_gathers(op, dst, "output") else dst
-            colls = (self.redistribution(t_in, src, head)
-                     + self.redistribution(t_out, opt.out_layouts[0], tail))
-            if best is None or self.seconds(colls) < self.seconds(best):
-                best = colls
-        return best or []
+        """Collectives of moving ``src`` through Reshape ``op`` to ``dst`` as the search
+        charges them: :func:`smsg_ms.cost.operators.reshape.redistribution_through`."""
+        return reshape.redistribution_through(self, op, src, dst)
 
     def passthrough_options(self, op: OpNode) -> list[OpCost]:
         """Options of an operator MindSpore does not treat as parallel (a Cast): one per layout
-        its output keeps from its input, free, as a Reshape with equal input and output shapes.
-        A Cast of a parameter costs nothing here: its consumer is costed as reading the
-        parameter itself (:meth:`_side`)."""
-        return self._reshape_options(op)
+        its output keeps from its input, free
+        (:func:`smsg_ms.cost.operators.passthrough_options`). A Cast of a parameter costs
+        nothing here: its consumer is costed as reading the parameter itself (:meth:`_side`).
 
-    def _reshape_options(self, op: OpNode) -> list[OpCost]:
-        """One option per layout a Reshape (or a Cast) passes through with no communication:
-        per group of dimensions it merges or splits (:func:`reshape_groups`), a cut count that
-        splits both sides into contiguous chunks (:func:`~smsg_ms.cost.layout.front_split`:
-        32 rows cut 8 into ``(4, 8)`` cut ``(4, 2)``; 768 cut 4 into 12 heads cut 4 × 64).
-        Keyed by the input cuts."""
-        from .layout import front_split
-        from .operators.base import divisors
-        import itertools
-        src = tuple(self.graph.tensors[op.inputs[0]].shape)
-        dst = tuple(self.graph.tensors[op.outputs[0]].shape)
-        groups = [(gi, go) for gi, go in (reshape_groups(src, dst) or []) if gi and go]
-        n = self.devices
-        choices = []
-        for g_in, g_out in groups:
-            row = []
-            for c in divisors(n):
-                if c == 1:
-                    row.append((1, [1] * len(g_in), [1] * len(g_out)))
-                    continue
-                sizes_in, sizes_out = [src[i] for i in g_in], [dst[j] for j in g_out]
-                if any(not isinstance(x, int) for x in sizes_in + sizes_out):
-                    if len(g_in) == len(g_out) == 1 and _divides(sizes_in[0], c) and \
-                            _divides(sizes_out[0], c):
-                        row.append((c, [c], [c]))
-                    continue
-                a, b = front_split(sizes_in, c), front_split(sizes_out, c)
-                if a is not None and b is not None:
-                    row.append((c, a, b))
-            choices.append(row)
-        out = []
-        for combo in itertools.product(*choices):
-            if n % prod(c for c, _, _ in combo):
-                continue
-            in_cuts = [1] * len(src)
-            sides = []
-            for dims, pick in ((len(src), 1), (len(dst), 2)):
-                axes, where = [], [None] * dims
-                for (g_in, g_out), chosen in zip(groups, combo):
-                    for d, c in zip(g_in if pick == 1 else g_out, chosen[pick]):
-                        if c > 1:
-                            where[d] = len(axes)
-                            axes.append(c)
-                            if pick == 1:
-                                in_cuts[d] = c
-                sides.append(operator_layout(axes, where, n))
-            out.append(OpCost(tuple([tuple(in_cuts)]), [sides[0]], [sides[1]], 0, 0, [],
-                              {k: 0 for k in MEMORY_KINDS},
-                              ["Reshape: layout passed through (not written back; MindSpore "
-                               "redistributes around it)"]))
-        return out
+        Raises:
+            ValueError: ``op`` is no pass-through operator.
+        """
+        return operators.passthrough_options(self, op)
 
 
 def batch_parallel_cut(devices: int, first_dims) -> int:
@@ -476,34 +377,3 @@ def batch_parallel_cut(devices: int, first_dims) -> int:
             return devices
         cut = math.gcd(cut, size)
     return cut
-
-
-def _divides(size, cut) -> bool:
-    return not isinstance(size, int) or size % cut == 0
-
-
-def reshape_groups(src: tuple, dst: tuple):
-    """Pair runs of input and output dimensions with equal products (a reshape merges or splits
-    only within such runs). Returns ``[(input dims, output dims), ...]``, or ``None`` when
-    symbolic sizes prevent the pairing."""
-    if any(not isinstance(s, int) for s in src + dst):
-        return [([i], [i]) for i in range(len(src))] if src == dst else None
-    groups, i, j = [], 0, 0
-    try:
-        while i < len(src) and j < len(dst):
-            gi, gj, pi, pj = [i], [j], src[i], dst[j]
-            i, j = i + 1, j + 1
-            while pi != pj:
-                if pi < pj:
-                    pi *= src[i]
-                    gi.append(i)
-                    i += 1
-                else:
-                    pj *= dst[j]
-                    gj.append(j)
-                    j += 1
-            groups.append((gi, gj))
-    except IndexError:
-        return None
-    groups += [([k], []) for k in range(i, len(src))] + [([], [k]) for k in range(j, len(dst))]
-    return groups

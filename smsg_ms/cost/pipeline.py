@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .api import collective_seconds
+
 #: MindSpore's default ``parallel_optimizer_threshold``: 64 KB (KB = 1024 bytes), opt_param_mgr.cc.
 OPTIMIZER_THRESHOLD_BYTES = 64 * 1024
 
@@ -116,16 +118,15 @@ class Links:
         """One Send of ``nbytes`` to the neighbour stage."""
         if nbytes <= 0:
             return 0.0
-        return self.latency + nbytes / (self.p2p_bandwidth or self.bandwidth)
+        # a Send pairs two devices; ring_volume counts its whole tensor
+        return collective_seconds("Send", 2, nbytes, self.p2p_bandwidth or self.bandwidth,
+                                  self.latency)
 
     def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded: bool) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
         ReduceScatter + AllGather (same volume, two synchronisations) when optimizer-sharded."""
-        r = param.replicas
-        if r <= 1:
-            return 0.0
-        volume = 2 * (r - 1) / r * param.elements * grad_bytes
-        return (2 if sharded else 1) * self.latency + volume / self.bandwidth
+        return collective_seconds("AllReduce", param.replicas, param.elements * grad_bytes,
+                                  self.bandwidth, self.latency, 2 if sharded else 1)
 
 
 def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> dict[str, float]:

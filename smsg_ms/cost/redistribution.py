@@ -39,7 +39,7 @@ from math import prod
 
 import numpy as np
 
-from .api import Collective
+from .api import Collective, collective_seconds
 from .layout import TensorLayout, split_at
 
 
@@ -431,7 +431,8 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     total = np.zeros(len(srcs) * len(dsts))
     for at, row, run, grown in steps:      # each pair adds its gathers in order, as before
         g = np.left_shift(1, run.astype(np.int64))
-        t = ((g - 1) * (src_bytes[row] << grown.astype(np.int64))) / g / bandwidth + latency
+        t = collective_seconds("AllGather", g, src_bytes[row] << grown.astype(np.int64),
+                               bandwidth, latency)
         total[at] += t
     total = total.reshape(len(srcs), len(dsts))
     return total + total if backward else total

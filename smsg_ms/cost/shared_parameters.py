@@ -17,6 +17,7 @@ head): two gradient AllReduces (table and ``w``), not three.
 from __future__ import annotations
 
 from ..graph.model import OpGraph
+from .operators import passes_layout_through
 
 
 def parameter_source(graph: OpGraph, name: str) -> str:
@@ -28,7 +29,7 @@ def parameter_source(graph: OpGraph, name: str) -> str:
         if t.kind == "parameter" or t.producer is None:
             return seen if t.kind == "parameter" else name
         op = graph.ops[t.producer]
-        if op.type != "Cast":
+        if not passes_layout_through(op.type):
             return name
         seen = op.inputs[0]
 
@@ -40,7 +41,7 @@ def readers(graph: OpGraph, parameter: str) -> list[int]:
     while todo:
         for op_id in graph.tensors[todo.pop()].consumers:
             op = graph.ops[op_id]
-            if op.type == "Cast":
+            if passes_layout_through(op.type):
                 todo.extend(op.outputs)
             else:
                 out.append(op_id)
@@ -51,7 +52,7 @@ def borrowed_inputs(graph: OpGraph, op_id: int) -> tuple[int, ...]:
     """Positions of the inputs of operator ``op_id`` that are parameters another operator pays
     for: one that reads the parameter earlier (empty for almost every operator)."""
     op = graph.ops[op_id]
-    if op.type == "Cast":
+    if passes_layout_through(op.type):
         return ()
     out = []
     for i, name in enumerate(op.inputs):

@@ -244,9 +244,9 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
 
     Raises:
         CaptureError: the spec does not resolve, the function raises, or MindSpore rejects it.
-        smsg_ms.integration.dryrun.DryRunSetupError: the dry-run cannot be set up.
+        smsg_ms.dryrun.toolchain.DryRunSetupError: the dry-run cannot be set up.
     """
-    from ..integration.dryrun import DryRunError, run_child
+    from ..dryrun.runner import DryRunError, run_child
 
     _check_spec(spec, options)
     try:
@@ -267,12 +267,12 @@ def capture_training_graph(spec: str, devices: int = 1, **options):
 
     Returns:
         :class:`TrainingCapture` with the graph, the collectives MindSpore inserted
-        (:mod:`smsg_ms.integration.collectives` records) and the child's build+compile seconds.
+        (:mod:`smsg_ms.dryrun.collectives` records) and the child's build+compile seconds.
 
     Raises:
         CaptureError: as :func:`capture_network`.
     """
-    from ..integration.dryrun import DryRunError, run_child
+    from ..dryrun.runner import DryRunError, run_child
 
     _check_spec(spec, options)
     try:

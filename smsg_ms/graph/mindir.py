@@ -72,8 +72,10 @@ def decode_attribute(attr) -> Any:
 
 
 def output_types(node) -> list[tuple[tuple, str]]:
-    """``(shape, dtype)`` of each output of a MindIR node, read off its ``shape`` attribute
-    (also read by the dry-run child on compiled graphs)."""
+    """``[(shape, dtype name)]`` of each output of a MindIR ``NodeProto``, read from its
+    ``shape`` attribute (one entry for a tensor, one per element of a tuple output; a dimension
+    is an int, or ``"dyn<i>"`` for a dynamic one). An output with no recorded
+    tensor type (a scalar, a monad) is ``((), "scalar")``."""
     for a in node.attribute:
         if a.name != "shape":
             continue
@@ -472,8 +474,3 @@ def _canonical_names(graph: OpGraph) -> OpGraph:
         op.outputs = [rename.get(n, n) for n in op.outputs]
     return OpGraph(graph.ops, tensors, [rename.get(n, n) for n in graph.inputs],
                    [rename.get(n, n) for n in graph.outputs], graph.name, graph.warnings)
-
-
-#: the name the dry-run child (moved to ``smsg_ms.dryrun`` on another branch) still imports;
-#: remove once it imports :func:`output_types`
-_output_types = output_types

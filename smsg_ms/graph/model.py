@@ -256,7 +256,7 @@ def collectives_in_graph(graph: OpGraph) -> list[dict]:
 
     Dicts with ``type``, ``pass``, ``grad_sync``, ``group`` (``[]``: not resolved here),
     ``group_size`` (from a ``"<size>-<hash>"`` group name, else 0), ``in_shape``, ``out_shape``,
-    ``dtype``, ``scope``, ``attrs`` — the keys of ``integration.collectives.collectives_from_model``.
+    ``dtype``, ``scope``, ``attrs`` — the keys of ``dryrun.collectives.collectives_from_model``.
     """
     out = []
     for op in graph.ops:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..plan import Plan
 from .plan_io import PlanError, check_plan_fits, load_plan
+from .writeback import apply_plan_context
 
 
 def _prefix_candidates(plan_paths: list[str], net_paths: list[str]) -> list[str]:
@@ -157,7 +158,6 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
     if stages > 1:
         mark_pipeline_cells(net, plan.pipeline)
     if set_context:
-        from .writeback import apply_plan_context
         apply_plan_context(plan)
     return plan
 

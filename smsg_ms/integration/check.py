@@ -62,7 +62,7 @@ def loss_collectives(inserted: list[dict]) -> set[int]:
 
 
 def inserted_key(c: dict, loss: bool = False) -> Key:
-    """Key of a collective from :mod:`smsg_ms.integration.collectives`; the phase of the loss's
+    """Key of a collective from :mod:`smsg_ms.dryrun.collectives`; the phase of the loss's
     collectives ends in ``" (loss)"``."""
     phase = "grad_sync" if c["grad_sync"] else c["pass"]
     return c["type"], phase + (LOSS_SUFFIX if loss else ""), int(c["group_size"])
@@ -274,7 +274,7 @@ def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list
 
 
 def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
-    """The dry-run job for ``plan`` (see ``dryrun_child``): ``plan_compile``, or
+    """The dry-run job for ``plan`` (see :mod:`smsg_ms.dryrun.jobs.compile`): ``plan_compile``, or
     ``pipeline_compile`` for a plan whose record changes the training step (:func:`pipelined`)."""
     if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
@@ -309,9 +309,9 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
 
     Raises:
         PlanError: the plan does not fit the network (fingerprint).
-        smsg_ms.integration.dryrun.DryRunSetupError: the dry-run cannot be set up.
+        smsg_ms.dryrun.toolchain.DryRunSetupError: the dry-run cannot be set up.
     """
-    from .dryrun import DryRunError, run_child
+    from ..dryrun.runner import DryRunError, run_child
 
     verify_network(plan, spec)
     predicted = predicted_collectives(plan)

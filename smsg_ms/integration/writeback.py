@@ -48,22 +48,6 @@ def wrapper_mode(plan: Plan) -> str:
     return "sharding_propagation" if _mode(plan) == "propagate" else "semi_auto"
 
 
-def describe(plan: Plan) -> str:
-    """One line for ``plan``/``explain`` output: the mode and why."""
-    unreached = unreached_with_collectives(plan)
-    if _mode(plan) == "propagate":
-        why = (f"{len(unreached)} functional operators no shard() reaches are predicted to "
-               f"communicate under the semi-auto default ({', '.join(unreached[:2])}"
-               f"{' ...' if len(unreached) > 2 else ''})" if unreached else "requested")
-        return ("write-back: propagate (auto_parallel, sharding_propagation seeded with the "
-                f"{len(plan.strategies)} planned strategies): {why}; the predicted costs of "
-                "those operators assume the semi-auto default")
-    extra = (f"; {len(unreached)} functional operators keep MindSpore's default and are predicted"
-             " to communicate (--write-back propagate would let MindSpore lay them out)"
-             if unreached else "")
-    return f"write-back: shard (semi_auto_parallel){extra}"
-
-
 def dataset_layout(plan: Plan, input_shapes: list | None = None):
     """The plan's data-input layout for MindSpore: ``None`` (``full_batch``) or a tuple of cut
     tuples for ``dataset_strategy``, given the shapes the compile receives.
@@ -106,7 +90,7 @@ def dataset_layout(plan: Plan, input_shapes: list | None = None):
 def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
     """The plan's parallel mode on ``plan.devices`` (semi_auto_parallel, or auto_parallel with
     sharding propagation for ``write_back="propagate"``:
-    :func:`smsg_ms.integration.writeback.parallel_context`) with the data-input layout of
+    :func:`parallel_context`) with the data-input layout of
     :func:`dataset_layout` (``full_batch`` or ``dataset_strategy``)."""
     import mindspore as ms
 
@@ -116,3 +100,19 @@ def apply_plan_context(plan: Plan, input_shapes: list | None = None) -> None:
         ms.set_auto_parallel_context(full_batch=True)
     else:
         ms.set_auto_parallel_context(full_batch=False, dataset_strategy=layout)
+
+
+def describe(plan: Plan) -> str:
+    """One line for ``plan``/``explain`` output: the mode and why."""
+    unreached = unreached_with_collectives(plan)
+    if _mode(plan) == "propagate":
+        why = (f"{len(unreached)} functional operators no shard() reaches are predicted to "
+               f"communicate under the semi-auto default ({', '.join(unreached[:2])}"
+               f"{' ...' if len(unreached) > 2 else ''})" if unreached else "requested")
+        return ("write-back: propagate (auto_parallel, sharding_propagation seeded with the "
+                f"{len(plan.strategies)} planned strategies): {why}; the predicted costs of "
+                "those operators assume the semi-auto default")
+    extra = (f"; {len(unreached)} functional operators keep MindSpore's default and are predicted"
+             " to communicate (--write-back propagate would let MindSpore lay them out)"
+             if unreached else "")
+    return f"write-back: shard (semi_auto_parallel){extra}"

@@ -11,6 +11,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..cost.operators import reshape
+from ..cost.operators.reshape import edge_destination
 from ..graph.model import OpGraph
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
@@ -103,15 +105,13 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
     """Collectives of the redistributions the chosen plan needs, by consumer variable index
     (``where``: :func:`~smsg_ms.planner.variables.variable_index`; ``reads``: the loss's
     :func:`~smsg_ms.planner.loss.loss_reads`)."""
-    from ..cost.layout import TensorLayout
-
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
     made: dict[tuple, list] = {}
     gathers: dict[tuple, bool] = {}
 
     def reshape_gathers(op, layout, side) -> bool:    # memoised by what it reads
-        if op.type != "Reshape":
+        if op.type not in reshape.TYPES:
             return False
         key = (layout, side, graph.tensors[op.inputs[0]].shape,
                graph.tensors[op.outputs[0]].shape)
@@ -135,9 +135,8 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
         if got is None:
             src = U.options[choice[u]][uc].out_layouts[out_idx]
             dst = V.options[choice[v]][vc].in_layouts[idx]
-            if reshape_gathers(graph.ops[dst_id], src, "input") or \
-                    reshape_gathers(graph.ops[src_id], dst, "output"):  # D9: gather it all
-                dst = TensorLayout.replicated(len(graph.tensors[tname].shape), model.devices)
+            dst = edge_destination(graph, graph.ops[src_id], graph.ops[dst_id], tname, src, dst,
+                                   model.devices, gathered=reshape_gathers)  # D9
             pair = (model.normalized(src), model.normalized(dst))
             got = structural[skey] = (src, dst, src == dst,
                                       pair_ids.setdefault(pair, len(pair_ids)), pair)

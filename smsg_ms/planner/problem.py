@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..cost.operators.reshape import through_reshape_block
 from ..graph.capture import CUSTOM_BPROP_ATTR
 from ..graph.model import OpGraph
 from ..search.problem import Edge, SearchProblem, Variable
@@ -91,7 +92,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
             src, src_of = _distinct([ou[uc].out_layouts[out_idx] for ou in U.options])
             dst, dst_of = _distinct([ov[vc].in_layouts[idx] for ov in V.options])
             small = np.array([[redist_seconds(tensor, a, b) for b in dst] for a in src])
-        small = _through_reshape(model, U.ops[uc], V.ops[vc], tensor, src, dst, small)
+        small = through_reshape_block(model, U.ops[uc], V.ops[vc], tensor, src, dst, small)
         m = small[np.ix_(src_of, dst_of)]
         if reuse:
             m.flags.writeable = False
@@ -225,28 +226,6 @@ def _agrees_with_reference(model, tensor, src: list, dst: list, m: np.ndarray) -
                           RuntimeWarning, stacklevel=3)
             return False
     return True
-
-
-def _through_reshape(model, producer, consumer, tensor, src: list, dst: list,
-                     block: np.ndarray) -> np.ndarray:
-    """``block`` (seconds, ``src`` × ``dst``) with MindSpore's whole-tensor gather at a Reshape
-    a layout cannot pass (``CostModel.reshape_gathers``, D9): a row whose source cannot enter
-    the consumer Reshape costs its redistribution to the replicated layout whatever the
-    destination; a column whose destination cannot leave the producer Reshape costs, per row,
-    the gather of the Reshape's output to the replicated layout."""
-    from ..cost.layout import TensorLayout
-
-    rows = [i for i, a in enumerate(src) if model.reshape_gathers(consumer, a, "input")]
-    cols = [j for j, b in enumerate(dst) if model.reshape_gathers(producer, b, "output")]
-    if not rows and not cols:
-        return block
-    block = np.array(block, dtype=float)
-    whole = TensorLayout.replicated(len(tensor.shape), model.devices)
-    for i in rows:
-        block[i, :] = model.redistribution_seconds(tensor, src[i], whole)
-    for j in cols:
-        block[:, j] = [model.redistribution_seconds(tensor, a, whole) for a in src]
-    return block
 
 
 def _distinct(items: list) -> tuple[list, np.ndarray]:

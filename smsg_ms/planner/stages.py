@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..cost.api import collective_seconds
 from ..cost.pipeline import LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
@@ -161,7 +162,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         for c in colls:
             if c.phase == "grad_sync":
                 continue
-            t = float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0)
+            t = collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency)
             if c.phase == "backward":
                 bwd[i] += t
             else:
@@ -181,7 +182,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         if got is None:
             got = timed[key] = tuple(
                 (c.phase == "backward",
-                 float(c.volume) / hw.bandwidth + (hw.latency if c.group > 1 else 0.0))
+                 collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency))
                 for c in model.redistribution(tensor, a, b) if c.phase != "grad_sync")
         for backward, t in got:
             if backward:

@@ -16,17 +16,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..cost.operators import passes_layout_through, priced_by_own_rule, shard_refused
 from ..cost.shared_parameters import borrowed_inputs
 from ..graph.model import OpGraph, OpNode, sorted_json
 from ..search.problem import SearchProblem
 from .errors import PlanningError
 
-#: Primitives whose ``shard()`` MindSpore refuses: planned per call, never written back.
-#: (To come from the cost model's operator registry once it declares it.)
-NOT_WRITTEN_BACK = {"Reshape"}
-#: Operators the cost model prices by its own rule (no family declaration), written back.
-#: (To come from the cost model's operator registry once it declares it.)
-OWN_RULES = {"OneHot"}
 
 
 @dataclass
@@ -116,7 +111,7 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
     by_path: dict[str, list[OpNode]] = defaultdict(list)
     order: list[tuple[int, str | int]] = []
     for op in graph.ops:
-        if op.prim_path and op.type not in NOT_WRITTEN_BACK and not _transparent_cast(graph, op):
+        if op.prim_path and not shard_refused(op.type) and not _transparent_cast(graph, op):
             key = op.label if op.prim_path in split_calls else op.prim_path
             if key not in by_path:
                 order.append((op.id, key))
@@ -151,8 +146,8 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
                 # no cost family: the option is MindSpore's own default, so leave it to MindSpore
                 # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
                 # a Cast's strategy changes nothing (see _transparent_cast): not written back
-                known = all((model.spec(op) is not None or op.type in OWN_RULES)
-                            and op.type != "Cast" for op in ops)
+                known = all((model.spec(op) is not None or priced_by_own_rule(op.type))
+                            and not passes_layout_through(op.type) for op in ops)
                 variables.append(PlanVariable(key, ops, [[m[k] for m in per_call] for k in common],
                                       common, known, signature))
                 seen[signature] = variables[-1]
@@ -200,7 +195,7 @@ def _transparent_cast(graph: OpGraph, op: OpNode) -> bool:
     inserts the same float16 collectives with no, a (1,8) or an (8,1) Cast strategy), so it is
     planned as a pass-through and never written back; a Cast of a parameter gives the
     parameter the layout its consumer takes (``CostModel._side``)."""
-    return op.type == "Cast"
+    return passes_layout_through(op.type)
 
 
 def planned_edges(graph: OpGraph, variables: list[PlanVariable]):
@@ -299,6 +294,6 @@ def repeated_variable_groups(graph: OpGraph, problem: SearchProblem, variables=N
     return groups or None
 
 
-__all__ = ["NOT_WRITTEN_BACK", "OWN_RULES", "PlanVariable", "chosen_costs", "group_variables",
+__all__ = ["PlanVariable", "chosen_costs", "group_variables",
            "op_signature", "op_signatures", "planned_edges", "repeated_variable_groups",
            "strategy_key", "tensor_names", "variable_index"]

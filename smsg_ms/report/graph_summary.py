@@ -33,15 +33,16 @@ def unknown_operator_types(graph: OpGraph) -> list[tuple[str, int]]:
     """Operator types the cost model does not know, with their counts, most frequent first.
 
     An operator is unknown when :meth:`smsg_ms.cost.model.CostModel.spec` returns ``None`` for it
-    and the cost model does not handle its type itself (``operators.SPECIAL``, e.g. Reshape): the
-    planner can then offer it only MindSpore's default batch-parallel layout.
+    and its ``shard()`` is not refused (:func:`smsg_ms.cost.operators.shard_refused`: a Reshape
+    takes its layout from its neighbours, never the default): the planner can then offer it
+    only MindSpore's default batch-parallel layout.
     """
-    from ..cost.model import CostModel  # lazily: loading sympy is slow
-    from ..cost.operators import SPECIAL
+    from ..cost import operators  # lazily: loading sympy is slow
+    from ..cost.model import CostModel
 
     model = CostModel(graph, 1)
     counts = Counter(op.type for op in graph.ops
-                     if op.type not in SPECIAL and model.spec(op) is None)
+                     if not operators.shard_refused(op.type) and model.spec(op) is None)
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 

@@ -138,7 +138,14 @@ class Einsum:
 
 
 def divisors(n: int) -> list[int]:
+    """Divisors of ``n`` in ascending order (the cut counts a dimension may take)."""
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def divides(size, cut: int) -> bool:
+    """Whether ``cut`` divides the dimension ``size``; ``True`` for a symbolic size (unchecked:
+    MindSpore checks it at run time)."""
+    return not isinstance(size, int) or size % cut == 0
 
 
 def enumerate_cuts(spec: Einsum, devices: int) -> list[dict[str, int]]:

@@ -1,4 +1,4 @@
-"""Element-wise operators with NumPy broadcasting, BiasAdd, activations, Cast, Dropout
+"""Element-wise operators with NumPy broadcasting, BiasAdd, activations, Dropout
 (``ops_info/arithmetic_info.cc``, ``activation_info.cc``, ``bias_add_info.cc``,
 ``dropout_info.cc``).
 
@@ -25,7 +25,7 @@ UNARY = {
     "SiLU": (5, 8, ("in0",)), "Sigmoid": (4, 3, ("out0",)), "Tanh": (6, 3, ("out0",)),
     "Exp": (4, 1, ("out0",)), "Log": (4, 1, ("in0",)), "Sqrt": (4, 2, ("out0",)),
     "Rsqrt": (4, 3, ("out0",)), "Square": (1, 2, ("in0",)), "Neg": (1, 1, ()),
-    "Abs": (1, 1, ("in0",)), "Erf": (8, 6, ("in0",)), "Cast": (1, 1, ()),
+    "Abs": (1, 1, ("in0",)), "Erf": (8, 6, ("in0",)),
     "Dropout": (2, 1, ("out1",)), "Reciprocal": (1, 2, ("out0",)), "ReLU6": (2, 1, ("in0",)),
     "LeakyReLU": (2, 1, ("in0",)), "Elu": (5, 3, ("out0",)), "Softplus": (6, 4, ("in0",)),
     "OnesLike": (0, 0, ()), "ZerosLike": (0, 0, ()), "StopGradient": (0, 0, ()),
@@ -43,14 +43,24 @@ def describe(op, in_shapes, out_shapes) -> Einsum:
         return Einsum("elementwise", [out, channel] + [None] * (len(in_shapes) - 2), [out],
                       lt.sizes, order=out, flops_fwd=lambda s: numel(out, s),
                       flops_bwd_per_grad=lambda s: numel(out, s) / 2)
-    if op.type in BINARY:
-        fwd, bwd, saves = BINARY[op.type]
-        ins, out = broadcast([tuple(s) for s in in_shapes[:2]], lt)
-        inputs = ins + [None] * (len(in_shapes) - 2)
-    else:
-        fwd, bwd, saves = UNARY.get(op.type, (1, 1, ()))
-        ins, out = broadcast([tuple(in_shapes[0])], lt)
-        inputs = ins + [None] * (len(in_shapes) - 1)
+    if op.type not in BINARY:
+        return unary(op, in_shapes, out_shapes, *UNARY.get(op.type, (1, 1, ())))
+    fwd, bwd, saves = BINARY[op.type]
+    ins, out = broadcast([tuple(s) for s in in_shapes[:2]], lt)
+    return _declare(ins + [None] * (len(in_shapes) - 2), out, out_shapes, lt, fwd, bwd, saves)
+
+
+def unary(op, in_shapes, out_shapes, fwd, bwd, saves) -> Einsum:
+    """Declaration of a unary element-wise operator: ``fwd`` FLOPs per output element forward,
+    ``bwd`` per element and gradient backward, ``saves`` kept for the backward pass (also the
+    Cast family's, :mod:`.cast`)."""
+    lt = Letters()
+    ins, out = broadcast([tuple(in_shapes[0])], lt)
+    inputs = ins + [None] * (len(in_shapes) - 1)
+    return _declare(inputs, out, out_shapes, lt, fwd, bwd, saves)
+
+
+def _declare(inputs, out, out_shapes, lt, fwd, bwd, saves) -> Einsum:
     outs = [out] * max(1, len(out_shapes))
     return Einsum("elementwise", inputs, outs, lt.sizes, order=out,
                   flops_fwd=lambda s: fwd * numel(out, s),

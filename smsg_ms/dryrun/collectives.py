@@ -27,7 +27,7 @@ _KEEP_ATTRS = ("op", "sr_tag", "dest_rank", "src_rank", "split_dim", "concat_dim
 def flatten(model):
     """The compiled ``ModelProto`` as one flat :class:`~smsg_ms.graph.model.OpGraph`, every call
     into a sub-graph or closure inlined (:func:`smsg_ms.graph.mindir.parse_model`)."""
-    from smsg_ms.graph.mindir import parse_model
+    from ..graph.mindir import parse_model
 
     return parse_model(model, name="compiled")
 
@@ -101,9 +101,7 @@ def collectives_from_model(model, world: int) -> list[dict]:
 def read_collectives(cell, phase: str) -> list[dict]:
     """Collectives of ``cell`` compiled under ``phase`` in this process (see above)."""
     from mindspore.communication import get_group_size
-    from mindspore.graph.api import _cell_graph_executor
-    from mindspore.train import mind_ir_pb2
 
-    model = mind_ir_pb2.ModelProto()
-    model.ParseFromString(_cell_graph_executor._get_func_graph_proto(cell, phase, "mind_ir"))
-    return collectives_from_model(model, get_group_size())
+    from .compiled import compiled_model
+
+    return collectives_from_model(compiled_model(cell, phase), get_group_size())

@@ -1,0 +1,194 @@
+"""Reshape: MindSpore refuses its ``shard()`` ("goes for nothing", ``step_parallel.cc``); its
+layout comes from its neighbours, so the planner plans each call on its own and never writes a
+strategy back (:data:`SHARD` ``"refused"``).
+
+Options (:func:`options`): one per layout the Reshape passes through with no communication,
+keyed by the input cuts (:func:`passthrough_options`, shared with Cast).
+
+The gather rule (D9 in ``docs/known-differences.md``), written here once: a layout that cannot
+pass the Reshape (:func:`~smsg_ms.cost.layout.maps_through_reshape`) makes MindSpore gather the
+whole tensor, reshape and slice (``TensorRedistribution::InferTensorRedistributionOperatorList
+UnExpand``). :func:`gathers` says when; :func:`edge_destination` is the layout a redistribution
+into or out of a Reshape then really goes to; :func:`through_reshape_block` applies it to a
+block of redistribution seconds; :func:`redistribution_through` prices producer → Reshape →
+consumer.
+"""
+from __future__ import annotations
+
+import itertools
+from math import prod
+
+import numpy as np
+
+from ..api import MEMORY_KINDS, Collective, OpCost
+from ..layout import TensorLayout, front_split, maps_through_reshape, operator_layout
+from .base import divides, divisors
+
+TYPES = ("Reshape",)
+#: MindSpore refuses ``shard()`` on a Reshape: planned per call, never written back.
+SHARD = "refused"
+
+
+def describe(op, in_shapes, out_shapes):
+    """No einsum declaration: a Reshape computes nothing and its options are layouts."""
+    return None
+
+
+def options(model, op) -> list[OpCost]:
+    """The Reshape's options: :func:`passthrough_options` (possibly none)."""
+    return passthrough_options(model.graph, op, model.devices)
+
+
+def reshape_groups(src: tuple, dst: tuple):
+    """Pair runs of input and output dimensions with equal products (a reshape merges or splits
+    only within such runs). Returns ``[(input dims, output dims), ...]``, or ``None`` when
+    symbolic sizes prevent the pairing."""
+    if any(not isinstance(s, int) for s in src + dst):
+        return [([i], [i]) for i in range(len(src))] if src == dst else None
+    groups, i, j = [], 0, 0
+    try:
+        while i < len(src) and j < len(dst):
+            gi, gj, pi, pj = [i], [j], src[i], dst[j]
+            i, j = i + 1, j + 1
+            while pi != pj:
+                if pi < pj:
+                    pi *= src[i]
+                    gi.append(i)
+                    i += 1
+                else:
+                    pj *= dst[j]
+                    gj.append(j)
+                    j += 1
+            groups.append((gi, gj))
+    except IndexError:
+        return None
+    groups += [([k], []) for k in range(i, len(src))] + [([], [k]) for k in range(j, len(dst))]
+    return groups
+
+
+def passthrough_options(graph, op, devices: int) -> list[OpCost]:
+    """One option per layout a Reshape (or a Cast) of ``graph`` passes through with no
+    communication on ``devices`` devices: per group of dimensions it merges or splits
+    (:func:`reshape_groups`), a cut count that splits both sides into contiguous chunks
+    (:func:`~smsg_ms.cost.layout.front_split`: 32 rows cut 8 into ``(4, 8)`` cut ``(4, 2)``; 768
+    cut 4 into 12 heads cut 4 × 64). Keyed by the input cuts: ``in_layouts[0]`` is what it
+    takes, ``out_layouts[0]`` what it gives; no FLOPs, no memory, no collective."""
+    src = tuple(graph.tensors[op.inputs[0]].shape)
+    dst = tuple(graph.tensors[op.outputs[0]].shape)
+    groups = [(gi, go) for gi, go in (reshape_groups(src, dst) or []) if gi and go]
+    n = devices
+    choices = []
+    for g_in, g_out in groups:
+        row = []
+        for c in divisors(n):
+            if c == 1:
+                row.append((1, [1] * len(g_in), [1] * len(g_out)))
+                continue
+            sizes_in, sizes_out = [src[i] for i in g_in], [dst[j] for j in g_out]
+            if any(not isinstance(x, int) for x in sizes_in + sizes_out):
+                if len(g_in) == len(g_out) == 1 and divides(sizes_in[0], c) and \
+                        divides(sizes_out[0], c):
+                    row.append((c, [c], [c]))
+                continue
+            a, b = front_split(sizes_in, c), front_split(sizes_out, c)
+            if a is not None and b is not None:
+                row.append((c, a, b))
+        choices.append(row)
+    out = []
+    for combo in itertools.product(*choices):
+        if n % prod(c for c, _, _ in combo):
+            continue
+        in_cuts = [1] * len(src)
+        sides = []
+        for dims, pick in ((len(src), 1), (len(dst), 2)):
+            axes, where = [], [None] * dims
+            for (g_in, g_out), chosen in zip(groups, combo):
+                for d, c in zip(g_in if pick == 1 else g_out, chosen[pick]):
+                    if c > 1:
+                        where[d] = len(axes)
+                        axes.append(c)
+                        if pick == 1:
+                            in_cuts[d] = c
+            sides.append(operator_layout(axes, where, n))
+        out.append(OpCost(tuple([tuple(in_cuts)]), [sides[0]], [sides[1]], 0, 0, [],
+                          {k: 0 for k in MEMORY_KINDS},
+                          ["Reshape: layout passed through (not written back; MindSpore "
+                           "redistributes around it)"]))
+    return out
+
+
+def gathers(graph, op, layout: TensorLayout, side: str) -> bool:
+    """Whether MindSpore gathers the whole tensor at Reshape ``op`` of ``graph`` because
+    ``layout`` cannot pass it (:func:`~smsg_ms.cost.layout.maps_through_reshape`):
+    ``side="input"``, the producer's layout of the Reshape's input; ``side="output"``, a
+    consumer's layout of its output. MindSpore then gathers the input as it comes, reshapes and
+    slices (D9 in docs/known-differences.md): so the redistribution into the Reshape goes to the
+    replicated layout (input side), or the one out of it first gathers the Reshape's output
+    (output side; same collectives, the reshape moves no data). ``False`` for other operators
+    (a Cast passing a layout through has equal shapes).
+
+    Raises:
+        ValueError: ``side`` is neither ``"input"`` nor ``"output"``.
+    """
+    if side not in ("input", "output"):
+        raise ValueError(f"side {side!r}: expected 'input' or 'output'")
+    if op.type not in TYPES:
+        return False
+    shapes = (tuple(graph.tensors[op.inputs[0]].shape), tuple(graph.tensors[op.outputs[0]].shape))
+    mine, other = shapes if side == "input" else shapes[::-1]
+    return not maps_through_reshape(layout, mine, other)
+
+
+def edge_destination(graph, producer, consumer, tensor: str, src: TensorLayout,
+                     dst: TensorLayout, devices: int, gathered=None) -> TensorLayout:
+    """The layout MindSpore really redistributes ``tensor`` to on the edge ``producer`` →
+    ``consumer`` when the producer gives ``src`` and the consumer takes ``dst``: the replicated
+    layout when a Reshape at either end gathers (:func:`gathers`: ``src`` cannot enter a
+    consumer Reshape, or ``dst`` cannot leave a producer Reshape), else ``dst``.
+    ``gathered``: a memoised stand-in for :func:`gathers` (same arguments but ``graph``)."""
+    test = gathered or (lambda op, layout, side: gathers(graph, op, layout, side))
+    if test(consumer, src, "input") or test(producer, dst, "output"):
+        return TensorLayout.replicated(len(graph.tensors[tensor].shape), devices)
+    return dst
+
+
+def through_reshape_block(model, producer, consumer, tensor, src: list, dst: list,
+                          block: np.ndarray) -> np.ndarray:
+    """``block`` (seconds, ``src`` × ``dst`` layouts of ``tensor`` on the edge ``producer`` →
+    ``consumer``) with :func:`edge_destination` applied: a row whose source cannot enter the
+    consumer Reshape costs its redistribution to the replicated layout whatever the
+    destination; a column whose destination cannot leave the producer Reshape costs, per row,
+    the gather of the Reshape's output to the replicated layout. ``block`` itself when neither
+    end gathers (``model``: a :class:`~smsg_ms.cost.model.CostModel`)."""
+    rows = [i for i, a in enumerate(src) if model.reshape_gathers(consumer, a, "input")]
+    cols = [j for j, b in enumerate(dst) if model.reshape_gathers(producer, b, "output")]
+    if not rows and not cols:
+        return block
+    block = np.array(block, dtype=float)
+    whole = TensorLayout.replicated(len(tensor.shape), model.devices)
+    for i in rows:
+        block[i, :] = model.redistribution_seconds(tensor, src[i], whole)
+    for j in cols:
+        block[:, j] = [model.redistribution_seconds(tensor, a, whole) for a in src]
+    return block
+
+
+def redistribution_through(model, op, src: TensorLayout, dst: TensorLayout) -> list[Collective]:
+    """Collectives of moving ``src`` (the producer's layout of Reshape ``op``'s input) to
+    ``dst`` (the consumer's layout of its output) through ``op``, as the search charges them:
+    the cheapest option (by ``model.seconds``) of the two redistributions into and out of the
+    Reshape, with :func:`gathers` applied on both sides (``model``: a
+    :class:`~smsg_ms.cost.model.CostModel`)."""
+    n = model.devices
+    t_in, t_out = (model.graph.tensors[op.inputs[0]], model.graph.tensors[op.outputs[0]])
+    best = None
+    for opt in model.options(op):
+        head = TensorLayout.replicated(len(t_in.shape), n) \
+            if gathers(model.graph, op, src, "input") else opt.in_layouts[0]
+        tail = TensorLayout.replicated(len(t_out.shape), n) \
+            if gathers(model.graph, op, dst, "output") else dst
+        colls = (model.redistribution(t_in, src, head)
+                 + model.redistribution(t_out, opt.out_layouts[0], tail))
+        if best is None or model.seconds(colls) < model.seconds(best):
+            best = colls
+    return best or []

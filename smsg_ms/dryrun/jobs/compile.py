@@ -1,0 +1,86 @@
+"""Compile jobs: the training graph of a network with given strategies, as ``smsg-ms check``
+and the tests compile it.
+
+* ``compile``: build the spec, apply ``strategies`` (``{prim path: in_strategy}``), compile the
+  training graph (``TrainOneStepCell``) on ``devices``, return the inserted collectives and the
+  strategies MindSpore used (:mod:`smsg_ms.dryrun.collectives`).
+* ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
+  batch) and write-back (``write_back``: ``shard``, or ``propagate`` = auto_parallel with
+  sharding propagation seeded by the strategies), used by ``smsg-ms check``.
+* ``init``: does MindSpore accept the device count?
+"""
+from __future__ import annotations
+
+import time
+
+from .common import executor_strategies, setup_parallel, shard_all
+
+
+def job_compile(job: dict) -> dict:
+    from ...graph.capture import compile_cell, tag_primitives
+    from ...networks import build_network
+    from ..collectives import read_collectives
+
+    t0 = time.perf_counter()
+    ms = setup_parallel(parallel_mode=job.get("parallel_mode", "semi_auto_parallel"),
+                        extra_context=job.get("context", {"full_batch": True}))
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    shard_all(tag_primitives(built.net), job.get("strategies", {}))
+    train = built.train_cell(ms)
+    phase = compile_cell(train, built.train_inputs, phase="train")
+    strategies = executor_strategies(phase)
+    collectives = read_collectives(train, phase)
+    return {"collectives": collectives, "strategies": strategies,
+            "seconds": time.perf_counter() - t0}
+
+
+def job_plan_compile(job: dict) -> dict:
+    """``compile`` of a plan with its data-input layout: with a ``dataset_strategy``, every rank
+    is given its slice of the built (global) inputs, as a data loader would, and MindSpore gets
+    that ``dataset_strategy`` (labels: the batch cut of the first input on their first axis, as
+    in :func:`smsg_ms.integration.writeback.dataset_layout`); without one, ``full_batch``."""
+    import numpy as np
+
+    from ...graph.capture import compile_cell, tag_primitives
+    from ...networks import build_network
+    from ..collectives import read_collectives
+
+    t0 = time.perf_counter()
+    propagate = job.get("write_back", "shard") == "propagate"
+    ms = setup_parallel(parallel_mode="auto_parallel" if propagate else "semi_auto_parallel",
+                        extra_context={"search_mode": "sharding_propagation"} if propagate
+                        else None)
+    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    inputs = list(built.train_inputs)
+    layout = job.get("dataset_strategy")
+    if layout is None:
+        ms.set_auto_parallel_context(full_batch=True)
+    else:
+        ranks = [tuple(int(c) for c in cuts) for cuts in layout]
+        ranks += [tuple([ranks[0][0]] + [1] * (len(t.shape) - 1)) for t in inputs[len(ranks):]]
+        inputs = [ms.Tensor(np.zeros(tuple(d // c for d, c in zip(t.shape, cuts))), dtype=t.dtype)
+                  for t, cuts in zip(inputs, ranks)]
+        ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
+    shard_all(tag_primitives(built.net), job.get("strategies", {}))
+    train = built.train_cell(ms)
+    phase = compile_cell(train, tuple(inputs), phase="train")
+    strategies = executor_strategies(phase)
+    return {"collectives": read_collectives(train, phase), "strategies": strategies,
+            "dataset_strategy": None if layout is None else [list(r) for r in ranks],
+            "seconds": time.perf_counter() - t0}
+
+
+def job_init(job: dict) -> dict:
+    """Does MindSpore accept this device count? ``init()`` succeeds for any count; the parallel
+    initialisation fails at the first compile, so compile a one-MatMul network."""
+    ms = setup_parallel(extra_context={"full_batch": True})
+    import numpy as np
+    from mindspore import nn
+    from mindspore.communication import get_group_size
+
+    from ...graph.capture import compile_cell
+
+    n = 48 * get_group_size()
+    net = nn.Dense(n, n)
+    compile_cell(net, (ms.Tensor(np.zeros((n, n), np.float32)),), phase="init_probe")
+    return {"group_size": get_group_size()}
