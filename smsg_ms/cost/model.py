@@ -15,7 +15,7 @@ from math import prod
 
 import sympy
 
-from ..devices import valid_device_count
+from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError, collective_seconds
@@ -49,15 +49,14 @@ class CostModel:
             devices).
 
     Raises:
-        ValueError: an unsupported device count, unknown hardware or optimizer.
+        smsg_ms.devices.DeviceCountError: a device count MindSpore refuses (a ``ValueError``).
+        ValueError: unknown hardware or optimizer.
     """
 
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
                  optimizer: str = "adam", *, enable_alltoall: bool = False,
                  fully_use_devices: bool = False):
-        if not valid_device_count(devices):
-            raise ValueError(f"device count {devices}: MindSpore accepts 1, 2, 4 or a multiple "
-                             "of 8")
+        check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
                              f"{', '.join(sorted(OPTIMIZER_STATES))}")
