@@ -151,15 +151,10 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
                         "--pipeline 1 for one stage)")
-    if args.pipeline is not None and args.time_limit is not None:
-        raise PlanError("--time-limit applies to single-stage plans for now; a pipelined plan "
-                        "bounds each stage solve by the default limit")
     if args.pipeline is None:
         plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
                                     memory_gib=args.memory, write_back=args.write_back,
-                                    time_limit=(DEFAULT_TIME_LIMIT if args.time_limit is None
-                                                else args.time_limit),
-                                    **_network_options(args))
+                                    time_limit=args.time_limit, **_network_options(args))
     else:
         plan = _plan_pipelined(args)
         from .planner.write_back import set_write_back
@@ -203,7 +198,8 @@ def _plan_pipelined(args):
                                   stages=stages, micro_batches=args.micro_batches,
                                   hardware=args.hardware, memory_gib=args.memory,
                                   optimizer_sharding={"on": True, "off": False}.get(
-                                      args.optimizer_sharding), **options)
+                                      args.optimizer_sharding), time_limit=args.time_limit,
+                                  **options)
 
 
 def cmd_explain(args) -> int:
@@ -290,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
-    p.add_argument("--time-limit", type=positive_seconds, metavar="S",
+    p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,
                    help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "
                         "plan is the best found, with its proven optimality gap")
     p.add_argument("--out", help="plan file (default <network>[-<option><value>]-<N>dev"

@@ -17,6 +17,7 @@ TIED = "smsg_ms.networks.tied:build"
     # was "give --batch", then "takes no option batch"
     (["plan", TIED, "--pipeline", "2"], ["needs a network with a 'batch' option"]),
     (["plan", "mlp", "--time-limit", "0"], ["positive number of seconds"]),
+    (["plan", "mlp", "--time-limit", "nan"], ["positive number of seconds"]),
 ])
 def test_bad_request_names_the_cause(tmp_path, args, fragments):
     proc = smsg(args + ["--out", "p.plan.json"], tmp_path)

@@ -68,3 +68,13 @@ def test_nothing_fits_names_the_limit():
 
     with pytest.raises(NoFeasiblePipeline, match="GiB per device"):
         plan_network_pipelined("llama", 8, memory_gib=1e-4, **RUN)
+
+
+def test_tiny_time_limit_still_fits():
+    """With almost no search work allowed, the memory-limited stage solves keep their best
+    fitting plan: still within the limit, and no faster than the exact one."""
+    _, tight, limit = _plans()
+    bounded = plan_network_pipelined("llama", 8, memory_gib=limit / 2**30, time_limit=1e-9,
+                                     **RUN)
+    assert all(n <= limit for n in _stage_bytes(bounded))
+    assert bounded.pipeline["step_seconds"] >= tight.pipeline["step_seconds"] * (1 - 1e-12)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..devices import check_device_count
 from ..graph.blocks import block_prefix
 from ..plan import Plan
+from ..search.effort import DEFAULT_SECONDS
 from .errors import PipelinePlanningError
 from .options import PlanningOptions
 from .single_stage import collector_paused
@@ -49,7 +50,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            hardware="ascend910b", memory_gib: float | None = None,
                            optimizer_sharding: bool | None = None, recompute: bool = True,
                            capture=None, stats: dict | None = None, workers: int | None = None,
-                           **network_options) -> Plan:
+                           time_limit: float = DEFAULT_SECONDS, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -77,6 +78,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
             plan byte for byte). Default: :func:`~smsg_ms.planner.workers.default_workers`
             from :data:`PREFETCH_FROM_DEVICES` devices on, one process below (where the
             search is fast and may prune pairs that a prefetch would solve anyway).
+        time_limit: seconds of search work (:attr:`PlanningOptions.time_limit`), shared by the
+            stage solves made under the memory limit (one share per candidate pair); a share
+            that stops a solve keeps that solve's best plan.
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -96,7 +100,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, stages=stages,
                                micro_batches=micro_batches,
                                optimizer_sharding=optimizer_sharding, recompute=recompute,
-                               workers=workers)
+                               workers=workers, time_limit=time_limit)
     return plan_pipelined_with(spec, devices, global_batch, settings, capture=capture,
                                stats=stats, network_options=network_options)
 
@@ -155,6 +159,7 @@ def _worker_count(devices: int, settings: PlanningOptions) -> int:
 def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions, *, capture,
           stats, network_options: dict) -> Plan:
     from ..cost.hardware import get_hardware
+    from ..search.effort import Effort
     from ..search.pipeline import NoFeasiblePipeline, plan_pipeline
     from .single_stage import plan_graph_with
 
@@ -231,8 +236,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit
+        # the time limit is shared by the memory-limited stage solves, one per candidate pair
+        pairs = max(1, len(candidate_pairs(devices, global_batch, p_list, micro_batches)))
         lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
-                          **network_options)
+                          effort=Effort(settings.time_limit / pairs), **network_options)
         costs, results = lean, search(lean)
     if stats is not None:
         again = costs is not first

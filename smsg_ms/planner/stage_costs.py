@@ -21,16 +21,18 @@ class StageCosts:
     """
 
     def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
-                 devices: int | None = None, capture=None, **network_options):
+                 devices: int | None = None, capture=None, effort=None, **network_options):
         """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
         plan so that every stage of the even cut fits, ``p = devices / d``
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
-        ``spec`` with ``network_options``), or a ``BatchFamily`` to share."""
+        ``spec`` with ``network_options``), or a ``BatchFamily`` to share. ``effort``: the
+        work limit of each memory-limited stage solve (:class:`smsg_ms.search.effort.Effort`;
+        default: the search's)."""
         from ..graph.batch_scale import BatchFamily
 
         self.spec, self.hardware = spec, hardware
-        self.stage_limit, self.devices = stage_limit, devices
+        self.stage_limit, self.devices, self.effort = stage_limit, devices, effort
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
         if isinstance(capture, BatchFamily):
             self.family = capture
@@ -86,7 +88,7 @@ class StageCosts:
                 from .stage_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
                     self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
-                    model=model, signatures=self.op_signatures(b))
+                    model=model, signatures=self.op_signatures(b), effort=self.effort)
             self.models.pop((d, b), None)
             self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]

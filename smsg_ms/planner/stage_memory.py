@@ -68,12 +68,14 @@ def stage_memory(rows: list[list[np.ndarray]], choice: list[int]) -> list[float]
 
 
 def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float, *,
-                       model=None, signatures: dict | None = None) -> StageSolution:
+                       model=None, signatures: dict | None = None,
+                       effort=None) -> StageSolution:
     """Stage plan of ``graph`` on ``devices`` whose every stage (balanced cut, ``stages`` stages)
     fits in ``limit`` bytes per device: the unconstrained optimum if it fits, else the optimum
     under the row of the stage most over the limit, repeated (module docstring). ``model``: the
     stage's cost model to reuse (:func:`smsg_ms.planner.stages.stage_cost_model`);
-    ``signatures``: the graph's :func:`smsg_ms.planner.variables.op_signatures`, when known.
+    ``signatures``: the graph's :func:`smsg_ms.planner.variables.op_signatures`, when known;
+    ``effort``: the work limit of each memory-limited solve (default: the search's).
 
     Raises:
         smsg_ms.search.NoFeasiblePlan: no plan found within the limit (message names the stage
@@ -94,7 +96,8 @@ def solve_stage_within(graph, devices: int, hardware, stages: int, limit: float,
         problem = SearchProblem([replace(v, memory=rows[worst][vi])
                                  for vi, v in enumerate(sol.problem.variables)],
                                 sol.problem.edges)
-        choice = list(solve(problem, memory_limit=limit, progress=False).choice)
+        choice = list(solve(problem, memory_limit=limit, progress=False,
+                            **({} if effort is None else {"effort": effort})).choice)
     need = stage_memory(rows, choice)
     worst = max(range(stages), key=lambda s: (need[s] - limit, -s))
     if need[worst] > limit:
