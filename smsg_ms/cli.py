@@ -8,32 +8,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cli_options import add_size_args, name_options, positive_int  # noqa: F401
+from .cli_output import emit_json, stdout_to_stderr, working
+from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
-
-
-def _network_options(args) -> dict:
-    keys = ("batch", "seq", "layers")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _add_network_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("network", nargs="?", default=DEFAULT_NETWORK,
                    help=f"built-in name ({', '.join(sorted(BUILTINS))}) or package.module:function "
                         f"(default: {DEFAULT_NETWORK})")
-    p.add_argument("--batch", type=positive_int, help="global batch size (network option)")
-    p.add_argument("--seq", type=positive_int, help="sequence length (network option)")
-    p.add_argument("--layers", type=positive_int, help="number of layers (network option)")
+    add_size_args(p)
 
 
 def console():
@@ -53,7 +38,14 @@ def cmd_graph(args) -> int:
     from .graph.capture import capture_network
     from .graph.summary import print_summary
 
-    print_summary(capture_network(args.network, **_network_options(args)), console())
+    options = _network_options(args)
+    with working(f"capturing {args.network}", args.json):
+        graph = capture_network(args.network, **options)
+    if args.json:
+        from .report.json_views import graph_json
+        emit_json(graph_json(graph, args.network, options))
+        return 0
+    print_summary(graph, console())
     return 0
 
 
@@ -124,8 +116,9 @@ def cmd_plan(args) -> int:
         get_hardware(args.hardware)
     except ValueError as exc:
         raise PlanError(f"--hardware: {exc}") from None
-    resolve_spec(args.network)
-    out = args.out or default_plan_path(args.network, args.devices, _network_options(args),
+    from .networks import check_options
+    check_options(args.network, _network_options(args))
+    out = args.out or default_plan_path(args.network, args.devices, name_options(args),
                                         _plan_settings(args))
     _check_writable(out)
     try:
@@ -137,16 +130,27 @@ def cmd_plan(args) -> int:
         raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
                         "--pipeline 1 for one stage)")
     if args.pipeline is None:
-        plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
-                                    memory_gib=args.memory, write_back=args.write_back,
-                                    **_network_options(args))
+        from .graph.capture import capture_network
+
+        options = _network_options(args)
+        with working(f"capturing {args.network}", args.json):
+            graph = capture_network(args.network, **options)
+        with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
+            plan = planner.plan_graph(graph, args.devices, hardware=args.hardware,
+                                      memory_gib=args.memory, options=options,
+                                      network=args.network, write_back=args.write_back)
     else:
-        plan = _plan_pipelined(args)
+        with working(f"planning {args.network} with pipeline stages", args.json):
+            plan = _plan_pipelined(args)
         from .integration.writeback import set_write_back
         set_write_back(plan, args.write_back)
     save_plan(plan, out)
     from .integration.writeback import describe
     from .report.tables import print_summary
+    if args.json:
+        from .report.json_views import plan_json
+        emit_json(plan_json(plan, out))
+        return 0
     out_console = console()
     print_summary(plan, out_console)
     out_console.print(describe(plan), markup=False)
@@ -192,12 +196,17 @@ def cmd_explain(args) -> int:
         _check_writable(args.plot)
     from .integration.writeback import describe
 
+    if args.plot:
+        from .report.plots import plot_plan
+        plot_plan(plan, args.plot)
+    if args.json:
+        from .report.json_views import explain_json
+        emit_json(explain_json(plan, show_all=args.all))
+        return 0
     out_console = console()
     print_explain(plan, out_console, show_all=args.all)
     out_console.print(describe(plan), markup=False)
     if args.plot:
-        from .report.plots import plot_plan
-        plot_plan(plan, args.plot)
         print(f"plot written to {args.plot}")
     return 0
 
@@ -205,6 +214,7 @@ def cmd_explain(args) -> int:
 def cmd_check(args) -> int:
     from .integration.check import check_plan, print_report
     from .integration.plan_io import load_plan
+    from .report.tables import count
 
     plan = load_plan(args.file)
     ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
@@ -214,7 +224,13 @@ def cmd_check(args) -> int:
     if not all(0 <= r < plan.devices for r in ranks):
         from .integration.plan_io import PlanError
         raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
-    report = check_plan(plan, ranks, spec=args.network)
+    with working(f"compiling {count(len(ranks), 'rank')} with MindSpore's parallel compiler",
+                 args.json):
+        report = check_plan(plan, ranks, spec=args.network)
+    if args.json:
+        from .report.json_views import check_json
+        emit_json(check_json(report))
+        return 0 if report.ok else 1
     print_report(report, console())
     return 0 if report.ok else 1
 
@@ -247,6 +263,11 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _add_json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (nothing else on stdout)")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (the house rule for bad input)."""
 
@@ -260,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("graph", help="capture a network and summarise its operator graph")
     _add_network_args(p)
+    _add_json_arg(p)
     p.set_defaults(func=cmd_graph)
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
@@ -281,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
                         "functional calls are predicted to communicate")
+    _add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
@@ -289,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="show every block instance (default: a primitive with one strategy "
                         "in every instance of its block is shown once)")
+    _add_json_arg(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
@@ -299,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "the first rank of every stage)")
     ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
     p.add_argument("--network", help="network spec to check against (default: the plan's)")
+    _add_json_arg(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
