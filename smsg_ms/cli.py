@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_options import add_size_args, name_options, positive_int  # noqa: F401
+from .cli_options import add_size_args, given_options, name_options, positive_int  # noqa: F401
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -216,6 +216,14 @@ def cmd_check(args) -> int:
     from .integration.plan_io import load_plan
     from .report.tables import count
 
+    from .integration.strategy_check import read_strategy_file
+
+    if read_strategy_file(args.file) is not None:
+        return _check_strategy_file(args)
+    if args.devices is not None or given_options(args) or args.shape:
+        from .integration.plan_io import PlanError
+        raise PlanError("--devices and network options are for a strategy file: a plan file "
+                        "carries its own")
     plan = load_plan(args.file)
     ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
     if args.rank is None and not args.all_ranks and plan.pipeline:
@@ -233,6 +241,27 @@ def cmd_check(args) -> int:
         return 0 if report.ok else 1
     print_report(report, console())
     return 0 if report.ok else 1
+
+
+def _check_strategy_file(args) -> int:
+    """``check STRATEGY.json --network SPEC --devices N``: :mod:`smsg_ms.integration.
+    strategy_check`."""
+    from .integration.plan_io import PlanError
+    from .integration.strategy_check import check_strategy_file, print_strategy_report
+
+    if not args.network or args.devices is None:
+        raise PlanError(f"{args.file} is a strategy file, which names no network or device "
+                        "count: give --network and --devices")
+    options = _network_options(args)
+    with working(f"compiling {args.network} with {args.file}", args.json):
+        report = check_strategy_file(args.file, args.network, args.devices, options)
+    if args.json:
+        emit_json({"ok": True, "file": report.path, "network": report.network,
+                   "devices": report.devices, "strategies": report.strategies,
+                   "collectives": report.collectives})
+        return 0
+    print_strategy_report(report, console())
+    return 0
 
 
 def _primitives_reading_parameters(plan, graph) -> list[str]:
@@ -258,7 +287,12 @@ def cmd_export(args) -> int:
     print(f"strategy checkpoint written to {args.out}: {len(written)} of "
           f"{count(len(plan.strategies), 'strategy', 'strategies')} written (the others are of "
           "operators that read no Parameter, which the format cannot name)")
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in load_context(plan, args.out).items())
+    # the data inputs' layout belongs to the plan too: MindSpore reads it from the context
+    layout = ({"full_batch": True} if plan.dataset_strategy is None else
+              {"full_batch": False, "dataset_strategy": tuple(tuple(int(c) for c in s)
+                                                              for s in plan.dataset_strategy)})
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in {**load_context(plan, args.out),
+                                                  **layout}.items())
     print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
     return 0
 
@@ -322,7 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
     ranks.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: "
                                                 "the first rank of every stage)")
     ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
-    p.add_argument("--network", help="network spec to check against (default: the plan's)")
+    p.add_argument("--network", help="network spec to check against (default: the plan's; "
+                                      "required for a strategy file)")
+    p.add_argument("--devices", type=positive_int,
+                   help="device count (strategy file only: FILE may also be a MindSpore "
+                        "strategy checkpoint, e.g. from export)")
+    add_size_args(p)
     _add_json_arg(p)
     p.set_defaults(func=cmd_check)
 
