@@ -264,6 +264,38 @@ def _check_strategy_file(args) -> int:
     return 0
 
 
+def cmd_dryrun(args) -> int:
+    """``dryrun SCRIPT [--ranks N] [--rank R] [-- ARGS]``: :mod:`smsg_ms.integration.
+    script_dryrun`."""
+    from .integration.plan_io import PlanError
+    from .integration.script_dryrun import dryrun_script
+
+    if not 0 <= args.rank < args.ranks:
+        raise PlanError(f"--rank {args.rank} is outside 0..{args.ranks - 1}")
+    script_args = args.args
+    with working(f"compiling {args.script} as rank {args.rank} of {args.ranks}", args.json):
+        result = dryrun_script(args.script, script_args, args.ranks, args.rank)
+    if args.json:
+        emit_json({"script": args.script, "ranks": args.ranks, "rank": args.rank, **result})
+        return 0 if result["ok"] else 1
+    if not result["ok"]:
+        raise PlanError(f"MindSpore rejected {args.script} on rank {args.rank} of {args.ranks}: "
+                        + (result["reason"] or result["error"]))
+    from .integration.strategy_check import collectives_table
+    from .report.units import fmt_bytes
+
+    out = console()
+    out.print(collectives_table(result["collectives"],
+                                f"{args.script}, rank {args.rank} of {args.ranks}: collectives "
+                                "MindSpore inserted"))
+    out.print(f"parameters and optimizer state per device: {fmt_bytes(result['parameter_bytes'])}"
+              f" ({len(result['parameters'])} parameters; activations not counted)")
+    step = "training step" if result["training"] else "graph (no training step compiled)"
+    out.print(f"dryrun: compiled ({result['cell']} {step}, {len(result['strategies'])} "
+              "operator strategies)")
+    return 0
+
+
 def _primitives_reading_parameters(plan, graph) -> list[str]:
     """The plan's primitives the strategy checkpoint can hold: those whose operator reads a
     Parameter directly (``smsg_ms.integration.strategy_files``: the key names that Parameter)."""
@@ -372,6 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", help="network spec (default: the plan's)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("dryrun", help="compile a training script with MindSpore's parallel "
+                                      "compiler on this CPU machine (one step, simulated ranks)")
+    p.add_argument("script", help="the training script (run unmodified)")
+    p.add_argument("--ranks", type=positive_int, default=8, help="simulated ranks (default 8)")
+    p.add_argument("--rank", type=int, default=0, help="the rank compiled (default 0)")
+    # the script's own arguments follow "--" (split off in main(): argparse's sub-parsers do
+    # not pass "--" on); they reach the script untouched
+    p.set_defaults(args=[])
+    p.epilog = "the script's own arguments follow --: smsg-ms dryrun train.py --ranks 8 -- --lr 0.1"
+    _add_json_arg(p)
+    p.set_defaults(func=cmd_dryrun)
+
     from .compare.cli import register as register_compare
     register_compare(sub)
     return parser
@@ -407,7 +451,14 @@ def _closed_stdout() -> int:
 def main(argv: list[str] | None = None) -> int:
     _user_modules_from_cwd()
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args = []
+    if "dryrun" in argv and "--" in argv[argv.index("dryrun"):]:
+        cut = argv.index("--", argv.index("dryrun"))
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if script_args:
+        args.args = script_args
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -109,20 +109,27 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
     return StrategyFileReport(path, spec, devices, len(items), result["collectives"])
 
 
-def print_strategy_report(report: StrategyFileReport, console) -> None:
-    """The collectives MindSpore inserted, counted per kind, pass and group size."""
+def collectives_table(collectives: list[dict], title: str):
+    """A rich table of collectives counted per kind, pass (``grad_sync`` for gradient
+    synchronisation) and group size."""
     from collections import Counter
 
     from rich.table import Table
 
-    table = Table(title=f"{report.network} on {report.devices} devices with {report.path}: "
-                        "collectives MindSpore inserted")
+    table = Table(title=title)
     for col in ("collective", "pass", "group", "count"):
         table.add_column(col, justify="right" if col in ("group", "count") else "left",
                          min_width=len(col))
     counts = Counter((c["type"], "grad_sync" if c["grad_sync"] else c["pass"], c["group_size"])
-                     for c in report.collectives)
+                     for c in collectives)
     for (kind, phase, group), n in sorted(counts.items()):
         table.add_row(kind, phase, str(group), str(n))
-    console.print(table)
+    return table
+
+
+def print_strategy_report(report: StrategyFileReport, console) -> None:
+    """The collectives MindSpore inserted, counted per kind, pass and group size."""
+    console.print(collectives_table(report.collectives,
+                                    f"{report.network} on {report.devices} devices with "
+                                    f"{report.path}: collectives MindSpore inserted"))
     console.print(f"check: passed (MindSpore took {report.strategies} strategies)")
