@@ -85,7 +85,7 @@ def test_tables_keep_their_labels_at_80_columns(tmp_path):
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     labels = ["block", "primitive", "strategy", "quantity", "value", "stage", "blocks",
-              "recompute", "time / micro-batch", "memory / device", "attention.kv_transpose",
+              "recompute", "time / micro-batch", "memory / device", "attention.merge_transpose",
               "feed_forward.w2.matmul", "computation", "gradient sync", "optimizer state"]
     assert words_intact(proc.stdout, labels) == []
     check = smsg(["check", "p.json"], tmp_path, columns=80)

@@ -68,26 +68,23 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
             self.pv = ops.BatchMatMul()
             self.scale = ops.Mul()
             self.softmax = ops.Softmax(-1)
-            # only with GQA (the multi-head graph stays as it was): keys and values have their
-            # own reshape/transpose, since one primitive gets one strategy for all its shapes
-            self.kv_reshape, self.kv_transpose = self.reshape, self.transpose
-            if group > 1:
-                self.kv_reshape, self.kv_transpose = ops.Reshape(), ops.Transpose()
+            if group > 1:  # only with GQA: the multi-head graph stays as it was
                 self.group_reshape = ops.Reshape()
                 self.ungroup_reshape = ops.Reshape()
 
-        def split_heads(self, x):
-            x = self.reshape(x, (batch, seq, heads, head_dim))
+        def split_heads(self, x, n):
+            # queries, keys and values share this reshape and transpose, as in the multi-head
+            # graph: one primitive, one strategy (its head cut divides kv_heads too), and
+            # a chain of layers the search eliminates quickly (with a transpose of their own,
+            # keys and values widened the frontier and a 64-device plan fell back to the
+            # integer program: 30x slower)
+            x = self.reshape(x, (batch, seq, n, head_dim))
             return self.transpose(x, (0, 2, 1, 3))
 
-        def split_kv_heads(self, x):
-            x = self.kv_reshape(x, (batch, seq, kv_heads, head_dim))
-            return self.kv_transpose(x, (0, 2, 1, 3))
-
         def construct(self, x):
-            q = self.split_heads(self.wq(x))
-            k = self.split_kv_heads(self.wk(x))
-            v = self.split_kv_heads(self.wv(x))
+            q = self.split_heads(self.wq(x), heads)
+            k = self.split_heads(self.wk(x), kv_heads)
+            v = self.split_heads(self.wv(x), kv_heads)
             if group > 1:  # query heads kv·g+i (i < g) share key/value head kv
                 q = self.group_reshape(q, (batch, kv_heads, group * seq, head_dim))
             scores = self.scale(self.qk(q, k), ms.Tensor(1.0 / head_dim ** 0.5, ms_dtype))
