@@ -123,3 +123,14 @@ def _drain(fd: int, sink: list) -> None:
         if not chunk:
             return
         sink.append(chunk)
+
+
+def test_compare_json_alone_on_stdout_and_progress_on_stderr(tmp_path):
+    proc = smsg(["compare", "mlp", "--devices", "8", "--batch", "64", "--planners",
+                 "data_parallel", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = json.loads(proc.stdout)
+    assert run["network"] == "mlp" and run["devices"] == 8
+    assert [r["planner"] for r in run["rows"]] == ["data_parallel"] and run["rows"][0]["ok"]
+    assert "… data_parallel" in proc.stderr   # the progress line, moved off stdout
+    assert list(tmp_path.iterdir()) == []     # --json alone writes no file
