@@ -1,4 +1,4 @@
-"""smsg-ms command line: graph, plan (the main job), explain, check, export, compare, score.
+"""smsg-ms command line: graph, plan (main job), explain, check, export, dryrun, compare, score.
 
 Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
 shows the traceback. A closed stdout (``| head``) ends a command quietly with exit 0.
