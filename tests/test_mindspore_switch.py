@@ -59,7 +59,8 @@ from mindspore import set_auto_parallel_context, get_auto_parallel_context
 import smsg_ms  # after MindSpore and after the user's own `from mindspore import ...`
 from mindspore import context
 from smsg_ms.integration.context import smsg_settings
-assert set_auto_parallel_context is ms.set_auto_parallel_context is context.set_auto_parallel_context
+assert (set_auto_parallel_context is ms.set_auto_parallel_context
+        is context.set_auto_parallel_context)
 set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg", device_num=8)
 print(get_auto_parallel_context("search_mode"), ms.get_auto_parallel_context("parallel_mode"),
       smsg_settings().devices)
@@ -84,7 +85,8 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
 def test_import_smsg_ms_changes_nothing_else_in_mindspores_context():
     """Every other mode, key, error and MindSpore's AutoParallel modes behave as without it."""
     plain, smsg = run(PASS_THROUGH, "plain"), run(PASS_THROUGH, "smsg")
-    assert plain.returncode == 0 and smsg.returncode == 0, plain.stderr[-2000:] + smsg.stderr[-2000:]
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert smsg.returncode == 0, smsg.stderr[-2000:]
     without, with_smsg = json.loads(plain.stdout), json.loads(smsg.stdout)
     assert with_smsg[:-1] == without[:-1]
     # the sequence did reach MindSpore: its values and its own errors are there

@@ -7,9 +7,9 @@ heads``; ``kv_heads`` defaults to ``heads``), ``w1, w3: (hidden, ffn)``, ``w2: (
 embedding ``(vocab, hidden)`` and the head ``(hidden, vocab)``. Grouped-query attention (Ainslie
 et al. 2023, "GQA", as in LLaMA-2-70B and LLaMA-3) shares each key/value head among
 ``heads / kv_heads`` query heads: the queries are regrouped to ``(batch, kv_heads, group·seq,
-head_dim)`` so the two BatchMatMuls read the ``kv_heads`` keys and values as they are (no copy). Every operator the planner can
-shard is a Primitive attribute, named as in mindformers' ``LlamaForCausalLM``
-(``layers.3.attention.wq``), so plans read the same on both.
+head_dim)`` so the two BatchMatMuls read the ``kv_heads`` keys and values as they are (no
+copy). Every operator the planner can shard is a Primitive attribute, named as in mindformers'
+``LlamaForCausalLM`` (``layers.3.attention.wq``), so plans read the same on both.
 """
 from __future__ import annotations
 
