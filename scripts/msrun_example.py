@@ -10,7 +10,10 @@ parallel compiler, no devices; msrun gives each worker its rank), and ``--simula
 the 8 ranks as 8 plain dry-run processes (``RANK_ID=0..7``) instead. Both collect the plan hash
 each rank logs and exit non-zero unless all ranks agree. Each rank builds the network, calls
 ``smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg", ...)``
-(or wraps the training cell in ``smsg_ms.AutoParallel`` with ``--wrapper``) and compiles one
+(or wraps the training cell in ``smsg_ms.AutoParallel`` with ``--wrapper``; with
+``--mindspore-api`` MindSpore's own ``mindspore.set_auto_parallel_context`` /
+``mindspore.parallel.auto_parallel.AutoParallel(net, parallel_mode="smsg")``, which take smsg after
+``import smsg_ms``) and compiles one
 training step: the first compile plans the network with smsg-ms (or loads ``--plan``) and shards
 it.
 """
@@ -51,7 +54,18 @@ def run_rank(args) -> int:
         return nn.TrainOneStepCell(nn.WithLossCell(built.net, loss),
                                    nn.Momentum(built.net.trainable_params(), 0.01, 0.9))
 
-    if args.wrapper:
+    if args.mindspore_api and args.wrapper:
+        # MindSpore's own class: after `import smsg_ms` it takes parallel_mode="smsg"
+        from mindspore.parallel.auto_parallel import AutoParallel
+        ms.set_auto_parallel_context(device_num=get_group_size(), global_rank=get_rank())
+        net = AutoParallel(training_cell(), parallel_mode="smsg", plan=args.plan)
+    elif args.mindspore_api:
+        # MindSpore's own function: after `import smsg_ms` it takes search_mode="smsg"
+        ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg",
+                                     device_num=get_group_size(), global_rank=get_rank(),
+                                     **({"smsg_plan_file": args.plan} if args.plan else {}))
+        net = training_cell()
+    elif args.wrapper:
         ms.set_auto_parallel_context(device_num=get_group_size(), global_rank=get_rank())
         net = smsg_ms.AutoParallel(training_cell(), plan=args.plan)
     else:
@@ -77,6 +91,7 @@ def run_rank(args) -> int:
 def _rank_argv(args) -> list[str]:
     argv = [os.path.abspath(__file__), "--network", args.network, "--options", args.options]
     argv += ["--plan", args.plan] if args.plan else []
+    argv += ["--mindspore-api"] if args.mindspore_api else []
     return argv + (["--wrapper"] if args.wrapper else [])
 
 
@@ -143,6 +158,9 @@ def main() -> int:
                                              '"d_out": 32}', help="network options (JSON)")
     parser.add_argument("--plan", help="plan file to load instead of planning")
     parser.add_argument("--wrapper", action="store_true", help="use smsg_ms.AutoParallel")
+    parser.add_argument("--mindspore-api", action="store_true",
+                        help="choose smsg through mindspore.set_auto_parallel_context (or "
+                             "mindspore's AutoParallel with --wrapper) instead of smsg_ms's")
     parser.add_argument("--simulate-ranks", type=int, metavar="N",
                         help="run N ranks as dry-run processes on this CPU machine")
     parser.add_argument("--msrun", type=int, metavar="N",

@@ -5,7 +5,8 @@ strategy search (:mod:`smsg_ms.search`) → write-back (:mod:`smsg_ms.integratio
 
 Public API (MindSpore is imported only when these are called):
 ``set_auto_parallel_context``, ``AutoParallel``, ``apply_plan``, ``load_plan``, ``save_plan``,
-``Plan``.
+``Plan``. Importing smsg_ms also lets MindSpore's own ``set_auto_parallel_context`` and
+``AutoParallel`` take search mode ``"smsg"`` (:mod:`smsg_ms.integration.mindspore_switch`).
 """
 from .version import __version__  # noqa: E402
 
@@ -13,6 +14,11 @@ from .plan import OpDecision, Plan, PlanError  # noqa: E402
 from .integration.plan_io import load_plan, save_plan  # noqa: E402
 from .integration.annotate import apply_plan  # noqa: E402
 from .integration.context import AutoParallel, set_auto_parallel_context  # noqa: E402
+from .integration.mindspore_switch import install as _install_mindspore_switch  # noqa: E402
+
+# mindspore.set_auto_parallel_context(search_mode="smsg") and AutoParallel(net, parallel_mode=
+# "smsg") work after ``import smsg_ms`` (patched when MindSpore is imported, not before)
+_install_mindspore_switch()
 
 __all__ = ["AutoParallel", "OpDecision", "Plan", "PlanError", "apply_plan", "load_plan",
            "save_plan", "score", "set_auto_parallel_context", "__version__"]

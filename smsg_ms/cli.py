@@ -1,4 +1,4 @@
-"""smsg-ms command line: graph, plan (the main job), explain, check, export, compare, score.
+"""smsg-ms command line: graph, plan (main job), explain, check, export, dryrun, compare, score.
 
 Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
 shows the traceback. A closed stdout (``| head``) ends a command quietly with exit 0.
@@ -8,46 +8,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cli_options import (add_size_args, given_options, name_options, positive_int,  # noqa: F401
+                          positive_seconds)
+from .cli_output import emit_json, stdout_to_stderr, working
+from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
 from .search.effort import DEFAULT_SECONDS as DEFAULT_TIME_LIMIT
-
-
-def _network_options(args) -> dict:
-    keys = ("batch", "seq", "layers")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
-
-
-def positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _add_network_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("network", nargs="?", default=DEFAULT_NETWORK,
                    help=f"built-in name ({', '.join(sorted(BUILTINS))}) or package.module:function "
                         f"(default: {DEFAULT_NETWORK})")
-    p.add_argument("--batch", type=positive_int, help="global batch size (network option)")
-    p.add_argument("--seq", type=positive_int, help="sequence length (network option)")
-    p.add_argument("--layers", type=positive_int, help="number of layers (network option)")
+    add_size_args(p)
 
 
 def console():
@@ -67,7 +40,14 @@ def cmd_graph(args) -> int:
     from .graph.capture import capture_network
     from .report.graph_summary import print_summary
 
-    print_summary(capture_network(args.network, **_network_options(args)), console())
+    options = _network_options(args)
+    with working(f"capturing {args.network}", args.json):
+        graph = capture_network(args.network, **options)
+    if args.json:
+        from .report.json_views import graph_json
+        emit_json(graph_json(graph, args.network, options))
+        return 0
+    print_summary(graph, console())
     return 0
 
 
@@ -139,8 +119,9 @@ def cmd_plan(args) -> int:
         get_hardware(args.hardware)
     except ValueError as exc:
         raise PlanError(f"--hardware: {exc}") from None
-    resolve_spec(args.network)
-    out = args.out or default_plan_path(args.network, args.devices, _network_options(args),
+    from .networks import check_options
+    check_options(args.network, _network_options(args))
+    out = args.out or default_plan_path(args.network, args.devices, name_options(args),
                                         _plan_settings(args))
     _check_writable(out)
     try:
@@ -152,16 +133,28 @@ def cmd_plan(args) -> int:
         raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
                         "--pipeline 1 for one stage)")
     if args.pipeline is None:
-        plan = planner.plan_network(args.network, args.devices, hardware=args.hardware,
-                                    memory_gib=args.memory, write_back=args.write_back,
-                                    time_limit=args.time_limit, **_network_options(args))
+        from .graph.capture import capture_network
+
+        options = _network_options(args)
+        with working(f"capturing {args.network}", args.json):
+            graph = capture_network(args.network, **options)
+        with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
+            plan = planner.plan_graph(graph, args.devices, hardware=args.hardware,
+                                      memory_gib=args.memory, options=options,
+                                      network=args.network, write_back=args.write_back,
+                                      time_limit=args.time_limit)
     else:
-        plan = _plan_pipelined(args)
+        with working(f"planning {args.network} with pipeline stages", args.json):
+            plan = _plan_pipelined(args)
         from .planner.write_back import set_write_back
         set_write_back(plan, args.write_back)
     save_plan(plan, out)
     from .integration.writeback import describe
     from .report.tables import print_summary
+    if args.json:
+        from .report.json_views import plan_json
+        emit_json(plan_json(plan, out))
+        return 0
     out_console = console()
     print_summary(plan, out_console)
     out_console.print(describe(plan), markup=False)
@@ -211,12 +204,17 @@ def cmd_explain(args) -> int:
         _check_writable(args.plot)
     from .integration.writeback import describe
 
+    if args.plot:
+        from .report.plots import plot_plan
+        plot_plan(plan, args.plot)
+    if args.json:
+        from .report.json_views import explain_json
+        emit_json(explain_json(plan, show_all=args.all))
+        return 0
     out_console = console()
     print_explain(plan, out_console, show_all=args.all)
     out_console.print(describe(plan), markup=False)
     if args.plot:
-        from .report.plots import plot_plan
-        plot_plan(plan, args.plot)
         print(f"plot written to {args.plot}")
     return 0
 
@@ -224,7 +222,16 @@ def cmd_explain(args) -> int:
 def cmd_check(args) -> int:
     from .integration.check import check_plan, print_report
     from .integration.plan_io import load_plan
+    from .report.tables import count
 
+    from .integration.strategy_check import read_strategy_file
+
+    if read_strategy_file(args.file) is not None:
+        return _check_strategy_file(args)
+    if args.devices is not None or given_options(args) or args.shape:
+        from .integration.plan_io import PlanError
+        raise PlanError("--devices and network options are for a strategy file: a plan file "
+                        "carries its own")
     plan = load_plan(args.file)
     ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
     if args.rank is None and not args.all_ranks and plan.pipeline:
@@ -233,9 +240,68 @@ def cmd_check(args) -> int:
     if not all(0 <= r < plan.devices for r in ranks):
         from .integration.plan_io import PlanError
         raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
-    report = check_plan(plan, ranks, spec=args.network)
+    with working(f"compiling {count(len(ranks), 'rank')} with MindSpore's parallel compiler",
+                 args.json):
+        report = check_plan(plan, ranks, spec=args.network)
+    if args.json:
+        from .report.json_views import check_json
+        emit_json(check_json(report))
+        return 0 if report.ok else 1
     print_report(report, console())
     return 0 if report.ok else 1
+
+
+def _check_strategy_file(args) -> int:
+    """``check STRATEGY.json --network SPEC --devices N``: :mod:`smsg_ms.integration.
+    strategy_check`."""
+    from .integration.plan_io import PlanError
+    from .integration.strategy_check import check_strategy_file, print_strategy_report
+
+    if not args.network or args.devices is None:
+        raise PlanError(f"{args.file} is a strategy file, which names no network or device "
+                        "count: give --network and --devices")
+    options = _network_options(args)
+    with working(f"compiling {args.network} with {args.file}", args.json):
+        report = check_strategy_file(args.file, args.network, args.devices, options)
+    if args.json:
+        emit_json({"ok": True, "file": report.path, "network": report.network,
+                   "devices": report.devices, "strategies": report.strategies,
+                   "collectives": report.collectives})
+        return 0
+    print_strategy_report(report, console())
+    return 0
+
+
+def cmd_dryrun(args) -> int:
+    """``dryrun SCRIPT [--ranks N] [--rank R] [-- ARGS]``: :mod:`smsg_ms.integration.
+    script_dryrun`."""
+    from .integration.plan_io import PlanError
+    from .integration.script_dryrun import dryrun_script
+
+    if not 0 <= args.rank < args.ranks:
+        raise PlanError(f"--rank {args.rank} is outside 0..{args.ranks - 1}")
+    script_args = args.args
+    with working(f"compiling {args.script} as rank {args.rank} of {args.ranks}", args.json):
+        result = dryrun_script(args.script, script_args, args.ranks, args.rank)
+    if args.json:
+        emit_json({"script": args.script, "ranks": args.ranks, "rank": args.rank, **result})
+        return 0 if result["ok"] else 1
+    if not result["ok"]:
+        raise PlanError(f"MindSpore rejected {args.script} on rank {args.rank} of {args.ranks}: "
+                        + (result["reason"] or result["error"]))
+    from .integration.strategy_check import collectives_table
+    from .report.units import fmt_bytes
+
+    out = console()
+    out.print(collectives_table(result["collectives"],
+                                f"{args.script}, rank {args.rank} of {args.ranks}: collectives "
+                                "MindSpore inserted"))
+    out.print(f"parameters and optimizer state per device: {fmt_bytes(result['parameter_bytes'])}"
+              f" ({len(result['parameters'])} parameters; activations not counted)")
+    step = "training step" if result["training"] else "graph (no training step compiled)"
+    out.print(f"dryrun: compiled ({result['cell']} {step}, {len(result['strategies'])} "
+              "operator strategies)")
+    return 0
 
 
 def _primitives_reading_parameters(plan, graph) -> list[str]:
@@ -261,9 +327,19 @@ def cmd_export(args) -> int:
     print(f"strategy checkpoint written to {args.out}: {len(written)} of "
           f"{count(len(plan.strategies), 'strategy', 'strategies')} written (the others are of "
           "operators that read no Parameter, which the format cannot name)")
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in load_context(plan, args.out).items())
+    # the data inputs' layout belongs to the plan too: MindSpore reads it from the context
+    layout = ({"full_batch": True} if plan.dataset_strategy is None else
+              {"full_batch": False, "dataset_strategy": tuple(tuple(int(c) for c in s)
+                                                              for s in plan.dataset_strategy)})
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in {**load_context(plan, args.out),
+                                                  **layout}.items())
     print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
     return 0
+
+
+def _add_json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (nothing else on stdout)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -279,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("graph", help="capture a network and summarise its operator graph")
     _add_network_args(p)
+    _add_json_arg(p)
     p.set_defaults(func=cmd_graph)
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
@@ -303,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
                         "functional calls are predicted to communicate")
+    _add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
@@ -311,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="show every block instance (default: a primitive with one strategy "
                         "in every instance of its block is shown once)")
+    _add_json_arg(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
@@ -320,7 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     ranks.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: "
                                                 "the first rank of every stage)")
     ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
-    p.add_argument("--network", help="network spec to check against (default: the plan's)")
+    p.add_argument("--network", help="network spec to check against (default: the plan's; "
+                                      "required for a strategy file)")
+    p.add_argument("--devices", type=positive_int,
+                   help="device count (strategy file only: FILE may also be a MindSpore "
+                        "strategy checkpoint, e.g. from export)")
+    add_size_args(p)
+    _add_json_arg(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
@@ -329,6 +414,18 @@ def build_parser() -> argparse.ArgumentParser:
                                "load_file")
     p.add_argument("--network", help="network spec (default: the plan's)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("dryrun", help="compile a training script with MindSpore's parallel "
+                                      "compiler on this CPU machine (one step, simulated ranks)")
+    p.add_argument("script", help="the training script (run unmodified)")
+    p.add_argument("--ranks", type=positive_int, default=8, help="simulated ranks (default 8)")
+    p.add_argument("--rank", type=int, default=0, help="the rank compiled (default 0)")
+    # the script's own arguments follow "--" (split off in main(): argparse's sub-parsers do
+    # not pass "--" on); they reach the script untouched
+    p.set_defaults(args=[])
+    p.epilog = "the script's own arguments follow --: smsg-ms dryrun train.py --ranks 8 -- --lr 0.1"
+    _add_json_arg(p)
+    p.set_defaults(func=cmd_dryrun)
 
     from .compare.cli import register as register_compare
     register_compare(sub)
@@ -365,7 +462,14 @@ def _closed_stdout() -> int:
 def main(argv: list[str] | None = None) -> int:
     _user_modules_from_cwd()
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args = []
+    if "dryrun" in argv and "--" in argv[argv.index("dryrun"):]:
+        cut = argv.index("--", argv.index("dryrun"))
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    if script_args:
+        args.args = script_args
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -14,7 +14,8 @@ Layers, lowest first; a module may import modules of its own layer or a lower on
   3   ``cost``                                        symbolic cost model
   4   ``search``                                      strategy search (problem, solvers)
   5   ``planner``                                     graph → cost → search → Plan
-  6   ``integration``, ``dryrun``, ``compare``        write-back, checks, MindSpore's compiler
+  6   ``integration``, ``dryrun``, ``compare``,       write-back, checks, MindSpore's compiler,
+      ``cli_options``, ``cli_output``                 command-line helpers the commands share
   7   ``report``                                      tables, explain view, plots
   8   ``cli``, ``smsg_ms`` (the package's API)        entry points
 ====  =============================================  ============================================
@@ -44,7 +45,7 @@ LAYERS = {
     "cost": 3,
     "search": 4,
     "planner": 5,
-    "integration": 6, "dryrun": 6, "compare": 6,
+    "integration": 6, "dryrun": 6, "compare": 6, "cli_options": 6, "cli_output": 6,
     "report": 7,
     "cli": 8, "": 8, "__main__": 8,
 }

@@ -132,7 +132,7 @@ def test_top_level_help_names_every_command(work):
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     proc = smsg(["--help"], work)
     description = proc.stdout.split("positional arguments")[0]
-    assert len(sub.choices) == 7
+    assert len(sub.choices) == 8
     for command in sub.choices:
         assert command in description, command
 

@@ -75,11 +75,31 @@ def test_msrun_eight_ranks_load_the_plan_file_and_log_its_hash(megatron_plan_fil
     assert {l.split()[-1] for l in lines} == {plan_hash}
 
 
-@pytest.mark.parametrize("wrapper", [False, True], ids=["search_mode", "AutoParallel"])
-def test_mindspore_compiles_with_the_planned_strategies(megatron_plan_file, wrapper):
-    proc = run_rank(["--plan", str(megatron_plan_file)] + (["--wrapper"] if wrapper else []),
-                    devices=8, rank=5)
+def test_msrun_eight_ranks_plan_live_through_mindspores_own_set_auto_parallel_context():
+    """msrun, 8 workers; each only calls ``mindspore.set_auto_parallel_context(search_mode=
+    "smsg")`` after ``import smsg_ms``, plans the network itself, and all logged plans agree."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--msrun", "8", "--master-port",
+                           str(free_port()), "--mindspore-api"], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=ROOT / "tests")
+    assert proc.returncode == 0, proc.stdout[-1000:] + proc.stderr[-2000:]
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("rank ")]
+    assert [l.split()[1] for l in lines] == [f"{r}:" for r in range(8)]
+    assert len({l.split()[-1] for l in lines}) == 1
+
+
+@pytest.mark.parametrize("api", ["search_mode", "AutoParallel", "mindspore.set_auto_parallel_"
+                                 "context", "mindspore.AutoParallel"])
+def test_mindspore_compiles_with_the_planned_strategies(megatron_plan_file, api):
+    """smsg_ms's function and wrapper, and MindSpore's own ones after ``import smsg_ms``."""
+    flags = {"search_mode": [], "AutoParallel": ["--wrapper"],
+             "mindspore.set_auto_parallel_context": ["--mindspore-api"],
+             "mindspore.AutoParallel": ["--mindspore-api", "--wrapper"]}[api]
+    proc = run_rank(["--plan", str(megatron_plan_file)] + flags, devices=8, rank=5)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    if "--mindspore-api" in flags and "--wrapper" not in flags:  # the user's script reads smsg
+        assert "search_mode smsg collectives" in proc.stdout
     used = used_matmuls(proc.stdout)
     assert used["fc1"] == MEGATRON["fc1.matmul"] and used["fc2"] == MEGATRON["fc2.matmul"]
     assert used["fc3"] == [[8, 1], [1, 1]]  # the plan's data-parallel choice

@@ -345,10 +345,13 @@ def print_report(report: CheckReport, console) -> None:
             console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}")
             continue
         table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
+        # each column at least as wide as its longest header word: at 80 columns rich then
+        # wraps headers and values between words, never inside one ("verdi/ct")
         for col in ("collective", "phase", "group", "pred.", "pred. MiB", "ins.", "ins. MiB"):
             left = col in ("collective", "phase")
-            table.add_column(col, justify="left" if left else "right", no_wrap=left)
-        table.add_column("verdict", overflow="fold")
+            table.add_column(col, justify="left" if left else "right", no_wrap=left,
+                             min_width=max(len(w) for w in col.split()))
+        table.add_column("verdict", min_width=len("MISMATCH"))
         for row in r.rows:
             kind, phase, size = row.key
             mark = ("loss (not compared)" if not row.planned else "ok" if row.ok else

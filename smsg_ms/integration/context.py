@@ -317,13 +317,17 @@ def _make_wrapper_class():
 _wrapper_class = None
 
 
-def AutoParallel(network, parallel_mode: str = SMSG_MODE, **options):  # noqa: N802
-    """Wrap ``network`` in smsg-ms's ``AutoParallel`` (a ``mindspore.parallel.auto_parallel.
-    AutoParallel`` subclass of the same name); see the class docstring for ``options``.
-
-    MindSpore is imported on first use, so ``import smsg_ms`` stays light.
-    """
+def wrapper_class():
+    """smsg-ms's ``AutoParallel`` class (a ``mindspore.parallel.auto_parallel.AutoParallel``
+    subclass of the same name), made on first use so that ``import smsg_ms`` stays light."""
     global _wrapper_class
     if _wrapper_class is None:
         _wrapper_class = _make_wrapper_class()
-    return _wrapper_class(network, parallel_mode, **options)
+    return _wrapper_class
+
+
+def AutoParallel(network, parallel_mode: str = SMSG_MODE, **options):  # noqa: N802
+    """Wrap ``network`` in smsg-ms's ``AutoParallel`` (:func:`wrapper_class`); see the class
+    docstring for ``options``.
+    """
+    return wrapper_class()(network, parallel_mode, **options)

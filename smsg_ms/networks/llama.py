@@ -1,10 +1,15 @@
-"""Built-in LLaMA-style decoder (pre-norm, RmsNorm, multi-head attention, SwiGLU MLP, LM head).
+"""Built-in LLaMA-style decoder (pre-norm, RmsNorm, multi-head or grouped-query attention, SwiGLU
+MLP, LM head).
 
 Shapes (elements): ``input_ids (batch, seq)`` int32 → logits ``(batch·seq, vocab)``. Per layer:
-``wq, wk, wv, wo: (hidden, hidden)``, ``w1, w3: (hidden, ffn)``, ``w2: (ffn, hidden)``; the
-embedding ``(vocab, hidden)`` and the head ``(hidden, vocab)``. Every operator the planner can
-shard is a Primitive attribute, named as in mindformers' ``LlamaForCausalLM``
-(``layers.3.attention.wq``), so plans read the same on both.
+``wq, wo: (hidden, hidden)``, ``wk, wv: (hidden, kv_heads·head_dim)`` (``head_dim = hidden /
+heads``; ``kv_heads`` defaults to ``heads``), ``w1, w3: (hidden, ffn)``, ``w2: (ffn, hidden)``; the
+embedding ``(vocab, hidden)`` and the head ``(hidden, vocab)``. Grouped-query attention (Ainslie
+et al. 2023, "GQA", as in LLaMA-2-70B and LLaMA-3) shares each key/value head among
+``heads / kv_heads`` query heads: the queries are regrouped to ``(batch, kv_heads, group·seq,
+head_dim)`` so the two BatchMatMuls read the ``kv_heads`` keys and values as they are (no
+copy). Every operator the planner can shard is a Primitive attribute, named as in mindformers'
+``LlamaForCausalLM`` (``layers.3.attention.wq``), so plans read the same on both.
 """
 from __future__ import annotations
 
@@ -12,14 +17,18 @@ import numpy as np
 
 
 def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, heads: int = 16,
-          ffn: int = 2816, vocab: int = 32000, dtype: str = "float32"):
+          ffn: int = 2816, vocab: int = 32000, dtype: str = "float32", kv_heads: int | None = None):
     import mindspore as ms
     from mindspore import Parameter, nn, ops
     from mindspore.common.initializer import initializer
 
     if hidden % heads:
         raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+    kv_heads = heads if kv_heads is None else kv_heads
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
     head_dim = hidden // heads
+    group = heads // kv_heads
     ms_dtype = ms.float16 if dtype == "float16" else ms.float32
 
     def weight(shape, name):
@@ -48,8 +57,9 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
     class Attention(nn.Cell):
         def __init__(self):
             super().__init__()
-            self.wq, self.wk = Linear(hidden, hidden), Linear(hidden, hidden)
-            self.wv, self.wo = Linear(hidden, hidden), Linear(hidden, hidden)
+            self.wq, self.wo = Linear(hidden, hidden), Linear(hidden, hidden)
+            self.wk = Linear(hidden, kv_heads * head_dim)
+            self.wv = Linear(hidden, kv_heads * head_dim)
             self.reshape = ops.Reshape()
             self.merge_reshape = ops.Reshape()
             self.transpose = ops.Transpose()
@@ -58,17 +68,29 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
             self.pv = ops.BatchMatMul()
             self.scale = ops.Mul()
             self.softmax = ops.Softmax(-1)
+            if group > 1:  # only with GQA: the multi-head graph stays as it was
+                self.group_reshape = ops.Reshape()
+                self.ungroup_reshape = ops.Reshape()
 
-        def split_heads(self, x):
-            x = self.reshape(x, (batch, seq, heads, head_dim))
+        def split_heads(self, x, n):
+            # queries, keys and values share this reshape and transpose, as in the multi-head
+            # graph: one primitive, one strategy (its head cut divides kv_heads too), and
+            # a chain of layers the search eliminates quickly (with a transpose of their own,
+            # keys and values widened the frontier and a 64-device plan fell back to the
+            # integer program: 30x slower)
+            x = self.reshape(x, (batch, seq, n, head_dim))
             return self.transpose(x, (0, 2, 1, 3))
 
         def construct(self, x):
-            q = self.split_heads(self.wq(x))
-            k = self.split_heads(self.wk(x))
-            v = self.split_heads(self.wv(x))
+            q = self.split_heads(self.wq(x), heads)
+            k = self.split_heads(self.wk(x), kv_heads)
+            v = self.split_heads(self.wv(x), kv_heads)
+            if group > 1:  # query heads kv·g+i (i < g) share key/value head kv
+                q = self.group_reshape(q, (batch, kv_heads, group * seq, head_dim))
             scores = self.scale(self.qk(q, k), ms.Tensor(1.0 / head_dim ** 0.5, ms_dtype))
             out = self.pv(self.softmax(scores), v)
+            if group > 1:
+                out = self.ungroup_reshape(out, (batch, heads, seq, head_dim))
             out = self.merge_transpose(out, (0, 2, 1, 3))
             return self.wo(self.merge_reshape(out, (batch * seq, hidden)))
 

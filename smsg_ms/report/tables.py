@@ -213,8 +213,10 @@ def print_summary(plan: Plan, console) -> None:
     table.add_column("block", overflow="fold")
     table.add_column("primitive", overflow="fold")
     table.add_column("strategy", no_wrap=True)
-    for row in summary_rows(plan):
-        table.add_row(*row)
+    for block, primitive, strategy in summary_rows(plan):
+        # a space after each comma of an instance list lets it wrap between numbers at 80
+        # columns (layers.0–5, 8, 10–12) instead of inside one
+        table.add_row(block.replace(",", ", "), primitive, strategy)
     console.print(table)
     title = "predicted totals (per device, one training step)"
     if plan.pipeline:
@@ -250,6 +252,20 @@ def fmt_runner_up(runner_up: dict | None) -> str:
     return strategy
 
 
+def block_ranges(blocks: list[str]) -> str:
+    """Block instances as ranges per container: ``["layers.1", "layers.2", "layers.3",
+    "layers.7"]`` → ``layers.1–3, 7`` (:func:`instance_label`); names without a numeric last
+    part are listed as they are."""
+    by_container: OrderedDict[str, list[str]] = OrderedDict()
+    for b in blocks:
+        container, _, index = b.rpartition(".")
+        key = container if container and index.isdigit() else b
+        by_container.setdefault(key, []).append(index if key != b else "")
+    parts = [key if idx == [""] else instance_label(key + ".*", idx)
+             for key, idx in by_container.items()]
+    return ", ".join(p.replace(",", ", ") for p in parts)
+
+
 def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     """Per stage of a pipelined plan: ``(stage, blocks, recomputed blocks, seconds per
     micro-batch, memory per device in one unit)``; ``[]`` without a pipeline record."""
@@ -265,8 +281,8 @@ def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     for s in range(int(rec["stages"])):
         blocks = [b for b, st in stage_of.items() if st == s]
         span = f"{blocks[0]} .. {blocks[-1]}" if len(blocks) > 1 else (blocks[0] if blocks else "-")
-        rc = [b for b in blocks if recompute.get(b)]
-        rows.append((str(s), f"{span} ({len(blocks)})", ", ".join(rc) or "-",
+        rc = block_ranges([b for b in blocks if recompute.get(b)])
+        rows.append((str(s), f"{span} ({len(blocks)})", rc or "-",
                      fmt_seconds(seconds[s]) if s < len(seconds) else "-",
                      fmt_bytes(memory[s], unit) if s < len(memory) else "-"))
     return rows

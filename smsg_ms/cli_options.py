@@ -1,0 +1,78 @@
+"""Network options of the command line: ``--batch --seq --layers``, the widths (``--hidden
+--heads --kv-heads --ffn --vocab --experts --top-k``) and ``--shape PRESET``
+(:mod:`smsg_ms.networks.presets`), shared by ``graph``, ``plan``, ``compare`` and ``score``."""
+from __future__ import annotations
+
+import argparse
+
+SIZE_FLAGS = ("batch", "seq", "layers")
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_size_args(p: argparse.ArgumentParser) -> None:
+    """``--batch --seq --layers``, the width flags and ``--shape``."""
+    from .networks.presets import SHAPES
+
+    p.add_argument("--batch", type=positive_int, help="global batch size (network option)")
+    p.add_argument("--seq", type=positive_int, help="sequence length (network option)")
+    p.add_argument("--layers", type=positive_int, help="number of layers (network option)")
+    p.add_argument("--shape", metavar="PRESET", help="a published model's widths: "
+                   + ", ".join(SHAPES) + " (the flags given override it)")
+    widths = p.add_argument_group("widths (network options, where the network has them)")
+    widths.add_argument("--hidden", type=positive_int, help="model width")
+    widths.add_argument("--heads", type=positive_int, help="attention heads")
+    widths.add_argument("--kv-heads", type=positive_int, help="key/value heads (grouped-query "
+                                                                "attention)")
+    widths.add_argument("--ffn", type=positive_int, help="MLP width")
+    widths.add_argument("--vocab", type=positive_int, help="vocabulary size")
+    widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (no "
+                                                               "built-in has experts)")
+    widths.add_argument("--top-k", type=positive_int, help="experts per token")
+
+
+def given_options(args) -> dict:
+    """The network options given as flags (not the preset's)."""
+    from .networks.presets import WIDTH_FLAGS
+
+    keys = SIZE_FLAGS + tuple(WIDTH_FLAGS)
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def network_options(args) -> dict:
+    """The network options: the ``--shape`` preset's, overridden by the flags given.
+
+    Raises:
+        ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
+    """
+    from .networks.presets import resolve_shape
+
+    return resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+
+
+def name_options(args) -> dict:
+    """The options a default file name carries: the preset's name and the flags given."""
+    shape = getattr(args, "shape", None)
+    return {**({"shape": shape} if shape else {}), **given_options(args)}

@@ -1,0 +1,70 @@
+"""Output of the command line for people and for scripts.
+
+``--json``: the command's result as one JSON document on stdout and nothing else there (what
+MindSpore or a library prints while the command works goes to stderr: file descriptor 1 points at
+stderr until the document is written). Without ``--json``, long work shows a rich spinner on
+stderr when stderr is a terminal, and nothing in a pipe.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+
+def _plain(value):
+    """orjson's fallback: tuples and sets as arrays, anything else as its text."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if hasattr(value, "__dataclass_fields__"):
+        from dataclasses import asdict
+        return asdict(value)
+    return str(value)
+
+
+def dumps(data) -> str:
+    """``data`` as indented JSON with sorted keys (deterministic: same data, same text)."""
+    import orjson
+
+    return orjson.dumps(data, default=_plain,
+                        option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
+                        | orjson.OPT_NON_STR_KEYS).decode()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool = True):
+    """While active, everything written to stdout (Python or C++, file descriptor 1) goes to
+    stderr; the descriptor is restored on exit."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def emit_json(data) -> None:
+    """Write ``data`` to stdout as JSON (:func:`dumps`) and a newline."""
+    sys.stdout.write(dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def working(label: str, json_mode: bool = False):
+    """A rich spinner with ``label`` on stderr while the block runs, only when stderr is a
+    terminal; with ``json_mode`` the block's stdout also goes to stderr
+    (:func:`stdout_to_stderr`)."""
+    with stdout_to_stderr(json_mode):
+        if not sys.stderr.isatty():
+            yield
+            return
+        from rich.console import Console
+
+        with Console(stderr=True).status(label):
+            yield

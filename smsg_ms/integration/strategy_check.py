@@ -1,0 +1,135 @@
+"""``smsg-ms check STRATEGY.json --network SPEC --devices N``: does MindSpore take a strategy
+checkpoint file (``smsg-ms export``'s, or MindSpore's own ``strategy_ckpt_config`` save) for this
+network on this many devices?
+
+The file is first matched against the network's operators (its keys are ``<primitive type>_<first
+Parameter read>``, :mod:`smsg_ms.integration.strategy_files`): a key the network lacks means the
+file is for another network (MindSpore would silently ignore it). Then the network is compiled in
+the dry-run with ``strategy_ckpt_config={"load_file": ...}``; MindSpore's rejection is reported
+in one line with the likely cause (a strategy that cuts into more parts than there are devices, or
+into a count that does not divide them, was exported for another device count).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plan_io import PlanError
+
+
+def read_strategy_file(path: str) -> dict | None:
+    """The ``parallel_strategy_item`` map of a strategy checkpoint JSON file, ``None`` when the
+    file is JSON of another kind (a plan file).
+
+    Raises:
+        PlanError: unreadable file, not JSON, or a malformed item.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or "parallel_strategy_item" not in data:
+        return None
+    items = data["parallel_strategy_item"]
+    if not isinstance(items, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("parallel_strategy"), list)
+            for v in items.values()):
+        raise PlanError(f"{path}: parallel_strategy_item is not a map of "
+                        "{key: {parallel_strategy: [[cuts]...]}}")
+    return items
+
+
+def network_keys(graph) -> set[str]:
+    """The strategy-checkpoint keys a network's operators can take: ``<type>_<first parameter
+    read>`` for each operator that reads a Parameter."""
+    keys = set()
+    for op in graph.ops:
+        param = next((n for n in op.inputs if graph.tensors[n].kind == "parameter"), None)
+        if param is not None:
+            keys.add(f"{op.type}_{param}")
+    return keys
+
+
+@dataclass
+class StrategyFileReport:
+    """A strategy file MindSpore compiled: ``collectives`` (one dict per call, see
+    :func:`smsg_ms.dryrun.collectives.collectives_in`)."""
+
+    path: str
+    network: str
+    devices: int
+    strategies: int
+    collectives: list = field(default_factory=list)
+
+
+def _largest_cut(items: dict) -> int:
+    return max((math.prod(int(c) for c in cuts)
+                for v in items.values() for cuts in v["parallel_strategy"] if cuts), default=1)
+
+
+def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> StrategyFileReport:
+    """Compile ``spec`` on ``devices`` devices with the strategy file ``path`` loaded.
+
+    Raises:
+        PlanError: not a strategy file, keys the network lacks, or MindSpore's rejection (one
+            line with its reason and the likely cause).
+    """
+    from ..graph.capture import capture_network
+    from ..dryrun.runner import DryRunError, run_child
+    from ..devices import check_device_count
+
+    check_device_count(devices)
+    items = read_strategy_file(path)
+    if items is None:
+        raise PlanError(f"{path} is not a strategy checkpoint (no parallel_strategy_item)")
+    unknown = sorted(set(items) - network_keys(capture_network(spec, **options)))
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+        raise PlanError(f"{path} is for another network: {len(unknown)} of {len(items)} "
+                        f"strategies name operators that '{spec}' does not have ({shown})")
+    job = {"job": "compile", "spec": spec, "options": options, "strategies": {},
+           "context": {"full_batch": True,
+                       "strategy_ckpt_config": {"load_file": str(Path(path).resolve())}}}
+    try:
+        result = run_child(job, devices=devices)
+    except DryRunError as exc:
+        if exc.kind in ("timeout", "crash"):
+            raise
+        largest = _largest_cut(items)
+        cause = ""
+        if largest > devices or devices % largest:
+            cause = (f"; its strategies cut into up to {largest} parts, so it was exported for "
+                     f"another device count than {devices}")
+        from ..dryrun.runner import parallel_error
+        reason = parallel_error(exc.log) or str(exc).splitlines()[0]
+        raise PlanError(f"MindSpore rejects {path} for '{spec}' on {devices} devices "
+                        f"({reason}){cause}") from None
+    return StrategyFileReport(path, spec, devices, len(items), result["collectives"])
+
+
+def collectives_table(collectives: list[dict], title: str):
+    """A rich table of collectives counted per kind, pass (``grad_sync`` for gradient
+    synchronisation) and group size."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("collective", "pass", "group", "count"):
+        table.add_column(col, justify="right" if col in ("group", "count") else "left",
+                         min_width=len(col))
+    counts = Counter((c["type"], "grad_sync" if c["grad_sync"] else c["pass"], c["group_size"])
+                     for c in collectives)
+    for (kind, phase, group), n in sorted(counts.items()):
+        table.add_row(kind, phase, str(group), str(n))
+    return table
+
+
+def print_strategy_report(report: StrategyFileReport, console) -> None:
+    """The collectives MindSpore inserted, counted per kind, pass and group size."""
+    console.print(collectives_table(report.collectives,
+                                    f"{report.network} on {report.devices} devices with "
+                                    f"{report.path}: collectives MindSpore inserted"))
+    console.print(f"check: passed (MindSpore took {report.strategies} strategies)")

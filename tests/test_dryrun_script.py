@@ -1,0 +1,46 @@
+"""``smsg-ms dryrun SCRIPT.py``: an unmodified training script (``scripts/plain_training.py``)
+compiled by MindSpore's parallel compiler on simulated ranks, through the CLI. Oracles: the
+parameter sizes of the MLP derived by hand, and the collectives of the plan applied by smsg-ms
+as MindSpore compiles them (``run_child``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import one_line_error, smsg
+from test_strategy_file import collective_counts, exported  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+PLAIN = str(ROOT / "scripts" / "plain_training.py")
+SIZE = ["--batch", "64", "--d-in", "64", "--hidden", "128", "--d-out", "32"]
+
+
+def test_data_parallel_script_memory_and_collectives(tmp_path):
+    proc = smsg(["dryrun", PLAIN, "--ranks", "8", "--json", "--", "--context",
+                 json.dumps({"parallel_mode": "data_parallel"}), *SIZE], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] and doc["training"] and doc["cell"] == "TrainOneStepCell"
+    # weights and biases of Dense 64→128→128→32, float32, whole on every device under data
+    # parallel; Momentum keeps one moment per weight: twice that, plus three scalars
+    # (learning rate, momentum, global step)
+    weights = (64 * 128 + 128) + (128 * 128 + 128) + (128 * 32 + 32)
+    assert doc["parameter_bytes"] == 2 * 4 * weights + 3 * 4
+    # one gradient AllReduce over the 8 ranks per trained parameter
+    assert [c["group_size"] for c in doc["collectives"] if c["type"] == "AllReduce"] == [8] * 6
+
+
+def test_script_with_the_exported_file_and_its_rejection_on_other_ranks(exported):  # noqa: F811
+    from smsg_ms.integration.check import plan_compile_job
+    from smsg_ms.dryrun.runner import run_child
+
+    work, plan, _ = exported
+    context = json.dumps({"parallel_mode": "semi_auto_parallel", "full_batch": True,
+                          "strategy_ckpt_config": {"load_file": "mlp.strategy.json"}})
+    proc = smsg(["dryrun", PLAIN, "--json", "--", "--context", context, *SIZE], work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    applied = run_child(plan_compile_job(plan), devices=8)["collectives"]
+    assert collective_counts(doc["collectives"]) == collective_counts(applied)
+    rejected = smsg(["dryrun", PLAIN, "--ranks", "4", "--", "--context", context, *SIZE], work)
+    one_line_error(rejected, "MindSpore rejected", "rank 0 of 4", "requires 8 devices")
