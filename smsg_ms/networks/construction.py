@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from typing import Any, Callable
 
 #: ``cell_init_args`` prefix of :func:`mindspore.lazy_inline` (``mindspore/graph/lazy_inline.py``)
@@ -60,25 +61,63 @@ def construct(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
 
     With ``no_init`` it runs under ``no_init_parameters`` (no weight allocated); when the
     constructor reads one of its own weights (:func:`reads_own_weights`) it is called once more
-    with weights allocated, so the network still builds (at the cost of its weights' memory).
+    with weights allocated (stand-alone mode during that call), so the network still builds (at
+    the cost of its weights' memory). When the call switches MindSpore's execution mode
+    (mindformers' first ``get_context`` creates its ``Context``, which sets MindSpore's defaults,
+    PyNative mode among them, and its model classes then pick their PyNative variant), the
+    caller's mode is restored, in mindformers' context too (its ``set_context``), and the
+    function called again.
 
     Raises:
-        whatever ``func`` raises (the second call's error when the first was a weight read).
+        whatever ``func`` raises (the last call's error).
     """
+    import mindspore as ms
+
     with cpu_target():
-        if not no_init:
-            return func(**options)
-        from mindspore.nn.utils import no_init_parameters
+        mode = ms.get_context("mode")
         try:
-            with no_init_parameters():
-                return func(**options)
-        except Exception as exc:  # retried only for a weight read, re-raised otherwise
-            if not reads_own_weights(exc):
+            out = _call(func, options, no_init)
+        except Exception:  # retried below only when the mode moved under it
+            if ms.get_context("mode") == mode:
                 raise
-            log.warning("the network's constructor reads its own weights (%s); building it "
-                        "again with weights allocated", str(exc).splitlines()[0])
-        with _stand_alone():
+        if ms.get_context("mode") == mode:
+            return out
+        _restore_mode(mode)
+        log.warning("the network's constructor switched MindSpore's execution mode; building "
+                    "it again in the caller's mode")
+        try:
+            return _call(func, options, no_init)
+        finally:
+            if ms.get_context("mode") != mode:
+                _restore_mode(mode)
+
+
+def _restore_mode(mode: int) -> None:
+    """Set MindSpore's execution mode, through mindformers' context when it has one (its model
+    classes read the mode from that context's cache, not from MindSpore)."""
+    import mindspore as ms
+
+    mf_context = sys.modules.get("mindformers.core.context.build_context")
+    if mf_context is not None and mf_context.Context.is_exists():
+        mf_context.set_context(mode=mode)
+    ms.set_context(mode=mode)
+
+
+def _call(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
+    """``func(**options)``, under ``no_init_parameters`` when ``no_init`` (see :func:`construct`)."""
+    if not no_init:
+        return func(**options)
+    from mindspore.nn.utils import no_init_parameters
+    try:
+        with no_init_parameters():
             return func(**options)
+    except Exception as exc:  # retried only for a weight read, re-raised otherwise
+        if not reads_own_weights(exc):
+            raise
+        log.warning("the network's constructor reads its own weights (%s); building it "
+                    "again with weights allocated", str(exc).splitlines()[0])
+    with _stand_alone():
+        return func(**options)
 
 
 @contextlib.contextmanager
