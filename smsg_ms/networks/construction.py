@@ -73,7 +73,7 @@ def construct(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
     """
     import mindspore as ms
 
-    with cpu_target():
+    with cpu_target(), _semi_auto_for_propagation():
         mode = ms.get_context("mode")
         try:
             out = _call(func, options, no_init)
@@ -118,6 +118,27 @@ def _call(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
                     "again with weights allocated", str(exc).splitlines()[0])
     with _stand_alone():
         return func(**options)
+
+
+@contextlib.contextmanager
+def _semi_auto_for_propagation():
+    """Construct in ``semi_auto_parallel`` when the caller compiles in ``auto_parallel`` with
+    sharding propagation (``check`` of a plan written back by propagation): a network's own
+    strategies are replaced by the plan's either way, and mindformers 1.9.0's ``parallel_core``
+    layers call a ``sharding_propagation`` method in that mode that ``FlashAttention`` lacks
+    (AttributeError at construction)."""
+    import mindspore as ms
+
+    old = ms.get_auto_parallel_context("parallel_mode")
+    propagate = old == "auto_parallel" and \
+        ms.get_auto_parallel_context("search_mode") == "sharding_propagation"
+    if propagate:
+        ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    try:
+        yield
+    finally:
+        if propagate:
+            ms.set_auto_parallel_context(parallel_mode=old, search_mode="sharding_propagation")
 
 
 @contextlib.contextmanager

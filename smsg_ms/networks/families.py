@@ -32,6 +32,16 @@ def _import(path: str):
         return getattr(importlib.import_module(module), name)
 
 
+def _world_size() -> int:
+    """Devices of the initialised communication (1 before ``init()``)."""
+    from mindspore.communication import get_group_size
+
+    try:
+        return int(get_group_size())
+    except RuntimeError:
+        return 1
+
+
 def _ids(batch: int, seq: int):
     import mindspore as ms
 
@@ -67,16 +77,47 @@ def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: boo
             "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
             "head_dim": s["hidden"] // s["heads"], "max_position_embeddings": seq,
             "seq_length": seq}
+
     if moe:
         base.update({"num_experts": s["experts"], "n_routed_experts": s["experts"],
                      "num_experts_per_tok": s["top_k"], "moe_intermediate_size": s["expert_ffn"]})
     base.update(config)
     cfg = _import(config_path)(**base)
-    net = _import(model_path)(config=cfg)
-    # training: construct(input_ids, position_ids, attention_mask, decoder_input, labels) computes
-    # its loss from the labels (without them its one-hot gets None)
-    train = (_ids(batch, seq), None, None, None, _ids(batch, seq))
-    return {"net": net, "inputs": (_ids(batch, seq),), "train_inputs": train}
+    # their GPTModel requires data × pipeline parallel sizes = the world size (as a user's yaml
+    # gives them); the plan replaces the strategies these sizes make
+    stages = int(ms.get_auto_parallel_context("pipeline_stages"))
+    cfg.parallel_config.data_parallel = max(_world_size() // stages, 1)
+    cfg.parallel_config.pipeline_stage = stages
+    net = _WithLabels(_import(model_path)(config=cfg))
+    return {"net": net, "inputs": (_ids(batch, seq),),
+            "train_inputs": (_ids(batch, seq), _ids(batch, seq))}
+
+
+def _with_labels_class():
+    from mindspore import nn
+
+    class WithLabels(nn.Cell):
+        """``construct(input_ids, labels=None)`` → ``model(input_ids, labels=labels)`` (its loss
+        when it returns a tuple in training): these
+        models take the labels fifth (after position ids, mask, decoder input) and compute
+        their loss from them in training (without them their one-hot gets None); every data
+        input stays a tensor."""
+
+        def __init__(self, model):
+            super().__init__(auto_prefix=False)
+            self.model = model
+
+        def construct(self, input_ids, labels=None):
+            out = self.model(input_ids, labels=labels)
+            if isinstance(out, tuple):  # training: (loss, statistics...)
+                return out[0]
+            return out
+
+    return WithLabels
+
+
+def _WithLabels(model):  # noqa: N802 (a class made on first use: mindspore imported lazily)
+    return _with_labels_class()(model)
 
 
 def mf_llama(batch: int = 4, seq: int = 64):
@@ -100,56 +141,56 @@ def mf_glm2(batch: int = 4, seq: int = 64):
                        padded_vocab_size=s["vocab"], vocab_size=s["vocab"])
 
 
-def mf_qwen2(batch: int = 4, seq: int = 64):
+def mf_qwen2(batch: int = 16, seq: int = 64):
     """mindformers ``Qwen2ForCausalLM``."""
     return _mcore_llm("mindformers.models.qwen2.Qwen2Config",
                       "mindformers.models.qwen2.Qwen2ForCausalLM", batch, seq)
 
 
-def mf_qwen3(batch: int = 4, seq: int = 64):
+def mf_qwen3(batch: int = 16, seq: int = 64):
     """mindformers ``Qwen3ForCausalLM`` (training class ``TrainingQwen3ForCausalLM``)."""
     return _mcore_llm("mindformers.models.qwen3.Qwen3Config",
                       "mindformers.models.qwen3.Qwen3ForCausalLM", batch, seq)
 
 
-def mf_qwen3_moe(batch: int = 4, seq: int = 64):
+def mf_qwen3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``Qwen3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.qwen3_moe.Qwen3MoeConfig",
                       "mindformers.models.qwen3_moe.Qwen3MoeForCausalLM", batch, seq, moe=True)
 
 
-def mf_glm4(batch: int = 4, seq: int = 64):
+def mf_glm4(batch: int = 16, seq: int = 64):
     """mindformers ``Glm4ForCausalLM``."""
     return _mcore_llm("mindformers.models.glm4.Glm4Config",
                       "mindformers.models.glm4.Glm4ForCausalLM", batch, seq)
 
 
-def mf_glm4_moe(batch: int = 4, seq: int = 64):
+def mf_glm4_moe(batch: int = 16, seq: int = 64):
     """mindformers ``Glm4MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.glm4_moe.Glm4MoeConfig",
                       "mindformers.models.glm4_moe.Glm4MoeForCausalLM", batch, seq, moe=True)
 
 
-def mf_deepseek_v3(batch: int = 4, seq: int = 64):
+def mf_deepseek_v3(batch: int = 16, seq: int = 64):
     """mindformers ``DeepseekV3ForCausalLM`` (MLA attention, 4 routed experts, top 2)."""
     return _mcore_llm("mindformers.models.deepseek3.DeepseekV3Config",
                       "mindformers.models.deepseek3.DeepseekV3ForCausalLM", batch, seq, moe=True,
                       first_k_dense_replace=1, n_group=1, topk_group=1)
 
 
-def mf_telechat2(batch: int = 4, seq: int = 64):
+def mf_telechat2(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat2ForCausalLM``."""
     return _mcore_llm("mindformers.models.telechat2.Telechat2Config",
                       "mindformers.models.telechat2.TeleChat2ForCausalLM", batch, seq)
 
 
-def mf_telechat3(batch: int = 4, seq: int = 64):
+def mf_telechat3(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat3ForCausalLM``."""
     return _mcore_llm("mindformers.models.telechat3.TeleChat3Config",
                       "mindformers.models.telechat3.TeleChat3ForCausalLM", batch, seq)
 
 
-def mf_telechat3_moe(batch: int = 4, seq: int = 64):
+def mf_telechat3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.telechat3_moe.TeleChat3MoeConfig",
                       "mindformers.models.telechat3_moe.TeleChat3MoeForCausalLM", batch, seq,
