@@ -6,12 +6,12 @@ cost model then offers MindSpore's batch-parallel layout only).
 """
 from __future__ import annotations
 
-from . import (batchnorm, conv, elementwise, embedding, expand_dims, gather, loss, matmul, norm,
-               pool, reduce, slicing, softmax, transpose)
+from . import (batchnorm, conv, elementwise, embedding, expand_dims, flash_attention, gather,
+               loss, matmul, norm, pool, reduce, slicing, softmax, transpose)
 
 FAMILIES = {}
 for _module in (matmul, elementwise, softmax, norm, gather, transpose, reduce, conv, pool,
-                batchnorm, slicing, loss, expand_dims, embedding):
+                batchnorm, slicing, loss, expand_dims, embedding, flash_attention):
     for _type in _module.TYPES:
         FAMILIES[_type] = _module
 
