@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from . import NetworkSpecError
 from .external import _require
 
 #: reduced LLM size shared by every mindformers family (hidden, heads, layers, FFN, vocabulary)
@@ -30,6 +31,12 @@ def _import(path: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return getattr(importlib.import_module(module), name)
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("mindformers")
 
 
 def _world_size() -> int:
@@ -60,10 +67,11 @@ def _legacy_llm(config_path: str, model_path: str, batch: int, seq: int,
     return {"net": net, "inputs": (_ids(batch, seq),), "train_inputs": train}
 
 
-def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: bool = False,
+def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: tuple = (),
                **config):
     """A mindformers model of the ``parallel_core`` kind (Qwen3, DeepSeek-V3, TeleChat3...):
-    Hugging Face style config, ``construct(input_ids, ...)``."""
+    Hugging Face style config, ``construct(input_ids, ...)``. ``moe``: the config keys of the
+    routed-expert count (the family's own names) for a mixture-of-experts model."""
     _require("mindformers", model_path)
     import mindspore as ms
 
@@ -79,8 +87,11 @@ def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: boo
             "seq_length": seq}
 
     if moe:
-        base.update({"num_experts": s["experts"], "n_routed_experts": s["experts"],
-                     "num_experts_per_tok": s["top_k"], "moe_intermediate_size": s["expert_ffn"]})
+        # mindformers 1.9.0 refuses its own default ("moe_grouped_gemm = 'False' is not
+        # supported now"): the experts run as one GroupedMatmul
+        base.update({key: s["experts"] for key in moe})
+        base.update({"num_experts_per_tok": s["top_k"], "moe_intermediate_size": s["expert_ffn"],
+                     "moe_grouped_gemm": True})
     base.update(config)
     cfg = _import(config_path)(**base)
     # their GPTModel requires data × pipeline parallel sizes = the world size (as a user's yaml
@@ -88,7 +99,12 @@ def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: boo
     stages = int(ms.get_auto_parallel_context("pipeline_stages"))
     cfg.parallel_config.data_parallel = max(_world_size() // stages, 1)
     cfg.parallel_config.pipeline_stage = stages
-    net = _WithLabels(_import(model_path)(config=cfg))
+    model = _import(model_path)(config=cfg)
+    if type(model).__name__.startswith("Inference"):
+        raise NetworkSpecError(f"mindformers {_version()} builds only {type(model).__name__} "
+                               f"for {model_path.rpartition('.')[2]} (inference, no training "
+                               "graph to plan)")
+    net = _WithLabels(model)
     return {"net": net, "inputs": (_ids(batch, seq),),
             "train_inputs": (_ids(batch, seq), _ids(batch, seq))}
 
@@ -156,7 +172,8 @@ def mf_qwen3(batch: int = 16, seq: int = 64):
 def mf_qwen3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``Qwen3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.qwen3_moe.Qwen3MoeConfig",
-                      "mindformers.models.qwen3_moe.Qwen3MoeForCausalLM", batch, seq, moe=True)
+                      "mindformers.models.qwen3_moe.Qwen3MoeForCausalLM", batch, seq,
+                      moe=("num_experts",))
 
 
 def mf_glm4(batch: int = 16, seq: int = 64):
@@ -168,13 +185,15 @@ def mf_glm4(batch: int = 16, seq: int = 64):
 def mf_glm4_moe(batch: int = 16, seq: int = 64):
     """mindformers ``Glm4MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.glm4_moe.Glm4MoeConfig",
-                      "mindformers.models.glm4_moe.Glm4MoeForCausalLM", batch, seq, moe=True)
+                      "mindformers.models.glm4_moe.Glm4MoeForCausalLM", batch, seq,
+                      moe=("n_routed_experts",))
 
 
 def mf_deepseek_v3(batch: int = 16, seq: int = 64):
     """mindformers ``DeepseekV3ForCausalLM`` (MLA attention, 4 routed experts, top 2)."""
     return _mcore_llm("mindformers.models.deepseek3.DeepseekV3Config",
-                      "mindformers.models.deepseek3.DeepseekV3ForCausalLM", batch, seq, moe=True,
+                      "mindformers.models.deepseek3.DeepseekV3ForCausalLM", batch, seq,
+                      moe=("n_routed_experts",),
                       first_k_dense_replace=1, n_group=1, topk_group=1)
 
 
@@ -194,7 +213,7 @@ def mf_telechat3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.telechat3_moe.TeleChat3MoeConfig",
                       "mindformers.models.telechat3_moe.TeleChat3MoeForCausalLM", batch, seq,
-                      moe=True)
+                      moe=("num_experts", "n_routed_experts"), n_group=1, topk_group=1)
 
 
 def _mindcv(name: str, batch: int, image: int, **kwargs):
