@@ -87,15 +87,23 @@ def _cell(result: dict, step: str) -> str:
     return "ok" if r["ok"] else "fails"
 
 
+#: everything from this line on in the existing file is kept (hand-written notes)
+NOTES_MARK = "<!-- notes: kept by scripts/families_table.py -->"
+
+
 def write_markdown(results: dict, path: Path) -> None:
-    """The table, then the first line of the reason of every failed step."""
+    """The table, then the first line of the reason of every failed step, then the notes
+    already in ``path`` below :data:`NOTES_MARK`."""
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else NOTES_MARK + "\n"
     lines = [
         "# Model families: capture, plan, check",
         "",
         "Written by `scripts/families_table.py` (mindformers 1.9.0, mindcv 0.3.0, MindSpore 2.10, "
         "CPU dry-run); each family is the `module:function` spec in "
         "`smsg_ms/networks/families.py` at reduced size (LLMs: 2 layers, hidden 256, 4 heads, "
-        "2 KV heads, FFN 512, vocabulary 1024, batch 4, sequence 64; vision models: batch 8, "
+        "2 KV heads, FFN 512, vocabulary 1024, sequence 64, batch 4, parallel_core models 16 "
+        "(their data-parallel size is the device count); vision models: batch 8, "
         "10 classes, 64 px, ViT and Swin 224 px). `plan 8 p2`: 8 devices, "
         "`--pipeline 2 --micro-batches 2`; checks compile the plan with MindSpore's parallel "
         "compiler (`smsg-ms check`). `–`: not run (an earlier step failed).",
@@ -116,7 +124,7 @@ def write_markdown(results: dict, path: Path) -> None:
             if r and not r["ok"]:
                 note = r["note"].replace("|", "\\|")
                 lines.append(f"- **{family}**, {step}: {note}")
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n\n" + notes)
 
 
 def main(argv=None) -> int:
@@ -125,7 +133,15 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per step")
     ap.add_argument("--results", type=Path, default=Path("families_results.json"))
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "networks.md")
+    ap.add_argument("--merge", type=Path, nargs="*", default=(),
+                    help="other results files to merge in (no family is run)")
     args = ap.parse_args(argv)
+    if args.merge:
+        merged: dict = {}
+        for extra in args.merge:
+            merged.update(json.loads(extra.read_text()))
+        write_markdown(merged, args.out)
+        return 0
     unknown = sorted(set(args.only or ()) - set(FAMILIES))
     if unknown:
         ap.error(f"unknown families {', '.join(unknown)} (known: {', '.join(FAMILIES)})")

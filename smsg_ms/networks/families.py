@@ -213,7 +213,8 @@ def mf_telechat3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.telechat3_moe.TeleChat3MoeConfig",
                       "mindformers.models.telechat3_moe.TeleChat3MoeForCausalLM", batch, seq,
-                      moe=("num_experts", "n_routed_experts"), n_group=1, topk_group=1)
+                      moe=("num_experts", "n_routed_experts"), n_group=1, topk_group=1,
+                      first_k_dense_replace=1)
 
 
 def _mindcv(name: str, batch: int, image: int, **kwargs):
