@@ -48,7 +48,8 @@ def resolve_paths(plan_paths: list[str], prims: dict[str, Any]) -> dict[str, str
 
 
 def clear_strategies(prims: dict) -> list[str]:
-    """Delete ``in_strategy``/``out_strategy`` that the network's own ``shard()`` calls set.
+    """Delete ``in_strategy``/``out_strategy`` (or ``in_layout``/``out_layout``, ``shard()`` given
+    ``Layout`` objects) that the network's own ``shard()`` calls set.
 
     A plan owns the strategy of every primitive: a leftover ``out_strategy`` (mindformers sets
     them) contradicts the plan's ``in_strategy`` and MindSpore rejects the pair.
@@ -59,7 +60,7 @@ def clear_strategies(prims: dict) -> list[str]:
     cleared = []
     for path, prim in sorted(prims.items()):
         had = False
-        for attr in ("in_strategy", "out_strategy"):
+        for attr in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
             if attr in prim.attrs:
                 prim.del_prim_attr(attr)
                 had = True

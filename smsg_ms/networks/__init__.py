@@ -13,6 +13,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .construction import construct, undo_lazy_inline
+
 #: Built-in networks: name → (``module:function``, one-line description).
 BUILTINS: dict[str, tuple[str, str]] = {
     "mlp": ("smsg_ms.networks.mlp:build", "3-layer MLP (Dense + ReLU), the smallest example"),
@@ -133,18 +135,18 @@ def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
 def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
     """Build the network of ``spec`` with ``options`` (only those its function accepts).
 
+    Every spec, built-in or ``package.module:function``, is built the same way
+    (:func:`construct`): on MindSpore's CPU target, under ``no_init_parameters`` when
+    ``no_init`` (retried with weights allocated when the constructor reads its own weights), with
+    lazy inline undone afterwards.
+
     Raises:
         NetworkSpecError: the spec does not resolve, an option is not accepted, the function
             raises or returns something else than ``(net, inputs)`` / a dict.
     """
     name, func, given = check_options(spec, options)
     try:
-        if no_init:
-            from mindspore.nn.utils import no_init_parameters
-            with no_init_parameters():
-                out = func(**given)
-        else:
-            out = func(**given)
+        out = construct(func, given, no_init)
     except NetworkSpecError:
         raise
     except Exception as exc:
@@ -159,4 +161,5 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
     else:
         raise NetworkSpecError(f"network '{name}' must return (net, inputs) or a dict with 'net' "
                                f"and 'inputs', got {type(out).__name__}")
+    undo_lazy_inline(built.net)
     return built

@@ -9,7 +9,6 @@ before the compile), with ``config.disable_lazy_inline = True`` (read by mindfor
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import warnings
@@ -17,6 +16,7 @@ import warnings
 import numpy as np
 
 from . import NetworkSpecError
+from .construction import REUSE_SUFFIX, cpu_target
 
 INSTALL_HINT = "install it with scripts/install_model_packages.sh"
 
@@ -37,19 +37,6 @@ def require_package(package: str, network: str):
                              f"importable ({exc}); {INSTALL_HINT}") from exc
 
 
-@contextlib.contextmanager
-def cpu_target():
-    """Construct on the CPU target, then restore the caller's target (GPU in the dry-run)."""
-    import mindspore as ms
-
-    old = ms.get_context("device_target")
-    if old != "CPU":
-        ms.set_context(device_target="CPU")
-    try:
-        yield
-    finally:
-        if old != "CPU":
-            ms.set_context(device_target=old)
 
 
 def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
@@ -102,7 +89,7 @@ def mindformers_llama(layers: int = 32, hidden: int = 4096, heads: int = 32,
     if reuse_layers:
         for layer in net.model.layers:
             # identical key for identical layers: MindSpore parses the first and reuses its graph
-            layer.cell_init_args = f"lazy_inline_{type(layer).__name__}_smsg_reuse"
+            layer.cell_init_args = f"lazy_inline_{type(layer).__name__}{REUSE_SUFFIX}"
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     train_ids = ms.Tensor(np.zeros((batch, seq + 1), np.int32))
     return {"net": net, "inputs": (ids,), "train_inputs": (train_ids,), "loss_inside": True}

@@ -18,12 +18,15 @@ from math import prod
 from .base import Einsum, numel
 from .letters import Letters
 
-TYPES = ("Gather", "GatherV2", "Embedding")
+#: ``Embedding`` (indices first) is :mod:`.embedding`
+TYPES = ("Gather", "GatherV2")
 
 
 def describe(op, in_shapes, out_shapes):
     axis = op.attrs.get("axis", op.attrs.get("input2", 0))
     table, idx = tuple(in_shapes[0]), tuple(in_shapes[1])
+    if not isinstance(axis, int):  # not a constant: MindSpore's GatherInfo::GetAttrs fails too
+        return None
     if axis % max(len(table), 1) != 0 or op.attrs.get("batch_dims", 0) or not idx:
         return None
     lt = Letters()

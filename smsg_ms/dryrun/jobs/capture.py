@@ -42,14 +42,28 @@ def job_capture(job: dict) -> dict:
 def drop_multi_device_shards(prims: dict) -> list[str]:
     """Delete the ``shard()`` strategies that cut any dimension (MindSpore rejects them on the
     capture's single device: "requires N devices, but the device number of this stage is 1");
-    all-ones strategies stay. Returns the paths cleared, sorted."""
+    all-ones strategies stay. ``shard()`` given ``Layout`` objects (GLM2) keeps its tensor maps
+    over a device matrix of ones. Returns the paths changed, sorted."""
     def cuts(value) -> bool:
         return isinstance(value, (tuple, list)) and any(
             cuts(v) if isinstance(v, (tuple, list)) else int(v) > 1 for v in value)
 
+    def layout_cuts(value) -> bool:  # shard() with Layouts: a device matrix of several devices
+        return isinstance(value, (tuple, list)) and any(
+            isinstance(v, dict) and cuts(v.get("device_matrix")) for v in value)
+
     multi = {path: prim for path, prim in prims.items()
              if any(cuts(prim.attrs.get(a)) for a in ("in_strategy", "out_strategy"))}
-    return clear_strategies(multi)
+    laid = sorted(path for path, prim in prims.items()
+                  if any(layout_cuts(prim.attrs.get(a)) for a in ("in_layout", "out_layout")))
+    for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
+        prim = prims[path]
+        for attr in ("in_layout", "out_layout"):
+            if prim.attrs.get(attr) is not None:
+                prim.add_prim_attr(attr, tuple(
+                    dict(v, device_matrix=tuple(1 for _ in v["device_matrix"]))
+                    if isinstance(v, dict) else v for v in prim.attrs[attr]))
+    return sorted(clear_strategies(multi) + laid)
 
 
 def job_capture_train(job: dict) -> dict:

@@ -1,0 +1,135 @@
+"""FlashAttentionScore (``frontend/parallel/ops_info/flash_attention_score_info.cc``).
+
+Inputs (by position): query, key, value, real_shift, drop_mask, padding_mask, attn_mask, prefix,
+actual_seq_qlen, actual_seq_kvlen, then the attributes head_num (10), keep_prob, scale_value,
+pre_tokens, next_tokens, inner_precise, input_layout (16: 0 BSH, 1 BNSD, 2 SBH, 3 BSND, 4 TND),
+sparse_mode (17). Outputs: softmax_max, softmax_sum ``(B, N1, S1, 8)``, softmax_out, attention_out
+(query's shape and layout).
+
+MindSpore's rules (``CheckStrategy``, ``InitExpectedStrategies``): key and value share one
+strategy; the head cut divides ``head_num``; key's sequence (S2) is never cut; the head
+dimension D never; with several KV heads (``kv_split_``) the KV head cut equals the query head
+cut (one letter here), with one (MQA) it is uncut; attn_mask ``(B|1, N1|1, S1, S2)`` or
+``(S1, S2)`` follows the batch and head cuts where it has those dimensions. Batch and head cuts
+need no collective (each device attends its own heads of its own sequences).
+
+Not modelled, refused by the rule with a reason: repeated calculation (cuts that use fewer
+devices than the stage has: MindSpore then AllReduces the query/key/value gradients in the
+backward pass, seen in the dry-run), a query sequence (S1) cut (MindSpore rewrites
+``sparse_mode``/``pre_tokens``/``next_tokens`` per split and may exchange halves for load
+balance), the TND layout. Inputs other than query/key/value/attn_mask (real_shift, drop_mask,
+padding_mask, prefix, actual sequence lengths) give no declaration (MindSpore's default then).
+Known difference: with grouped KV heads (N2 < N1, one head letter) the key/value bytes are
+counted at N1 heads (an over-estimate by N1/N2 of their memory and redistribution).
+
+FLOPs (Dao et al., FlashAttention, 2022): forward ``4·B·N1·S1·S2·D`` (QKᵀ and PV); backward
+2.5× forward (QKᵀ recomputed, dV, dP, dQ, dK), spread over the three gradients.
+"""
+from __future__ import annotations
+
+from .base import Einsum, div, numel
+from .letters import Letters
+
+TYPES = ("FlashAttentionScore",)
+
+#: input_layout enum (``mindspore.ops.FlashAttentionScore(input_layout=...)``)
+LAYOUTS = {0: "BSH", 1: "BNSD", 2: "SBH", 3: "BSND", 4: "TND"}
+#: tensor inputs this family declares: query, key, value, attn_mask
+DECLARED = (0, 1, 2, 6)
+
+
+def _attr(op, name: str, index: int, default):
+    value = op.attrs.get(name, op.attrs.get(f"input{index}", default))
+    return default if value is None else value
+
+
+def describe(op, in_shapes, out_shapes):
+    layout = _attr(op, "input_layout", 16, 0)
+    layout = LAYOUTS.get(layout, layout) if isinstance(layout, int) else str(layout)
+    # tensor inputs are the positions 0..9 that the graph did not record as constants
+    passed = [i for i in range(10) if f"input{i}" not in op.attrs][:len(in_shapes)]
+    if len(passed) != len(in_shapes) or any(i not in DECLARED for i in passed) \
+            or passed[:3] != [0, 1, 2]:
+        return None
+    q, k = tuple(in_shapes[0]), tuple(in_shapes[1])
+    heads = int(_attr(op, "head_num", 10, 1))
+    lt = Letters()
+    if layout in ("BNSD", "BSND"):
+        b, n = lt.new(q[0], "b"), lt.new(q[1 if layout == "BNSD" else 2], "n")
+        s, d = lt.new(q[2 if layout == "BNSD" else 1], "s"), lt.new(q[3], "d")
+        t = lt.new(k[2 if layout == "BNSD" else 1], "t")
+        kv_heads = k[1 if layout == "BNSD" else 2]
+        g = n if kv_heads > 1 else lt.dummy()
+        if layout == "BNSD":
+            ql, kl = b + n + s + d, b + g + t + d
+        else:
+            ql, kl = b + s + n + d, b + t + g + d
+    elif layout in ("BSH", "SBH"):
+        bi, si = (0, 1) if layout == "BSH" else (1, 0)
+        b, s, n = lt.new(q[bi], "b"), lt.new(q[si], "s"), lt.new(q[2], "h")
+        t = lt.new(k[si], "t")
+        kv_heads = k[2] * heads // q[2] if q[2] else 0
+        g = n if kv_heads > 1 else lt.dummy()
+        ql = b + s + n if layout == "BSH" else s + b + n
+        kl = b + t + g if layout == "BSH" else t + b + g
+        d = ""
+    else:
+        return _refused(op, in_shapes, out_shapes, f"FlashAttentionScore layout {layout} is not "
+                        "modelled")
+    inputs = [ql, kl, kl]
+    head_mask = len(in_shapes) == 4 and len(in_shapes[3]) == 4 and in_shapes[3][1] > 1 \
+        and not d
+    if len(in_shapes) == 4:
+        mask = tuple(in_shapes[3])
+        if len(mask) == 2:
+            inputs.append(lt.dummy() + lt.dummy())
+        else:
+            inputs.append((b if mask[0] > 1 else lt.dummy()) + (n if mask[1] > 1 and
+                          layout in ("BNSD", "BSND") else lt.dummy()) + lt.dummy() + lt.dummy())
+    # softmax_max/sum (B, N1, S1, 8): cut like the query's batch and heads
+    stat = b + (n + s if d else lt.new(heads, "m") + lt.dummy()) + lt.new(8, "e")
+    outs = [stat, stat, lt.dummy(), ql][:len(out_shapes)]
+    fixed = {s: "FlashAttentionScore query sequence (S1) cut is not modelled (MindSpore "
+                "rewrites the sparse mode per split)",
+             t: "FlashAttentionScore key sequence (S2) is never cut"}
+    if d:
+        fixed[d] = "FlashAttentionScore head dimension D is never cut"
+
+    def rule(cuts, devices):
+        used = 1
+        for ch in set(ql + kl):
+            used *= cuts.get(ch, 1)
+        if used != devices:
+            return ("FlashAttentionScore with repeated calculation (cuts using fewer devices) is "
+                    "not modelled: MindSpore then AllReduces the query/key/value gradients")
+        c = cuts.get(n, 1)
+        if heads % c:
+            return f"FlashAttentionScore head cut {c} must divide head_num {heads}"
+        if g == n and isinstance(kv_heads, int) and kv_heads % c:
+            return f"FlashAttentionScore head cut {c} must divide the {kv_heads} KV heads"
+        if c > 1 and head_mask:
+            return (f"FlashAttentionScore layout {layout}: a head cut with a per-head attn_mask "
+                    "is not modelled")
+        return None
+
+    work = b + n + s + t + d  # BSH/SBH: n is H = N1·D, so the product is B·N1·S1·S2·D either way
+
+    def fwd(sizes):
+        return 4 * numel(work, sizes)
+
+    order = {"BNSD": b + n + s, "BSND": b + s + n, "BSH": b + s + n, "SBH": s + b + n}[layout]
+    return Einsum("flash_attention", inputs, outs, lt.sizes, order=order, fixed=fixed,
+                  reduce_op=None, flops_fwd=fwd,
+                  flops_bwd_per_grad=lambda sizes: div(5 * fwd(sizes), 6),
+                  saves=("in0", "in1", "in2", "out0", "out1", "out3"),
+                  notes=["batch and head cuts, no collective; S1, S2, D uncut"], rule=rule)
+
+
+def _refused(op, in_shapes, out_shapes, reason: str):
+    """A declaration whose every cut is refused with ``reason`` (unsupported layouts)."""
+    lt = Letters()
+    letters = ["".join(lt.new(x) for x in shape) for shape in in_shapes]
+    outs = ["".join(lt.new(x) for x in shape) for shape in out_shapes]
+    fixed = {ch: reason for ch in "".join(letters + outs)}
+    return Einsum("flash_attention", letters, outs, lt.sizes, order="".join(letters),
+                  fixed=fixed, reduce_op=None, notes=[reason])

@@ -1,0 +1,173 @@
+"""How every network function is called: the same way for built-ins and user specs.
+
+Facts this relies on (``shared/docs/mindspore-notes.md``, "Capturing networks of real size";
+checked with mindformers 1.9.0 and mindcv 0.3.0 in the dry-run):
+
+* mindformers (and mindcv) networks constructed under the dry-run's GPU target crash the process
+  (segmentation fault); constructed under ``device_target="CPU"``, then compiled under the GPU
+  target, they compile. :func:`cpu_target` does that for every spec.
+* Under ``mindspore.nn.utils.no_init_parameters`` a constructor that reads its own weights
+  (mindcv ConvNeXt scales ``classifier.weight`` by ``head_init_scale``) fails with "... is
+  uninitialized"; such a network is built again with its weights allocated. Semi/auto parallel
+  also defers a weight's data (``Parameter.__new__`` keeps the initializer when
+  ``_is_in_auto_parallel_mode()``, ``mindspore/common/parameter.py``), so that second
+  construction runs in the stand-alone mode, the caller's mode restored after it.
+* ``mindspore.lazy_inline`` (mindformers' ``get_lazy_inline`` on its models' ``__init__``)
+  marks a cell by a ``cell_init_args`` string starting ``lazy_inline_``; the front end then
+  compiles the cell once as a sub-graph, and the dry-run jobs read strategies and collectives
+  from the top graph only. :func:`undo_lazy_inline` removes the mark after construction, which is
+  what mindformers' ``config.disable_lazy_inline = True`` does before it.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from typing import Any, Callable
+
+#: ``cell_init_args`` prefix of :func:`mindspore.lazy_inline` (``mindspore/graph/lazy_inline.py``)
+LAZY_INLINE_PREFIX = "lazy_inline_"
+#: suffix of the marks a network function sets on purpose to reuse its layers' graph (kept)
+REUSE_SUFFIX = "_smsg_reuse"
+#: words of MindSpore's errors when a constructor reads a weight built under no_init_parameters
+_UNINITIALISED = ("uninitialized", "uninitialised", "init_data", "has not been initialized")
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def cpu_target():
+    """Construct on the CPU target, then restore the caller's target (GPU in the dry-run)."""
+    import mindspore as ms
+
+    old = ms.get_context("device_target")
+    if old != "CPU":
+        ms.set_context(device_target="CPU")
+    try:
+        yield
+    finally:
+        if old != "CPU":
+            ms.set_context(device_target=old)
+
+
+def reads_own_weights(exc: BaseException) -> bool:
+    """Whether ``exc`` is MindSpore refusing to read a weight that has no data yet."""
+    text = str(exc).lower()
+    return any(word in text for word in _UNINITIALISED)
+
+
+def construct(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
+    """Call the network function ``func(**options)`` on the CPU target.
+
+    With ``no_init`` it runs under ``no_init_parameters`` (no weight allocated); when the
+    constructor reads one of its own weights (:func:`reads_own_weights`) it is called once more
+    with weights allocated (stand-alone mode during that call), so the network still builds (at
+    the cost of its weights' memory). When the call switches MindSpore's execution mode
+    (mindformers' first ``get_context`` creates its ``Context``, which sets MindSpore's defaults,
+    PyNative mode among them, and its model classes then pick their PyNative variant), the
+    caller's mode is restored, in mindformers' context too (its ``set_context``), and the
+    function called again.
+
+    Raises:
+        whatever ``func`` raises (the last call's error).
+    """
+    import mindspore as ms
+
+    with cpu_target(), _semi_auto_for_propagation():
+        mode = ms.get_context("mode")
+        try:
+            out = _call(func, options, no_init)
+        except Exception:  # retried below only when the mode moved under it
+            if ms.get_context("mode") == mode:
+                raise
+        if ms.get_context("mode") == mode:
+            return out
+        _restore_mode(mode)
+        log.warning("the network's constructor switched MindSpore's execution mode; building "
+                    "it again in the caller's mode")
+        try:
+            return _call(func, options, no_init)
+        finally:
+            if ms.get_context("mode") != mode:
+                _restore_mode(mode)
+
+
+def _restore_mode(mode: int) -> None:
+    """Set MindSpore's execution mode, through mindformers' context when it has one (its model
+    classes read the mode from that context's cache, not from MindSpore)."""
+    import mindspore as ms
+
+    mf_context = sys.modules.get("mindformers.core.context.build_context")
+    if mf_context is not None and mf_context.Context.is_exists():
+        mf_context.set_context(mode=mode)
+    ms.set_context(mode=mode)
+
+
+def _call(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
+    """``func(**options)``, under ``no_init_parameters`` when ``no_init`` (see :func:`construct`)."""
+    if not no_init:
+        return func(**options)
+    from mindspore.nn.utils import no_init_parameters
+    try:
+        with no_init_parameters():
+            return func(**options)
+    except Exception as exc:  # retried only for a weight read, re-raised otherwise
+        if not reads_own_weights(exc):
+            raise
+        log.warning("the network's constructor reads its own weights (%s); building it "
+                    "again with weights allocated", str(exc).splitlines()[0])
+    with _stand_alone():
+        return func(**options)
+
+
+@contextlib.contextmanager
+def _semi_auto_for_propagation():
+    """Construct in ``semi_auto_parallel`` when the caller compiles in ``auto_parallel`` with
+    sharding propagation (``check`` of a plan written back by propagation): a network's own
+    strategies are replaced by the plan's either way, and mindformers 1.9.0's ``parallel_core``
+    layers call a ``sharding_propagation`` method in that mode that ``FlashAttention`` lacks
+    (AttributeError at construction)."""
+    import mindspore as ms
+
+    old = ms.get_auto_parallel_context("parallel_mode")
+    propagate = old == "auto_parallel" and \
+        ms.get_auto_parallel_context("search_mode") == "sharding_propagation"
+    if propagate:
+        ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    try:
+        yield
+    finally:
+        if propagate:
+            ms.set_auto_parallel_context(parallel_mode=old, search_mode="sharding_propagation")
+
+
+@contextlib.contextmanager
+def _stand_alone():
+    """``parallel_mode="stand_alone"`` for the block, the caller's mode restored after it."""
+    import mindspore as ms
+
+    old = ms.get_auto_parallel_context("parallel_mode")
+    if old != "stand_alone":
+        ms.set_auto_parallel_context(parallel_mode="stand_alone")
+    try:
+        yield
+    finally:
+        if old != "stand_alone":
+            ms.set_auto_parallel_context(parallel_mode=old)
+
+
+def undo_lazy_inline(net) -> list[str]:
+    """Drop the ``lazy_inline`` marks of the cells of ``net`` (those not ending in
+    :data:`REUSE_SUFFIX`), so the front end inlines them like any cell.
+
+    Returns:
+        the paths of the cells unmarked, in ``cells_and_names`` order.
+    """
+    undone = []
+    for name, cell in net.cells_and_names():
+        mark = cell.__dict__.get("_cell_init_args")
+        if isinstance(mark, str) and mark.startswith(LAZY_INLINE_PREFIX) \
+                and not mark.endswith(REUSE_SUFFIX):
+            del cell.__dict__["_cell_init_args"]
+            undone.append(name)
+    return undone

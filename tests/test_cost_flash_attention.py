@@ -1,0 +1,115 @@
+"""The FlashAttentionScore family against MindSpore's parallel compiler (dry-run, 8 devices).
+
+Accepted strategies (BNSD and BSH layouts, grouped and single KV heads) compiled once as a bank,
+collectives compared per case and phase; rejections: ``CostModel.check`` raises exactly when
+MindSpore refuses; what the model refuses although MindSpore accepts (query sequence cut,
+repeated calculation) is refused with its reason.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from test_cost_families import net_cases, strategies
+from test_cost_vs_mindspore import _key, mirror, observed, predicted
+
+from smsg_ms.cost.api import StrategyError
+from smsg_ms.cost.model import CostModel
+from smsg_ms.dryrun import runner as dryrun
+
+SPEC = "smsg_ms.networks.testnets:build"
+DEVICES = 8
+NONES = [None] * 7  # real_shift, drop_mask, padding_mask, attn_mask, prefix, actual lengths
+
+
+def act(*shape):
+    return ["act", list(shape)]
+
+
+def fa(name, layout, q, kv, strategy):
+    return (name, "FlashAttentionScore", {"head_num": 4, "input_layout": layout},
+            [act(*q), act(*kv), act(*kv)], [strategy[0], strategy[1], strategy[1]], NONES)
+
+
+GQA = ((4, 4, 16, 8), (4, 2, 16, 8))     # BNSD: 4 query heads, 2 KV heads, D 8
+MQA = ((8, 4, 16, 8), (8, 1, 16, 8))     # one KV head
+BSH = ((8, 16, 32), (8, 16, 16))         # BSH: H1 = 4·8, H2 = 2·8
+ACCEPTED = [
+    fa("BNSD batch 4 heads 2", "BNSD", *GQA, [[4, 2, 1, 1], [4, 2, 1, 1]]),
+    fa("BNSD batch 2 heads 4, MQA", "BNSD", *MQA, [[2, 4, 1, 1], [2, 1, 1, 1]]),
+    fa("BNSD batch 8, MQA", "BNSD", *MQA, [[8, 1, 1, 1], [8, 1, 1, 1]]),
+    fa("BSH batch 4 heads 2", "BSH", *BSH, [[4, 1, 2], [4, 1, 2]]),
+]
+REJECTED = [
+    fa("key sequence cut", "BNSD", *GQA, [[4, 2, 1, 1], [4, 2, 1, 1]][:1] + [[4, 1, 2, 1]]),
+    fa("head dimension cut", "BNSD", *GQA, [[4, 1, 1, 2], [4, 1, 1, 2]]),
+    fa("MQA key head cut", "BNSD", *MQA, [[2, 4, 1, 1], [2, 4, 1, 1]]),
+    fa("KV head cut differs from query's", "BNSD", *GQA, [[4, 2, 1, 1], [4, 1, 1, 1]]),
+]
+
+
+def _op(graph, i):
+    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
+
+
+@pytest.fixture(scope="module")
+def accepted_bank():
+    from smsg_ms.graph.capture import capture_network
+
+    return capture_network(SPEC, cases=net_cases(ACCEPTED))
+
+
+def test_collectives_equal_mindspore(accepted_bank):
+    """Forward and gradient-sync collectives equal MindSpore's case by case. Backward: the model
+    predicts none inside the cases; MindSpore's backward holds only bprops of the wrapper's
+    AllGathers (outputs gathered into its Square), not of all of them: softmax_max/sum get no
+    gradient, so their gathers have no bprop (``assert_bank_matches`` expects one for each)."""
+    strats = strategies(ACCEPTED)
+    result = dryrun.run_child({"job": "compile", "spec": SPEC,
+                               "options": {"cases": net_cases(ACCEPTED)}, "strategies": strats},
+                              devices=DEVICES)
+    colls = result["collectives"]
+    model = CostModel(accepted_bank, DEVICES)
+    for i, case in enumerate(ACCEPTED):
+        want, got = observed(colls, i), predicted(accepted_bank, model, i, strats)
+        for phase in ("forward", "grad_sync"):
+            assert sorted((k, v) for k, v in want.items() if k[1] == phase) == \
+                sorted((k, v) for k, v in got.items() if k[1] == phase), (case[0], phase)
+        assert not [k for k in got if k[1] == "backward"], case[0]
+    seen = Counter(_key(c) for c in colls if c["pass"] == "backward" and not c["grad_sync"])
+    wrapper = Counter(_key(c) for c in colls if c["pass"] == "forward"
+                      and "cases-CellList" not in c["scope"] and c["in_shape"])
+    assert not seen - mirror(wrapper), seen - mirror(wrapper)
+
+
+def test_flops_derivation(accepted_bank):
+    """Independent derivation (Dao et al. 2022): QKᵀ and PV over the local batch 1 and heads 2:
+    4·1·2·16·16·8 = 16384 FLOPs forward; backward 2.5× that over three gradients."""
+    cost = CostModel(accepted_bank, DEVICES).check(_op(accepted_bank, 0),
+                                                   ((4, 2, 1, 1), (4, 2, 1, 1), (4, 2, 1, 1)))
+    assert cost.flops_fwd == 4 * 1 * 2 * 16 * 16 * 8
+    assert cost.flops_bwd == pytest.approx(2.5 * cost.flops_fwd, rel=0.01)
+
+
+@pytest.mark.parametrize("strategy, reason", [
+    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), "sequence"),
+    (((2, 1, 1, 1), (2, 1, 1, 1), (2, 1, 1, 1)), "repeated calculation"),
+])
+def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, reason):
+    with pytest.raises(StrategyError, match=reason):
+        CostModel(accepted_bank, DEVICES).check(_op(accepted_bank, 0), strategy)
+
+
+@pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
+def test_check_raises_iff_mindspore_rejects(i):
+    from smsg_ms.graph.capture import capture_network
+
+    one = REJECTED[i:i + 1]
+    graph = capture_network(SPEC, cases=net_cases(one))
+    with pytest.raises(StrategyError):
+        CostModel(graph, DEVICES).check(_op(graph, 0), tuple(tuple(s) for s in one[0][4]))
+    with pytest.raises(dryrun.DryRunError) as info:
+        dryrun.run_child({"job": "compile", "spec": SPEC, "options": {"cases": net_cases(one)},
+                          "strategies": strategies(one)}, devices=DEVICES)
+    assert info.value.kind not in ("timeout", "crash")
