@@ -58,14 +58,14 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
     each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
 
     ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
-    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate"}``
-    (any subset; a ``None`` value is left out)."""
+    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate",
+    "time_limit": 5.0}`` (any subset; a ``None`` value is left out)."""
     def safe(text) -> str:
         return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
 
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
-            "hardware": "{}", "memory": "mem{}", "write_back": "{}"}
+            "hardware": "{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
     extra = ""
     for key, fmt in tags.items():
         value = (settings or {}).get(key)
@@ -84,7 +84,9 @@ PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_shar
 def _plan_settings(args) -> dict:
     """The planning settings of ``args`` that differ from :data:`PLAN_DEFAULTS` (or are given)."""
     settings = {"pipeline": args.pipeline, "micro_batches": args.micro_batches,
-                "memory": args.memory}
+                "memory": args.memory,
+                # a plan under another work limit may differ: it must not overwrite this one
+                "time_limit": None if args.time_limit == DEFAULT_TIME_LIMIT else args.time_limit}
     for key, default in PLAN_DEFAULTS.items():
         value = getattr(args, key)
         settings[key] = None if str(value).lower() == default else str(value).lower()
@@ -96,6 +98,8 @@ def _check_writable(path: str) -> None:
 
     from .integration.plan_io import PlanError
 
+    if os.path.isdir(path):
+        raise PlanError(f"cannot write {path}: it is a folder; name a file (--out DIR/NAME.json)")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise PlanError(f"cannot write {path}: folder {folder} does not exist")

@@ -36,3 +36,28 @@ def test_changed_input_shape_is_named(tmp_path):
     assert made.returncode == 0, made.stderr
     proc = smsg(["check", "p.plan.json", "--network", "grown:build"], tmp_path)
     one_line_error(proc, "input shapes [[8, 512]]", "[[16, 32]]")
+
+
+def test_plan_checked_against_another_network_names_both(tmp_path):
+    made = smsg(["plan", "llama", "--layers", "2", "--out", "p.plan.json"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    proc = smsg(["check", "p.plan.json", "--network", "mlp"], tmp_path)
+    one_line_error(proc, "plan for 'llama' does not fit network 'mlp'")
+
+
+@pytest.mark.parametrize("text,fragment", [('{"decisions": [', "truncated"),
+                                           ("hello, not json\n", "not JSON")])
+def test_check_reads_a_bad_file_like_explain(tmp_path, text, fragment):
+    (tmp_path / "bad.plan.json").write_text(text)
+    one_line_error(smsg(["check", "bad.plan.json"], tmp_path), fragment)
+
+
+def test_out_folder_refused_before_capture(tmp_path):
+    (tmp_path / "d").mkdir()
+    one_line_error(smsg(["plan", "mlp", "--out", "d"], tmp_path), "it is a folder")
+
+
+def test_time_limit_in_the_default_file_name(tmp_path):
+    proc = smsg(["plan", "mlp", "--time-limit", "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "mlp-8dev-t5.plan.json").exists()

@@ -298,10 +298,19 @@ def verify_network(plan: Plan, spec: str | None = None) -> None:
     try:
         graph = capture_network(spec, **plan.options)
     except CaptureError as exc:
-        raise PlanError(f"cannot capture network '{spec}': {str(exc).splitlines()[0]}") from exc
-    # input shapes first: a changed shape is named as such, not as another fingerprint
-    check_plan_fits(plan, input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
-                    fingerprint=graph.fingerprint(), network=spec)
+        first = str(exc).splitlines()[0]
+        if spec != plan.network:      # most likely the plan's options are another network's
+            raise PlanError(f"plan for '{plan.network}' does not fit network '{spec}' (with the "
+                            f"plan's options: {first}): check it against '{plan.network}', "
+                            f"or plan '{spec}'") from exc
+        raise PlanError(f"cannot capture network '{spec}': {first}") from exc
+    shapes = [list(graph.tensors[n].shape) for n in graph.inputs]
+    if spec != plan.network and graph.fingerprint() != plan.fingerprint:
+        raise PlanError(f"plan for '{plan.network}' does not fit network '{spec}' (its input "
+                        f"shapes {plan.input_shapes}, the network's {shapes}; other operators): "
+                        f"check it against '{plan.network}', or plan '{spec}'")
+    # the plan's own network: a changed input shape is named as such, not as another fingerprint
+    check_plan_fits(plan, input_shapes=shapes, fingerprint=graph.fingerprint(), network=spec)
 
 
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:

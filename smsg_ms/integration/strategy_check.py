@@ -21,15 +21,16 @@ from .plan_io import PlanError
 
 def read_strategy_file(path: str) -> dict | None:
     """The ``parallel_strategy_item`` map of a strategy checkpoint JSON file, ``None`` when the
-    file is JSON of another kind (a plan file).
+    file is anything else (a plan file; or unreadable, not JSON, truncated: the plan reader
+    then says which, :func:`smsg_ms.integration.plan_io.load_plan`).
 
     Raises:
-        PlanError: unreadable file, not JSON, or a malformed item.
+        PlanError: a strategy file with a malformed item.
     """
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"cannot read {path}: {exc}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
     if not isinstance(data, dict) or "parallel_strategy_item" not in data:
         return None
     items = data["parallel_strategy_item"]

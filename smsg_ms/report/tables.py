@@ -223,8 +223,9 @@ def print_summary(plan: Plan, console) -> None:
         title = (f"predicted totals (per device; step = 1F1B super-step, other rows: stage "
                  f"plan on {stage_devices(plan)} devices, one micro-batch)")
     totals = Table(title=title, min_width=len(title))
-    totals.add_column("quantity")
-    totals.add_column("value", justify="right", no_wrap=True)
+    # the labels keep their width; a long value (a reason for n/a) wraps instead
+    totals.add_column("quantity", no_wrap=True)
+    totals.add_column("value", justify="right", overflow="fold")
     for row in totals_rows(plan):
         totals.add_row(*row)
     console.print(totals)
