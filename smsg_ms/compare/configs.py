@@ -38,8 +38,9 @@ offer (its row split keeps the indices whole); the embedding then falls back to
 ``((tp,1),(1,1))`` and, when that is not offered either, to the cost model's choice
 (:attr:`ShapeScorer.score`'s ``fallback`` lists such primitives).
 
-The other primitives (norms, residual Adds, reshapes, transposes, the scale) are left to the
-cost model, given the pinned ones (:func:`smsg_ms.compare.score.fill_choice`).
+The elementwise operators around them follow mindformers too (:func:`layout_roles`); the rest
+(Reshapes, which MindSpore lays out itself, and anything unrecognised) is left to the cost model
+given the pinned ones (:func:`smsg_ms.compare.score.fill_choice`).
 """
 from __future__ import annotations
 
@@ -142,10 +143,11 @@ def config_from_values(values: dict) -> Config:
     Raises:
         ConfigError: a required key missing, a value not a positive integer / flag.
     """
-    missing = [k for k in _REQUIRED if not str(values.get(k, "") or "").strip()]
+    given = {k: str(values.get(k, "") or "").strip() for k in _REQUIRED}
+    out = {k: positive_int(k, text) for k, text in given.items() if text}
+    missing = [k for k in _REQUIRED if k not in out]
     if missing:
         raise ConfigError(f"configuration lacks {', '.join(missing)}")
-    out = {k: positive_int(k, str(values[k]).strip()) for k in _REQUIRED}
     for k in ("recompute", "optimizer_shard"):
         text = str(values.get(k, "") or "").strip()
         if text:
@@ -240,8 +242,69 @@ def _matmul_role(graph: OpGraph, op, tables: set) -> str | None:
     return None
 
 
+#: Roles whose strategy uses fewer than ``dp·tp`` devices or that the layout only prefers: when
+#: the cost model does not offer it, the primitive is left to the model (``fallback``).
+PREFERRED = frozenset({"bias_column", "bias_row", "embedding", "norm", "residual", "ffn_act",
+                       "heads_elementwise", "split_heads", "merge_heads", "position"})
+
+
+def layout_roles(graph: OpGraph) -> dict[int, str]:
+    """:func:`matmul_roles` plus the elementwise operators around them, as mindformers'
+    ``LlamaDecodeLayer`` / ``LlamaAttention`` / ``LlamaFeedForward`` shard them: norms and
+    residual Adds on the batch only (``(dp,1)``), the MLP's activation and gate Mul
+    column-cut ``(dp,tp)``, elementwise operators on the attention's 4-D tensors and the transpose
+    merging the heads ``(dp,tp,1,1)``, the transpose splitting them ``(dp,1,tp,1)``, the position
+    embedding Add ``((dp,1,1),(1,1))``."""
+    roles = matmul_roles(graph)
+    column = {i for i, r in roles.items() if r in ("ffn_in", "bias_column", "ffn_act")}
+    for op in graph.ops:
+        if op.id in roles:
+            continue
+        kinds = [graph.tensors[n].kind for n in op.inputs]
+        shapes = [graph.tensors[n].shape for n in op.inputs]
+        producers = [graph.tensors[n].producer for n in op.inputs]
+        if op.type in ("LayerNorm", "RmsNorm"):
+            roles[op.id] = "norm"
+        elif op.type == "Transpose" and len(shapes[0]) == 4:
+            src = graph.ops[producers[0]] if producers[0] is not None else None
+            roles[op.id] = "split_heads" if src is not None and src.type == "Reshape" \
+                else "merge_heads"
+        elif op.type in ("Mul", "Add") and len(shapes[0]) == 4 and kinds[0] == "activation":
+            roles[op.id] = "heads_elementwise"
+        elif op.type in _ACTIVATIONS and any(p in column for p in producers if p is not None):
+            roles[op.id] = "ffn_act"
+            column.add(op.id)
+        elif op.type == "Add" and kinds == ["activation", "activation"] and shapes[0] == shapes[1]:
+            roles[op.id] = "residual"
+        elif op.type == "Add" and kinds == ["activation", "parameter"]:
+            roles[op.id] = "position"
+    return roles
+
+
+def _batch_only(shape, dp: int) -> tuple:
+    return (dp,) + (1,) * (len(shape) - 1) if shape else ()
+
+
 def role_strategy(graph: OpGraph, op, role: str, dp: int, tp: int) -> tuple:
-    """The Megatron strategy (MindSpore ``in_strategy``) of ``op`` in ``role`` (module table)."""
+    """The Megatron strategy (MindSpore ``in_strategy``) of ``op`` in ``role`` (module table,
+    :func:`layout_roles`)."""
+    shapes = [graph.tensors[n].shape for n in op.inputs]
+    kinds = [graph.tensors[n].kind for n in op.inputs]
+    if role == "norm":
+        return tuple(_batch_only(s, dp) if k == "activation" else (1,) * len(s)
+                     for s, k in zip(shapes, kinds))
+    if role in ("residual", "position"):
+        return tuple(_batch_only(s, dp) if k == "activation" else (1,) * len(s)
+                     for s, k in zip(shapes, kinds))
+    if role == "ffn_act":
+        return tuple((dp, tp) for _ in op.inputs)
+    if role == "split_heads":
+        return ((dp, 1, tp, 1),)
+    if role == "merge_heads":
+        return ((dp, tp, 1, 1),)
+    if role == "heads_elementwise":
+        return tuple((dp, tp, 1, 1) if len(s) == 4 and k == "activation" else (1,) * len(s)
+                     for s, k in zip(shapes, kinds))
     if role == "embedding":
         ids = graph.tensors[op.inputs[1]].shape
         return ((tp, 1), (dp,) + (1,) * (len(ids) - 1))
@@ -265,8 +328,8 @@ def expand(graph: OpGraph, dp: int, tp: int) -> dict[int, tuple[str, tuple]]:
     """``{operator id: (role, in_strategy)}`` of the operators the Megatron layout fixes for
     data-parallel ``dp`` and tensor-parallel ``tp`` on the stage's ``dp·tp`` devices."""
     return {i: (role, role_strategy(graph, graph.ops[i], role, dp, tp))
-            for i, role in matmul_roles(graph).items()}
+            for i, role in sorted(layout_roles(graph).items())}
 
 
-__all__ = ["Config", "ConfigError", "KEYS", "config_from_values", "expand", "matmul_roles",
+__all__ = ["Config", "ConfigError", "KEYS", "PREFERRED", "layout_roles", "config_from_values", "expand", "matmul_roles",
            "parse_config", "positive_int", "role_strategy"]

@@ -26,8 +26,8 @@ import inspect
 import math
 from dataclasses import dataclass, field
 
-from .configs import (Config, ConfigError, config_from_values, expand, positive_int,
-                      role_strategy)
+from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
+                      positive_int, role_strategy)
 
 #: CSV columns a configuration row needs; ``recompute``, ``optimizer_shard`` and the shape
 #: columns :data:`SHAPE_COLUMNS` are optional, any other column is passed through.
@@ -124,7 +124,7 @@ class ShapeScorer:
             hit = next((keys.index(w) for w in wanted if w in keys), None)
             if hit is not None:
                 choice[vi] = hit
-            elif role.startswith("bias") or role == "embedding":
+            elif role in PREFERRED:
                 fallback.append(stage.variables[vi].name)
             else:
                 raise ConfigError(f"{stage.variables[vi].name} ({role}) cannot take {strategy}: "
@@ -157,7 +157,9 @@ class ShapeScorer:
             from ..planner import plan_graph
             out["plan"] = plan_graph(stage.graph, config.dp * config.tp, hardware=self.hardware,
                                      choice=choice, model=stage.model,
-                                     built=(stage.problem, stage.variables))
+                                     built=(stage.problem, stage.variables), network=self.spec,
+                                     options=dict(self.options,
+                                                  batch=config.micro_batch * config.dp))
         if p == 1 and m == 1 and not config.recompute and not config.optimizer_shard:
             out["step_seconds"] = float(stage.problem.total(choice))
             out["memory_bytes"] = float(stage.problem.memory(choice))
