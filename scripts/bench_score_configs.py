@@ -2,7 +2,8 @@
 
 The configurations are generated deterministically (no randomness): for each of 8 Megatron-style
 GPT shapes of 12 to 24 layers, every (devices, global batch, tp, pp, micro-batch) of the grids
-below with ``dp = devices / (tp·pp)`` a positive integer, in grid order, until 1,500 rows; rows
+below with ``dp = devices / (tp·pp)`` a positive integer (4,224 in all, shapes interleaved), of
+which 1,500 evenly spaced rows are kept; rows
 MindSpore cannot run (too few micro-batches for the stages, a batch that does not divide) are kept:
 the run must give them their one-line error and go on. The CSV is written to a temporary folder
 and scored through the real command (``smsg_ms.cli`` in this process, so captures and scoring are
@@ -36,7 +37,7 @@ MICRO = (1, 2, 4)
 
 
 def configurations(rows: int) -> list[dict]:
-    """The first ``rows`` configurations, shapes interleaved so that every shape is scored."""
+    """``rows`` configurations evenly spaced over the grids, shapes interleaved."""
     per_shape = []
     for layers, hidden, heads, seq in SHAPES:
         out = []
@@ -50,7 +51,8 @@ def configurations(rows: int) -> list[dict]:
     mixed = [row for group in itertools.zip_longest(*per_shape) for row in group if row]
     if len(mixed) < rows:
         raise SystemExit(f"the grids give {len(mixed)} configurations, fewer than {rows}")
-    return mixed[:rows]
+    # evenly spaced over the whole grid, so every device count and batch appears
+    return [mixed[k * len(mixed) // rows] for k in range(rows)]
 
 
 def main(argv=None) -> int:

@@ -42,6 +42,8 @@ def cmd_score(args) -> int:
 
     shape = {k: getattr(args, k) for k in ("batch", "seq", "layers", "hidden", "heads", "vocab")
              if getattr(args, k, None) is not None}
+    if args.out and not args.configs:
+        raise ConfigError("--out goes with --configs FILE.csv")
     if args.configs:
         import sys
 

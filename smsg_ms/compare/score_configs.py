@@ -86,12 +86,17 @@ class ShapeScorer:
     def stage(self, batch: int, devices: int) -> _Stage:
         key = (batch, devices)
         if key not in self.stages:
+            from ..cost.hardware import get_hardware
+            from ..cost.model import CostModel
             from ..planner import build_problem
-            from ..planner.stages import stage_cost_model
             from ..planner.variables import variable_index
 
             graph = self.family(batch)
-            model = stage_cost_model(graph, devices, self.hardware)
+            # every strategy, those leaving devices idle too: the layout replicates norms and
+            # residual Adds over the tp group (mindformers' (dp, 1)), and the tied embedding's
+            # vocabulary cut keeps its indices whole, both under dp·tp devices
+            model = CostModel(graph, devices, get_hardware(self.hardware),
+                              fully_use_devices=False)
             problem, variables = build_problem(graph, model)
             self.stages[key] = _Stage(graph, model, problem, variables, variable_index(variables))
         return self.stages[key]
@@ -132,8 +137,9 @@ class ShapeScorer:
         pinned = sum(c is not None for c in choice)
         choice = fill_choice(stage.problem, choice)
         if not math.isfinite(stage.problem.total(choice)):
-            raise ConfigError("no strategy of the cost model completes the layout "
-                              f"(fallback: {', '.join(fallback) or 'none'})")
+            more = f" and {len(fallback) - 3} more" if len(fallback) > 3 else ""
+            raise ConfigError("no strategy of the cost model completes the layout (left to the "
+                              f"model: {', '.join(fallback[:3]) or 'none'}{more})")
         return stage, choice, pinned, fallback
 
     def score(self, config: Config, *, plan: bool = False) -> dict:
@@ -156,7 +162,7 @@ class ShapeScorer:
         if plan and p == 1:
             from ..planner import plan_graph
             out["plan"] = plan_graph(stage.graph, config.dp * config.tp, hardware=self.hardware,
-                                     choice=choice, model=stage.model,
+                                     choice=choice, model=stage.model, exhaustive=True,
                                      built=(stage.problem, stage.variables), network=self.spec,
                                      options=dict(self.options,
                                                   batch=config.micro_batch * config.dp))
