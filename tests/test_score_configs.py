@@ -168,3 +168,26 @@ def test_cli_score_config_one_line_error():
                           timeout=300)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].endswith("configuration lacks global_batch")
+
+
+def test_mindformers_llama_roles_found(captured):
+    """On mindformers 1.9.0 ``LlamaForCausalLM`` (Linear with ``transpose_b``, token reshapes
+    around each MatMul, a decomposed RmsNorm) the expansion writes the strategies of its
+    ``shard()`` calls for dp=2, mp=4 (``llama_transformer.py``: wq/wk/wv ``((dp,1),(mp,1))``, wo
+    ``((dp,mp),(1,mp))``, the attention BatchMatMuls ``(dp,mp,1,1)``; ``llama_layer.py``: w1/w3
+    ``((dp,1),(mp,1))``, w2 ``((dp,mp),(1,mp))``, the embedding ``((mp,1),(dp,1))``;
+    ``llama.py``: lm_head ``((dp,1),(mp,1))``)."""
+    pytest.importorskip("mindformers")
+    graph = captured("mf-llama", layers=1, hidden=256, heads=8, ffn=512, seq=64, batch=4,
+                     vocab=1024, dtype="float32")
+    got = {graph.ops[i].prim_path: s for i, (role, s) in expand(graph, 2, 4).items()
+           if graph.ops[i].type in ("MatMul", "BatchMatMul", "Gather")}
+    col, row, att = ((2, 1), (4, 1)), ((2, 4), (1, 4)), ((2, 4, 1, 1), (2, 4, 1, 1))
+    layer = "model.layers.0."
+    assert got == {"model.tok_embeddings.gather": ((4, 1), (2, 1)),
+                   layer + "attention.wq.matmul": col, layer + "attention.wk.matmul": col,
+                   layer + "attention.wv.matmul": col, layer + "attention.wo.matmul": row,
+                   layer + "attention.batch_matmul_q_k": att,
+                   layer + "attention.batch_matmul": att,
+                   layer + "feed_forward.w1.matmul": col, layer + "feed_forward.w3.matmul": col,
+                   layer + "feed_forward.w2.matmul": row, "lm_head.matmul": col}

@@ -190,8 +190,31 @@ def _bias_after(graph: OpGraph, op):
     return None
 
 
+def _token_reshape(graph: OpGraph, op) -> bool:
+    """A Cast, or a Reshape between token layouts (2-D ↔ 3-D, not into or out of 4-D heads):
+    mindformers' Linear reshapes ``(batch, seq, h)`` to ``(batch·seq, h)`` around its MatMul."""
+    if op.type == "Cast":
+        return True
+    return op.type == "Reshape" and all(
+        len(graph.tensors[n].shape) <= 3 for n in (op.inputs[0], op.outputs[0]))
+
+
 def _readers(graph: OpGraph, name: str) -> list:
-    return [graph.ops[i] for i in graph.tensors[name].consumers]
+    """The operators reading ``name``, looking through token reshapes and Casts."""
+    out = []
+    for i in graph.tensors[name].consumers:
+        op = graph.ops[i]
+        out.extend(_readers(graph, op.outputs[0]) if _token_reshape(graph, op) else [op])
+    return out
+
+
+def _source(graph: OpGraph, name: str):
+    """The operator producing ``name``, looking through token reshapes and Casts (None for an
+    input or a parameter)."""
+    src = graph.tensors[name].producer
+    while src is not None and _token_reshape(graph, graph.ops[src]):
+        src = graph.tensors[graph.ops[src].inputs[0]].producer
+    return graph.ops[src] if src is not None else None
 
 
 def matmul_roles(graph: OpGraph) -> dict[int, str]:
@@ -222,15 +245,14 @@ def matmul_roles(graph: OpGraph) -> dict[int, str]:
 
 def _matmul_role(graph: OpGraph, op, tables: set) -> str | None:
     out = op.outputs[0]
-    if op.inputs[1] in tables or not graph.tensors[out].consumers:
+    vocab = {graph.tensors[t].shape[0] for t in tables}
+    if (op.inputs[1] in tables or not graph.tensors[out].consumers
+            or graph.tensors[out].shape[-1] in vocab):
         return "head"
-    src = graph.tensors[op.inputs[0]].producer
-    src_op = graph.ops[src] if src is not None else None
+    src_op = _source(graph, op.inputs[0])
     if src_op is not None and src_op.type == "Reshape" and len(
             graph.tensors[src_op.inputs[0]].shape) == 4:
         return "attn_out"
-    if src_op is not None and src_op.type in _ACTIVATIONS:
-        return "ffn_out"
     bias = _bias_after(graph, op)
     after = bias.outputs[0] if bias is not None else out
     readers = _readers(graph, after)
@@ -239,6 +261,9 @@ def _matmul_role(graph: OpGraph, op, tables: set) -> str | None:
         return "qkv"
     if readers and all(r.type in _ACTIVATIONS for r in readers):
         return "ffn_in"
+    if src_op is not None and src_op.type in _ACTIVATIONS:
+        # after the output patterns: a decomposed norm ends in a Mul too (mindformers' RmsNorm)
+        return "ffn_out"
     return None
 
 
@@ -269,7 +294,8 @@ def layout_roles(graph: OpGraph) -> dict[int, str]:
             src = graph.ops[producers[0]] if producers[0] is not None else None
             roles[op.id] = "split_heads" if src is not None and src.type == "Reshape" \
                 else "merge_heads"
-        elif op.type in ("Mul", "Add") and len(shapes[0]) == 4 and kinds[0] == "activation":
+        elif op.type in ("Mul", "Add") and any(
+                len(sh) == 4 and sh[1] > 1 and k == "activation" for sh, k in zip(shapes, kinds)):
             roles[op.id] = "heads_elementwise"
         elif op.type in _ACTIVATIONS and any(p in column for p in producers if p is not None):
             roles[op.id] = "ffn_act"
@@ -302,8 +328,9 @@ def role_strategy(graph: OpGraph, op, role: str, dp: int, tp: int) -> tuple:
         return ((dp, 1, tp, 1),)
     if role == "merge_heads":
         return ((dp, tp, 1, 1),)
-    if role == "heads_elementwise":
-        return tuple((dp, tp, 1, 1) if len(s) == 4 and k == "activation" else (1,) * len(s)
+    if role == "heads_elementwise":     # a mask (batch, 1, s, s) is cut on the batch alone
+        return tuple((dp, tp if s[1] > 1 else 1, 1, 1)
+                     if len(s) == 4 and k == "activation" and s[0] > 1 else (1,) * len(s)
                      for s, k in zip(shapes, kinds))
     if role == "embedding":
         ids = graph.tensors[op.inputs[1]].shape
