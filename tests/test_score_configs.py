@@ -191,3 +191,9 @@ def test_mindformers_llama_roles_found(captured):
                    layer + "attention.batch_matmul": att,
                    layer + "feed_forward.w1.matmul": col, layer + "feed_forward.w3.matmul": col,
                    layer + "feed_forward.w2.matmul": row, "lm_head.matmul": col}
+    # and the plan made from it compiles with the collectives the cost model predicts
+    result = smsg_ms.score("mf-llama", 8, config="dp=2,tp=4,pp=1,micro_batch=2,global_batch=4",
+                           plan=True, layers=1, hidden=256, heads=8, ffn=512, seq=64,
+                           vocab=1024, dtype="float32")
+    report = check_plan(result["plan"], [0])
+    assert report.ok, [(r.error, [row for row in r.rows if not row.ok]) for r in report.ranks]

@@ -40,7 +40,8 @@ offer (its row split keeps the indices whole); the embedding then falls back to
 
 The elementwise operators around them follow mindformers too (:func:`layout_roles`); the rest
 (Reshapes, which MindSpore lays out itself, and anything unrecognised) is left to the cost model
-given the pinned ones (:func:`smsg_ms.compare.score.fill_choice`).
+given the pinned ones (the exact search with the pinned variables fixed:
+:class:`smsg_ms.compare.score_configs.ShapeScorer`).
 """
 from __future__ import annotations
 

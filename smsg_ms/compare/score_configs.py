@@ -4,8 +4,9 @@ one at a time (``smsg_ms.score(..., config=...)``, ``smsg-ms score --config``) o
 
 A configuration is expanded into the Megatron layout (:mod:`smsg_ms.compare.configs`) on the
 graph of one micro-batch (``micro_batch·dp`` samples, global shapes) on one stage's ``dp·tp``
-devices, the primitives the layout does not fix are completed by the cost model
-(:func:`smsg_ms.compare.score.fill_choice`), and the assignment is priced:
+devices, the primitives the layout does not fix take the cost model's best options given the
+pinned ones (the exact search with the pinned variables fixed, :meth:`ShapeScorer.choice`), and
+the assignment is priced:
 
 * ``pp = 1``, one micro-batch, no recompute, no optimizer sharding: the single-stage step of
   :func:`smsg_ms.planner.plan_graph` with that ``choice`` (the search problem's total: compute,
@@ -75,6 +76,7 @@ class ShapeScorer:
         check_options(self.spec, dict(self.options, batch=1))
         self.family = BatchFamily(self._capture)
         self.stages: dict[tuple[int, int], _Stage] = {}
+        self.choices: dict[tuple[int, int, int], tuple] = {}
         self.limits = {k: _network_default(self.spec, k, self.options)
                        for k in ("heads", "layers", "vocab")}
 
@@ -117,6 +119,9 @@ class ShapeScorer:
         config.validate(**self.limits)
         check_device_count(config.dp * config.tp)
         stage = self.stage(config.micro_batch * config.dp, config.dp * config.tp)
+        key = (config.micro_batch * config.dp, config.dp, config.tp)
+        if key in self.choices:      # the stage plan depends on the micro-batch, dp and tp only
+            return (stage, *self.choices[key])
         choice: list[int | None] = [None] * len(stage.variables)
         fallback = []
         for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
@@ -135,12 +140,37 @@ class ShapeScorer:
                 raise ConfigError(f"{stage.variables[vi].name} ({role}) cannot take {strategy}: "
                                   "a dimension is not divisible by its cut")
         pinned = sum(c is not None for c in choice)
-        choice = fill_choice(stage.problem, choice)
+        choice = self._complete(stage, choice)
         if not math.isfinite(stage.problem.total(choice)):
             more = f" and {len(fallback) - 3} more" if len(fallback) > 3 else ""
             raise ConfigError("no strategy of the cost model completes the layout (left to the "
                               f"model: {', '.join(fallback[:3]) or 'none'}{more})")
+        self.choices[key] = (choice, pinned, fallback)
         return stage, choice, pinned, fallback
+
+    def _complete(self, stage: _Stage, choice: list) -> list[int]:
+        """The cost model's best options for the variables the layout leaves open, the pinned
+        ones fixed: the exact search (:func:`smsg_ms.search.solve`) over the problem whose
+        pinned variables keep only their option (the others' cost infinite). Greedy completion
+        in graph order (:func:`smsg_ms.compare.score.fill_choice`) chose, on mindformers'
+        decomposed RmsNorm, cuts of the hidden axis that the next MatMul had to gather."""
+        from dataclasses import replace
+
+        import numpy as np
+
+        from ..search import NoFeasiblePlan, solve
+
+        variables = []
+        for var, c in zip(stage.problem.variables, choice):
+            if c is not None:
+                keep = np.full(len(var.cost), np.inf)
+                keep[c] = var.cost[c]
+                var = replace(var, cost=keep)
+            variables.append(var)
+        try:
+            return list(solve(replace(stage.problem, variables=variables), progress=False).choice)
+        except NoFeasiblePlan:
+            return fill_choice(stage.problem, choice)
 
     def score(self, config: Config, *, plan: bool = False) -> dict:
         """Predicted step of ``config``: ``{"step_seconds", "memory_bytes" (largest stage, per
