@@ -150,27 +150,42 @@ class ShapeScorer:
 
     def _complete(self, stage: _Stage, choice: list) -> list[int]:
         """The cost model's best options for the variables the layout leaves open, the pinned
-        ones fixed: the exact search (:func:`smsg_ms.search.solve`) over the problem whose
-        pinned variables keep only their option (the others' cost infinite). Greedy completion
-        in graph order (:func:`smsg_ms.compare.score.fill_choice`) chose, on mindformers'
-        decomposed RmsNorm, cuts of the hidden axis that the next MatMul had to gather."""
-        from dataclasses import replace
+        ones fixed: the exact search (:func:`smsg_ms.search.solve`) over the open variables
+        alone, each one's cost plus its edges to pinned neighbours at their option, the edges
+        between open variables kept. Greedy completion in graph order
+        (:func:`smsg_ms.compare.score.fill_choice`) chose, on mindformers' decomposed RmsNorm,
+        cuts of the hidden axis that the next MatMul had to gather."""
+        from ..search import Edge, NoFeasiblePlan, SearchProblem, Variable, solve
+        from .score import fill_choice
 
-        import numpy as np
-
-        from ..search import NoFeasiblePlan, solve
-
-        variables = []
-        for var, c in zip(stage.problem.variables, choice):
-            if c is not None:
-                keep = np.full(len(var.cost), np.inf)
-                keep[c] = var.cost[c]
-                var = replace(var, cost=keep)
-            variables.append(var)
+        problem = stage.problem
+        open_vars = [vi for vi, c in enumerate(choice) if c is None]
+        if not open_vars:
+            return list(choice)
+        where = {vi: k for k, vi in enumerate(open_vars)}
+        costs = {vi: problem.variables[vi].cost.copy() for vi in open_vars}
+        edges = []
+        for e in problem.edges:
+            u_open, v_open = e.u in where, e.v in where
+            if u_open and v_open:
+                edges.append(Edge(where[e.u], where[e.v], e.cost))
+            elif u_open:
+                costs[e.u] = costs[e.u] + e.cost[:, choice[e.v]]
+            elif v_open:
+                costs[e.v] = costs[e.v] + e.cost[choice[e.u], :]
+        reduced = SearchProblem([Variable(problem.variables[vi].name,
+                                          problem.variables[vi].op_ids,
+                                          problem.variables[vi].keys, costs[vi],
+                                          problem.variables[vi].memory) for vi in open_vars],
+                                edges)
         try:
-            return list(solve(replace(stage.problem, variables=variables), progress=False).choice)
+            picked = solve(reduced, progress=False).choice
         except NoFeasiblePlan:
-            return fill_choice(stage.problem, choice)
+            return fill_choice(problem, choice)
+        out = list(choice)
+        for k, vi in enumerate(open_vars):
+            out[vi] = int(picked[k])
+        return out
 
     def score(self, config: Config, *, plan: bool = False) -> dict:
         """Predicted step of ``config``: ``{"step_seconds", "memory_bytes" (largest stage, per
