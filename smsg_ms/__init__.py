@@ -24,8 +24,26 @@ __all__ = ["AutoParallel", "OpDecision", "Plan", "PlanError", "apply_plan", "loa
            "save_plan", "score", "set_auto_parallel_context", "__version__"]
 
 
-def score(network_spec, devices, strategies, hardware="ascend910b", **network_options):
-    """smsg's predicted cost of any planner's strategies; see :func:`smsg_ms.compare.score.score`."""
+def score(network_spec, devices=None, strategies=None, hardware="ascend910b", *, config=None,
+          plan=False, **network_options):
+    """smsg's predicted cost of any planner's strategies (``strategies``: see
+    :func:`smsg_ms.compare.score.score`), or of a hybrid configuration (``config``: a
+    :class:`~smsg_ms.compare.configs.Config` or its text ``dp=2,tp=4,pp=1,micro_batch=1,
+    global_batch=8``, expanded into the Megatron layout; ``devices``, when given, must equal
+    ``dp·tp·pp``; ``plan=True`` adds the single-stage plan; see
+    :func:`smsg_ms.compare.score_configs.score_config`). Returns a dict with
+    ``step_seconds`` (seconds per training step) and ``memory_bytes`` (per device).
+
+    Raises:
+        ValueError: neither or both of ``strategies`` and ``config``; those of the two functions.
+    """
+    if (strategies is None) == (config is None):
+        raise ValueError("score needs strategies or config, not both nor neither")
+    if config is not None:
+        from .compare.score_configs import score_config
+
+        return score_config(network_spec, config, devices=devices, hardware=hardware,
+                            plan=plan, **network_options)
     from .compare.score import score as _score
 
     return _score(network_spec, devices, strategies, hardware=hardware, **network_options)

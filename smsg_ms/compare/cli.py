@@ -47,14 +47,65 @@ def cmd_compare(args) -> int:
 
 def cmd_score(args) -> int:
     from ..cli_output import emit_json, working
+    from .configs import ConfigError
+
+    shape = _options(args)
+    if args.out and not args.configs:
+        raise ConfigError("--out goes with --configs FILE.csv")
+    if args.configs:
+        import sys
+
+        from .score_configs import score_csv
+
+        shape.pop("batch", None)      # a row's batch is micro_batch·dp
+        try:
+            src = open(args.configs, newline="")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {args.configs}: {exc.strerror}") from exc
+        with src:
+            if args.out:
+                import os
+                import tempfile
+
+                # written next to the target and renamed: an interrupted run leaves no half file
+                folder = os.path.dirname(os.path.abspath(args.out))
+                with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, newline="",
+                                                 suffix=".csv.tmp") as dst:
+                    rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
+                                             **shape)
+                os.replace(dst.name, args.out)
+                print(f"{rows} configurations scored ({errors} with an error) -> {args.out}")
+            else:
+                score_csv(args.network, src, sys.stdout, hardware=args.hardware, **shape)
+        return 0
+    if args.config:
+        from .score_configs import score_config
+
+        shape.pop("batch", None)
+        with working(f"capturing and scoring {args.network}", args.json):
+            result = score_config(args.network, args.config, devices=args.devices,
+                                  hardware=args.hardware, **shape)
+        if args.json:
+            emit_json({"network": args.network, "config": args.config, **result})
+            return 0
+        print(f"{args.config}: predicted step {result['step_seconds']:.6g} s, memory "
+              f"{result['memory_bytes'] / 2**20:.1f} MiB per device (largest stage), "
+              f"{result['micro_batches']} micro-batches on {result['devices_per_stage']} "
+              f"devices per stage ({result['pinned']} primitives pinned by the layout, "
+              f"{result['filled']} filled by the model)")
+        if result["fallback"]:
+            print(f"layout strategy not offered, left to the model: "
+                  f"{', '.join(result['fallback'])}")
+        return 0
     from .score import read_network_strategies, score
 
+    if args.devices is None:
+        raise ConfigError("score needs --devices N (or --config / --configs FILE.csv)")
     with working(f"capturing and scoring {args.network}", args.json):
-        strategies = read_network_strategies(args.network, args.devices, **_options(args))
+        strategies = read_network_strategies(args.network, args.devices, **shape)
         if not strategies:
             raise ValueError(f"network '{args.network}' carries no shard() strategy to score")
-        result = score(args.network, args.devices, strategies, hardware=args.hardware,
-                       **_options(args))
+        result = score(args.network, args.devices, strategies, hardware=args.hardware, **shape)
     if args.json:
         emit_json({"network": args.network, "devices": args.devices,
                    "strategies": strategies, **result})
@@ -68,9 +119,11 @@ def cmd_score(args) -> int:
     return 0
 
 
-def _network_args(p) -> None:
+def _network_args(p, devices_required: bool = True) -> None:
     p.add_argument("network", help="built-in name or package.module:function")
-    p.add_argument("--devices", type=int, required=True, help="device count")
+    p.add_argument("--devices", type=int, required=devices_required,
+                   help="device count" + ("" if devices_required else
+                                          " (with --config: must equal dp·tp·pp)"))
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (ascend910b, a100, "
                    "h100)")
     from ..cli_options import add_size_args
@@ -93,9 +146,19 @@ def register(subparsers) -> None:
                         "also written to FILE after the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_compare)
-    s = subparsers.add_parser("score", help="score the strategies a network's primitives carry "
-                              "(shard() in its code) with smsg's cost model")
-    _network_args(s)
+    s = subparsers.add_parser("score", help="score with smsg's cost model the strategies a "
+                              "network's primitives carry (shard() in its code), or hybrid "
+                              "configurations in the Megatron layout (--config, --configs)")
+    _network_args(s, devices_required=False)
     s.add_argument("--json", action="store_true",
                    help="print the result as JSON on stdout (nothing else on stdout)")
+    how = s.add_mutually_exclusive_group()
+    how.add_argument("--config", help="dp=D,tp=T,pp=P,micro_batch=B,global_batch=G"
+                     "[,recompute=true][,optimizer_shard=true]: price this configuration "
+                     "(micro_batch: samples per micro-batch per data-parallel replica)")
+    how.add_argument("--configs", metavar="FILE.csv", help="price every row (columns "
+                     "devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
+                     "optimizer_shard, layers, hidden, heads, seq, vocab): the same rows with "
+                     "step_seconds and error added, CSV to stdout or --out")
+    s.add_argument("--out", help="with --configs: write the CSV here instead of stdout")
     s.set_defaults(func=cmd_score)

@@ -72,6 +72,18 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
             unavailable.append(var.name)
         choice[vi] = hit
     pinned = sum(c is not None for c in choice)
+    choice = fill_choice(problem, choice)
+    return {"step_seconds": float(problem.total(choice)),
+            "memory_bytes": float(problem.memory(choice)), "pinned": pinned,
+            "filled": len(variables) - pinned, "unknown": unknown,
+            "unavailable": sorted(unavailable), "split": split}
+
+
+def fill_choice(problem, choice: list) -> list[int]:
+    """``choice`` (an option index or ``None`` per search variable) completed: each ``None``
+    variable, in graph order, takes the option cheapest given the variables already fixed (its
+    own cost plus the edges to those; ties to the lower index). Returns a new list."""
+    choice = list(choice)
     neighbours: dict[int, list] = {}
     for e in problem.edges:
         neighbours.setdefault(e.u, []).append((e.v, e.cost))
@@ -85,10 +97,7 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
                 local = local + mat[:, choice[other]]
         finite = [i for i in range(len(local)) if math.isfinite(local[i])]
         choice[vi] = min(finite, key=lambda i: (local[i], i)) if finite else 0
-    return {"step_seconds": float(problem.total(choice)),
-            "memory_bytes": float(problem.memory(choice)), "pinned": pinned,
-            "filled": len(variables) - pinned, "unknown": unknown,
-            "unavailable": sorted(unavailable), "split": split}
+    return choice
 
 
 def _call_strategies(per_call: dict) -> dict:

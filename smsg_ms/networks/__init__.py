@@ -20,6 +20,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "mlp": ("smsg_ms.networks.mlp:build", "3-layer MLP (Dense + ReLU), the smallest example"),
     "llama": ("smsg_ms.networks.llama:build",
               "LLaMA-style decoder: RmsNorm, GQA attention, SwiGLU MLP, tied-free LM head"),
+    "gpt": ("smsg_ms.networks.gpt:build",
+            "GPT decoder (Megatron layout): learned positions, LayerNorm, GeLU 4h MLP, tied head"),
     "bert": ("smsg_ms.networks.bert:build",
              "BERT-style encoder: Gather embeddings, LayerNorm, BatchMatMul attention, GeLU FFN"),
     "mf-llama": ("smsg_ms.networks.external:mindformers_llama",
