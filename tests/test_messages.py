@@ -35,14 +35,14 @@ def test_changed_input_shape_is_named(tmp_path):
                 tmp_path)
     assert made.returncode == 0, made.stderr
     proc = smsg(["check", "p.plan.json", "--network", "grown:build"], tmp_path)
-    one_line_error(proc, "input shapes [[8, 512]]", "[[16, 32]]")
+    one_line_error(proc, "input shapes [[8, 512]] vs [[16, 32]]")
 
 
 def test_plan_checked_against_another_network_names_both(tmp_path):
     made = smsg(["plan", "llama", "--layers", "2", "--out", "p.plan.json"], tmp_path)
     assert made.returncode == 0, made.stderr
     proc = smsg(["check", "p.plan.json", "--network", "mlp"], tmp_path)
-    one_line_error(proc, "plan for 'llama' does not fit network 'mlp'")
+    one_line_error(proc, "plan for 'llama' does not fit the network 'mlp'")
 
 
 @pytest.mark.parametrize("text,fragment", [('{"decisions": [', "truncated"),

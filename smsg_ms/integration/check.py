@@ -299,16 +299,17 @@ def verify_network(plan: Plan, spec: str | None = None) -> None:
         graph = capture_network(spec, **plan.options)
     except CaptureError as exc:
         first = str(exc).splitlines()[0]
-        if spec != plan.network:      # most likely the plan's options are another network's
-            raise PlanError(f"plan for '{plan.network}' does not fit network '{spec}' (with the "
-                            f"plan's options: {first}): check it against '{plan.network}', "
-                            f"or plan '{spec}'") from exc
+        if spec != plan.network and "takes no option" in first:   # another network's options
+            raise PlanError(f"plan for '{plan.network}' does not fit the network '{spec}' "
+                            f"({first}): check it against '{plan.network}', or plan "
+                            f"'{spec}'") from exc
         raise PlanError(f"cannot capture network '{spec}': {first}") from exc
     shapes = [list(graph.tensors[n].shape) for n in graph.inputs]
     if spec != plan.network and graph.fingerprint() != plan.fingerprint:
-        raise PlanError(f"plan for '{plan.network}' does not fit network '{spec}' (its input "
-                        f"shapes {plan.input_shapes}, the network's {shapes}; other operators): "
-                        f"check it against '{plan.network}', or plan '{spec}'")
+        raise PlanError(f"plan for '{plan.network}' does not fit the network '{spec}' (input "
+                        f"shapes {plan.input_shapes} vs {shapes}; graph fingerprint "
+                        f"{plan.fingerprint[:12]} vs {graph.fingerprint()[:12]}): check it "
+                        f"against '{plan.network}', or plan '{spec}'")
     # the plan's own network: a changed input shape is named as such, not as another fingerprint
     check_plan_fits(plan, input_shapes=shapes, fingerprint=graph.fingerprint(), network=spec)
 
