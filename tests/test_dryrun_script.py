@@ -44,3 +44,37 @@ def test_script_with_the_exported_file_and_its_rejection_on_other_ranks(exported
     assert collective_counts(doc["collectives"]) == collective_counts(applied)
     rejected = smsg(["dryrun", PLAIN, "--ranks", "4", "--", "--context", context, *SIZE], work)
     one_line_error(rejected, "MindSpore rejected", "rank 0 of 4", "requires 8 devices")
+
+
+SMSG_SCRIPT = '''
+import numpy as np
+import mindspore as ms
+from mindspore import nn
+from mindspore.communication import init
+import smsg_ms
+
+ms.set_context(mode=ms.GRAPH_MODE)
+init()
+smsg_ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="smsg",
+                                  device_num=8)
+net = nn.SequentialCell(nn.Dense(64, 128), nn.ReLU(), nn.Dense(128, 32))
+train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.Adam(net.trainable_params()))
+train.set_train()
+x, y = ms.Tensor(np.zeros((64, 64), np.float32)), ms.Tensor(np.zeros((64, 32), np.float32))
+train(x, y)
+'''
+
+
+def test_script_in_smsg_mode_compiles_with_its_plan(tmp_path):
+    """The smsg search mode plans on the first compile, which captures the network first: that
+    capture is smsg-ms's own compile, not the script's training step (it used to end the
+    script there, with no strategy applied)."""
+    (tmp_path / "train.py").write_text(SMSG_SCRIPT)
+    proc = smsg(["dryrun", "train.py", "--ranks", "8", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] and doc["training"] and doc["cell"] == "TrainOneStepCell"
+    matmuls = {k: v for k, v in doc["strategies"].items() if "/MatMul-" in k}
+    assert len(matmuls) == 2, doc["strategies"]
+    # every trained parameter is synchronised or sharded: some collective was inserted
+    assert doc["collectives"]

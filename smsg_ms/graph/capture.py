@@ -37,6 +37,9 @@ class CaptureError(RuntimeError):
     """The network could not be captured; the message says why, in one paragraph."""
 
 
+#: the phase of smsg-ms's own capture compiles (a training-script dry-run skips them)
+CAPTURE_PHASE = "smsg_capture"
+
 def tag_primitives(net) -> dict[str, Any]:
     """Tag each primitive held as a Cell attribute with ``smsg_path`` = ``cell_path.attr``, and
     with ``smsg_custom_bprop`` when a Cell on its path defines ``bprop`` (mindformers'
@@ -204,7 +207,7 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
     with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
             _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
         set_training_mode(net)
-        phase = compile_cell(net, inputs, phase="smsg_capture")
+        phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
     graph = read_mindir(net, phase, name or type(net).__name__)
     check_inputs_consistent(graph, inputs)
     return graph

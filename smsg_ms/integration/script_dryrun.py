@@ -76,6 +76,8 @@ def child_main(argv: list[str]) -> int:
     import mindspore as ms
     from mindspore.graph.api import _cell_graph_executor as executor
 
+    from ..graph.capture import CAPTURE_PHASE
+
     _force_gpu(ms)
     original = executor.compile
     seen: dict = {}
@@ -83,6 +85,8 @@ def child_main(argv: list[str]) -> int:
     def compile_and_record(obj, *a, **kw):
         out = original(obj, *a, **kw)
         phase = out[0] if isinstance(out, tuple) else out
+        if str(kw.get("phase", "")).startswith(CAPTURE_PHASE):
+            return out     # smsg-ms capturing the network to plan it: not the script's step
         if hasattr(obj, "cells_and_names"):
             seen["last"] = (obj, phase)
             if getattr(obj, "training", False):
