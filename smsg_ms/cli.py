@@ -142,11 +142,15 @@ def cmd_plan(args) -> int:
         options = _network_options(args)
         with working(f"capturing {args.network}", args.json):
             graph = capture_network(args.network, **options)
-        with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
-            plan = planner.plan_graph(graph, args.devices, hardware=args.hardware,
-                                      memory_gib=args.memory, options=options,
-                                      network=args.network, write_back=args.write_back,
-                                      time_limit=args.time_limit)
+        from .search import NoFeasiblePlan
+        try:
+            with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
+                plan = planner.plan_graph(graph, args.devices, hardware=args.hardware,
+                                          memory_gib=args.memory, options=options,
+                                          network=args.network, write_back=args.write_back,
+                                          time_limit=args.time_limit)
+        except NoFeasiblePlan as exc:
+            raise NoFeasiblePlan(f"{exc}; {_memory_hint(graph, args.network)}") from None
     else:
         with working(f"planning {args.network} with pipeline stages", args.json):
             plan = _plan_pipelined(args)
@@ -164,6 +168,26 @@ def cmd_plan(args) -> int:
     out_console.print(describe(plan), markup=False)
     out_console.print(f"plan written to {out}")
     return 0
+
+
+def _memory_hint(graph, network: str) -> str:
+    """What to try when one stage does not fit: pipeline stages where the network has repeated
+    blocks and a global batch to split, else more memory or devices."""
+    import inspect
+
+    from .networks import check_options
+    from .planner import PipelinePlanningError
+    from .planner.stages import block_of_ops
+
+    try:
+        blocks = len(block_of_ops(graph)[0])
+    except PipelinePlanningError:
+        blocks = 0
+    takes_batch = "batch" in inspect.signature(check_options(network, {})[1]).parameters
+    if blocks > 1 and takes_batch:
+        return (f"the network has {blocks} repeated blocks: --pipeline auto also searches "
+                "pipeline stages, micro-batches, recompute and optimizer sharding")
+    return "give more --devices or a larger --memory (one stage is all this network allows)"
 
 
 def _plan_pipelined(args):
@@ -487,8 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one line unless --debug
         if args.debug:
             raise
-        print(f"smsg-ms: error: {exc}".splitlines()[0] if len(str(exc)) < 400
-              else f"smsg-ms: error: {str(exc)[:400]}", file=sys.stderr)
+        print(f"smsg-ms: error: {exc}".splitlines()[0] if len(str(exc)) < 800
+              else f"smsg-ms: error: {str(exc)[:800]}", file=sys.stderr)
         return 1
 
 

@@ -16,6 +16,10 @@ TIED = "smsg_ms.networks.tied:build"
      ["4 pipeline stages need at least 4 repeated blocks", "has 2"]),
     # was "give --batch", then "takes no option batch"
     (["plan", TIED, "--pipeline", "2"], ["needs a network with a 'batch' option"]),
+    # one stage does not fit: the way out is named (pipeline stages where there are blocks)
+    (["plan", "llama", "--layers", "2", "--memory", "0.01"],
+     ["no plan fits", "2 repeated blocks", "--pipeline auto"]),
+    (["plan", "mlp", "--memory", "0.0001"], ["no plan fits", "larger --memory"]),
     (["plan", "mlp", "--time-limit", "0"], ["positive number of seconds"]),
     (["plan", "mlp", "--time-limit", "nan"], ["positive number of seconds"]),
 ])
