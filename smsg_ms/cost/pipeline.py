@@ -36,7 +36,8 @@ backward pass (``+ forward seconds``), and while it is recomputed holds its full
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .api import collective_seconds
 
@@ -62,6 +63,9 @@ class ParamSlice:
             threshold).
         parallel_optimizer: the parameter's own ``Parameter.parallel_optimizer`` flag;
             ``False`` keeps it out of optimizer sharding (mindformers' embedding table).
+        span: the replicas' ranks inside the stage, ``((size, stride), ...)``
+            (:meth:`smsg_ms.cost.layout.TensorLayout.replica_span`); ``()``: ranks
+            ``0 .. replicas − 1``.
     """
 
     elements: int
@@ -69,6 +73,7 @@ class ParamSlice:
     replicas: int
     full_bytes: float = math.inf
     parallel_optimizer: bool = True
+    span: tuple = ()
 
     def optimizer_shardable(self, threshold: float = OPTIMIZER_THRESHOLD_BYTES) -> bool:
         """MindSpore shards it only when its ``parallel_optimizer`` flag is on, ``replicas > 1``,
@@ -107,26 +112,44 @@ class LayerCost:
 
 @dataclass(frozen=True)
 class Links:
-    """Communication constants: ``bandwidth`` bytes/s per device, ``latency`` s per collective or
-    send. ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
+    """Communication constants. With ``machine`` (a :class:`~smsg_ms.cost.hardware.Machine`)
+    every group is placed on its levels: a send between neighbour stages pairs rank ``r`` with
+    ``r + stage_devices`` (MindSpore numbers the ranks of a stage consecutively, stage ``s``
+    holds ranks ``s·d .. s·d + d − 1``: ``stage_id = rank / per_stage_device_num``), a
+    gradient synchronisation the parameter's replicas (:attr:`ParamSlice.span`). Without, one
+    flat level: ``bandwidth`` bytes/s per device, ``latency`` s per collective or send,
+    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
 
     bandwidth: float
     latency: float = 0.0
     p2p_bandwidth: float | None = None
+    machine: Any = None
+    stage_devices: int = 1
+
+    def for_stage(self, devices: int) -> "Links":
+        """The same links for stages of ``devices`` devices."""
+        return replace(self, stage_devices=devices)
 
     def send_seconds(self, nbytes: float) -> float:
         """One Send of ``nbytes`` to the neighbour stage."""
         if nbytes <= 0:
             return 0.0
         # a Send pairs two devices; ring_volume counts its whole tensor
-        return collective_seconds("Send", 2, nbytes, self.p2p_bandwidth or self.bandwidth,
-                                  self.latency)
+        if self.machine is not None:
+            return self.machine.collective_seconds("Send", 2, nbytes,
+                                                   ((2, self.stage_devices),))
+        return collective_seconds("Send", (2,), nbytes,
+                                  ((self.p2p_bandwidth or self.bandwidth, self.latency),))
 
     def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded: bool) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
         ReduceScatter + AllGather (same volume, two synchronisations) when optimizer-sharded."""
-        return collective_seconds("AllReduce", param.replicas, param.elements * grad_bytes,
-                                  self.bandwidth, self.latency, 2 if sharded else 1)
+        sync = 2 if sharded else 1
+        if self.machine is not None:
+            return self.machine.collective_seconds("AllReduce", param.replicas,
+                                                   param.elements * grad_bytes, param.span, sync)
+        return collective_seconds("AllReduce", (param.replicas,), param.elements * grad_bytes,
+                                  ((self.bandwidth, self.latency),), sync)
 
 
 def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> dict[str, float]:

@@ -419,7 +419,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                 found = cuts[key]
             else:
                 found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links, recompute=recompute, bytes_per=bytes_per,
+                                  links=links.for_stage(d), recompute=recompute, bytes_per=bytes_per,
                                   memo=memo)
             if found is None:
                 continue
@@ -435,7 +435,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     _, starts, flags = best
     bounds = starts + [len(layers)]
     costs = [stage_cost(layers, bounds[s], bounds[s + 1], s, p, recompute=flags[bounds[s]:
-                        bounds[s + 1]], sharding=sh, links=links, bytes_per=bytes_per)
+                        bounds[s + 1]], sharding=sh, links=links.for_stage(devices // p),
+                        bytes_per=bytes_per)
              for s in range(p)]
     stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
     names = list(layer_names) if layer_names is not None else [
