@@ -157,3 +157,40 @@ def test_hardware_file_and_devices_per_node(tmp_path):
     with pytest.raises(ValueError, match="single level"):
         Machine("one", 1.0, 1.0, 1.0, 1.0, 1.0, (Level("node", None, 1.0, 1.0),)
                 ).with_devices_per_node(2)
+
+
+def test_grad_sync_schedule_against_a_hand_built_timeline():
+    """Four operators in backward order, backward 3, 1, 2, 4 s (ends at 3, 4, 6, 10); gradients
+    of 40, 30, 0 and 50 MB with syncs of 5, 2, 0, 1 s; buckets of 64 MB: {0} (40 + 30 > 64),
+    {1} (30 + 50 > 64), {3}. Communication stream by hand: bucket {0} ready at 3, runs 3..8;
+    {1} ready at 4, waits for the stream, runs 8..10; {3} ready at 10, runs 10..11. The
+    backward ends at 10: 1 s exposed."""
+    from smsg_ms.cost.overlap import fusion_buckets, grad_sync_schedule
+
+    mb = 2**20
+    grads = [40 * mb, 30 * mb, 0, 50 * mb]
+    assert fusion_buckets(grads) == [[0], [1], [3]]
+    assert grad_sync_schedule([3, 1, 2, 4], [5, 2, 0, 1], grads) == 1.0
+    # with 100 MB buckets (40 + 30 fit, + 50 does not): {0, 1} ready at 4, runs 4..11; {3}
+    # ready at 10, waits, runs 11..12: 2 s
+    assert fusion_buckets(grads, 100 * mb) == [[0, 1], [3]]
+    assert grad_sync_schedule([3, 1, 2, 4], [5, 2, 0, 1], grads, 100 * mb) == 2.0
+    # a long backward after the syncs hides them all but the last bucket's
+    assert grad_sync_schedule([1, 1, 1, 20], [5, 2, 0, 1], grads) == 1.0
+
+
+def test_search_rule_never_undercounts_the_steady_state():
+    """Identical layers of two operators (backward 2 s and 1 s, syncs 3 s and 0.5 s): in the
+    steady state each layer's syncs (3.5 s) run beside the next layer's backward (3 s): 0.5 s
+    a layer exposed; the per-operator rule gives max(0, 3 − 2) + max(0, 0.5 − 1) = 1 s ≥ 0.5."""
+    from smsg_ms.cost.overlap import exposed_grad_sync, grad_sync_schedule
+
+    layers = 50
+    per_layer = exposed_grad_sync(3, 2) + exposed_grad_sync(0.5, 1)
+    assert per_layer == 1.0
+    big = 10 * 2**30   # every sync a bucket of its own
+    exact = grad_sync_schedule([2, 1] * layers, [3, 0.5] * layers, [big] * 2 * layers)
+    # by hand: the stream falls 0.5 s behind per layer; the first layer's syncs start at 2 s
+    # and the stream never idles after: 2 + 3.5·50 − 3·50 = 27 s after the backward's end
+    assert exact == pytest.approx(2 + 3.5 * layers - 3 * layers)
+    assert per_layer * layers >= exact - 3.5    # all but the last layer's syncs

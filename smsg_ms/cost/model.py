@@ -22,6 +22,7 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of
+from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
 from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
@@ -231,10 +232,13 @@ class CostModel:
     def breakdown(self, item: OpCost | list[Collective]) -> dict[str, float]:
         """Seconds by ``compute`` (kernels forward + backward: launches and roofline,
         :meth:`compute_seconds`), each collective kind (forward + backward, with its latency,
-        placed on the machine's levels), ``grad_sync``; plus bytes per device by memory kind
+        placed on the machine's levels: on the critical path), ``grad_sync`` (the part of the
+        gradient synchronisation the backward pass does not hide,
+        :func:`smsg_ms.cost.overlap.exposed_grad_sync`); plus bytes per device by memory kind
         (``parameter_bytes`` ...)."""
         colls = item if isinstance(item, list) else item.collectives
         out: dict[str, float] = {"compute": 0.0}
+        bwd = 0.0
         if isinstance(item, OpCost):
             fwd, bwd = self.compute_seconds(item)
             out["compute"] = fwd + bwd
@@ -242,6 +246,8 @@ class CostModel:
             key = "grad_sync" if c.phase == "grad_sync" else c.kind
             t = self.collective_seconds(c)
             out[key] = out.get(key, 0.0) + t
+        if "grad_sync" in out:   # overlapped with the backward pass (:mod:`.overlap`)
+            out["grad_sync"] = exposed_grad_sync(out["grad_sync"], bwd)
         if isinstance(item, OpCost):
             for kind in MEMORY_KINDS:
                 out[f"{kind}_bytes"] = float(item.memory.get(kind, 0))
