@@ -144,8 +144,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     Forward/backward seconds: the kernels (launches and roofline,
     :meth:`CostModel.compute_seconds`) and the forward/backward collectives of the chosen
     strategies plus the redistributions into the block's operators (placed on the machine's
-    levels, :meth:`CostModel.collective_seconds`, as :meth:`CostModel.breakdown`); gradient synchronisation
-    is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    levels, :meth:`CostModel.collective_seconds`, as :meth:`CostModel.breakdown`); gradient
+    synchronisation is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
     a later block reads; input bytes: those of the tensors it reads from earlier blocks.
