@@ -339,11 +339,20 @@ _DEVICE_KEYS = ("cube_flops", "vector_flops", "hbm_bandwidth", "memory", "launch
 _LEVEL_KEYS = ("name", "count", "bandwidth", "latency")
 
 
+def _refuse(where: str, errors: list[str]):
+    """Raise the errors of a description: one line for one error, else one line each under
+    ``where``."""
+    if len(errors) == 1:
+        raise ValueError(f"{where}: {errors[0]}")
+    raise ValueError(f"{where}:\n  " + "\n  ".join(errors))
+
+
 def machine_from_dict(data, default_name: str = "custom", where: str = "hardware") -> Machine:
     """A :class:`Machine` from plain data (:meth:`Machine.to_dict`'s keys).
 
     Raises:
-        ValueError: ``"<where>: "`` then one line per missing, unknown or bad field.
+        ValueError: ``"<where>: "`` and the bad field, or one line per missing, unknown or
+            bad field when there are several.
     """
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
@@ -364,7 +373,7 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
         built.append(Level(str(item.get("name", f"level{i}")), item.get("count"),
                            _number(item.get("bandwidth", 1.0)), _number(item.get("latency", 1.0))))
     if errors:
-        raise ValueError(f"{where}:\n  " + "\n  ".join(errors))
+        _refuse(where, errors)
     fields = {k: _number(data[k]) for k in _DEVICE_KEYS}
     candidate = object.__new__(Machine)
     for k, v in dict(fields, name=str(data.get("name", default_name)),
@@ -372,5 +381,5 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
         object.__setattr__(candidate, k, v)
     errors = machine_errors(candidate)
     if errors:
-        raise ValueError(f"{where}:\n  " + "\n  ".join(errors))
+        _refuse(where, errors)
     return Machine(str(data.get("name", default_name)), levels=tuple(built), **fields)
