@@ -99,6 +99,9 @@ class LayerCost:
         output_bytes: bytes of its output per device (sent to the next stage at a boundary).
         params: the layer's parameters as :class:`ParamSlice`.
         name: label (``layers.3``) used in plans.
+        hidden_sync_seconds: of the gradient synchronisation of its parameters, the seconds the
+            backward pass hides when a step has one micro-batch (no gradient accumulation:
+            :mod:`smsg_ms.cost.overlap`).
     """
 
     forward_seconds: float
@@ -108,6 +111,7 @@ class LayerCost:
     output_bytes: float
     params: tuple[ParamSlice, ...] = ()
     name: str = ""
+    hidden_sync_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,8 @@ class StageCost:
 
 
 def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recompute,
-               sharding: bool, links: Links, bytes_per: dict | None = None) -> StageCost:
+               sharding: bool, links: Links, bytes_per: dict | None = None,
+               micro_batches: int | None = None) -> StageCost:
     """Cost of stage ``stage`` of ``stages`` holding ``layers[start:stop]``.
 
     Args:
@@ -215,6 +220,10 @@ def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recomp
         recompute: one bool per layer of the stage.
         sharding: optimizer sharding on.
         links: communication constants.
+        micro_batches: with 1 (and no optimizer sharding), no gradient accumulation: the
+            synchronisation overlaps the backward pass (:attr:`LayerCost.hidden_sync_seconds`);
+            otherwise MindSpore synchronises the accumulated gradients after the last
+            micro-batch, not overlapped.
 
     Raises:
         ValueError: empty stage or stage index outside ``[0, stages)``.
@@ -234,6 +243,8 @@ def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recomp
     params = [prm for x in part for prm in x.params]
     g = sum(links.grad_sync_seconds(prm, b["gradient"],
                                     sharding and prm.optimizer_shardable()) for prm in params)
+    if micro_batches == 1 and not sharding:
+        g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
     memory["activation"] = (stages - stage) * kept + work

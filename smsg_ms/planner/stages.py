@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from ..cost.overlap import exposed_grad_sync
 from ..cost.pipeline import LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
@@ -154,7 +155,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     graph, model = sol.graph, sol.model
     (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
     n = len(names)
-    fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
+    fwd, bwd, act, hidden = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
     params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
     cost_of = chosen_costs(sol.variables, sol.choice)
 
@@ -194,6 +195,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         f, b = model.compute_seconds(c)
         fwd[i] += f
         bwd[i] += b
+        sync = sum(model.collective_seconds(x) for x in c.collectives if x.phase == "grad_sync")
+        hidden[i] += sync - exposed_grad_sync(sync, b)
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
     for src_id, dst_id, tname, idx in graph.iter_edges():
@@ -212,7 +215,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
-                      tuple(params[i][k] for k in sorted(params[i])), names[i])
+                      tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i])
             for i in range(n)]
 
 

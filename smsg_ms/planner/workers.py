@@ -59,6 +59,7 @@ def _layer_dict(layer) -> dict:
     return {"forward_seconds": layer.forward_seconds, "backward_seconds": layer.backward_seconds,
             "activation_bytes": layer.activation_bytes, "input_bytes": layer.input_bytes,
             "output_bytes": layer.output_bytes, "name": layer.name,
+            "hidden_sync_seconds": layer.hidden_sync_seconds,
             "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer,
                         [list(x) for x in p.span]] for p in layer.params]}
 
@@ -70,7 +71,8 @@ def _layer_of(d: dict):
                      d["input_bytes"], d["output_bytes"],
                      tuple(ParamSlice(int(e), int(f), int(r), float(b), bool(o),
                                       tuple((int(x), int(y)) for x, y in (sp[0] if sp else ())))
-                           for e, f, r, b, o, *sp in d["params"]), d["name"])
+                           for e, f, r, b, o, *sp in d["params"]), d["name"],
+                     d.get("hidden_sync_seconds", 0.0))
 
 
 def _finite(x) -> bool:
