@@ -160,7 +160,7 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
         if p <= len(layers):
             for sh in sorted(set(bool(x) for x in a["shardings"])):
                 found = cut_chain(layers, p, m, memory_limit=a["memory_limit"], sharding=sh,
-                                  links=a["links"], recompute=a["recompute"],
+                                  links=a["links"].for_stage(d), recompute=a["recompute"],
                                   bytes_per=a["bytes_per"], memo=memo)
                 cuts.append([list(cut_key(p, m, sh, a["memory_limit"], a["recompute"])),
                              None if found is None else list(found)])

@@ -423,8 +423,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                 found = cuts[key]
             else:
                 found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links.for_stage(d), recompute=recompute, bytes_per=bytes_per,
-                                  memo=memo)
+                                  links=links.for_stage(d), recompute=recompute,
+                                  bytes_per=bytes_per, memo=memo)
             if found is None:
                 continue
             if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
