@@ -6,6 +6,7 @@ shows the traceback. A closed stdout (``| head``) ends a command quietly with ex
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .cli_options import (add_size_args, given_options, name_options, positive_int,  # noqa: F401
@@ -65,7 +66,7 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
 
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
-            "hardware": "{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
+            "hardware": "{}", "devices_per_node": "dpn{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
     extra = ""
     for key, fmt in tags.items():
         value = (settings or {}).get(key)
@@ -90,7 +91,20 @@ def _plan_settings(args) -> dict:
     for key, default in PLAN_DEFAULTS.items():
         value = getattr(args, key)
         settings[key] = None if str(value).lower() == default else str(value).lower()
+    if settings["hardware"] is not None and settings["hardware"].endswith(
+            (".json", ".yaml", ".yml")):      # a description file: its stem
+        settings["hardware"] = os.path.splitext(os.path.basename(settings["hardware"]))[0]
+    settings["devices_per_node"] = args.devices_per_node
     return settings
+
+
+def _add_hardware_args(p) -> None:
+    """``--hardware NAME|FILE`` and ``--devices-per-node N`` (:mod:`smsg_ms.cost.hardware`)."""
+    p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
+                   help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, "
+                        "dgx-h100 = h100; default ascend910b) or a JSON/YAML description file")
+    p.add_argument("--devices-per-node", type=int, metavar="N",
+                   help="devices per node, overriding the preset's (default: the preset's)")
 
 
 def _check_writable(path: str) -> None:
@@ -120,7 +134,7 @@ def cmd_plan(args) -> int:
     if args.out is not None and not args.out.strip():
         raise PlanError("--out must name a file, got an empty name")
     try:
-        get_hardware(args.hardware)
+        args.machine = get_hardware(args.hardware, args.devices_per_node)
     except ValueError as exc:
         raise PlanError(f"--hardware: {exc}") from None
     from .networks import check_options
@@ -145,7 +159,7 @@ def cmd_plan(args) -> int:
         from .search import NoFeasiblePlan
         try:
             with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
-                plan = planner.plan_graph(graph, args.devices, hardware=args.hardware,
+                plan = planner.plan_graph(graph, args.devices, hardware=args.machine,
                                           memory_gib=args.memory, options=options,
                                           network=args.network, write_back=args.write_back,
                                           time_limit=args.time_limit)
@@ -217,7 +231,7 @@ def _plan_pipelined(args):
         batch = param.default
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
-                                  hardware=args.hardware, memory_gib=args.memory,
+                                  hardware=args.machine, memory_gib=args.memory,
                                   optimizer_sharding={"on": True, "off": False}.get(
                                       args.optimizer_sharding), time_limit=args.time_limit,
                                   **options)
@@ -389,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
-    p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
+    _add_hardware_args(p)
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,
                    help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "

@@ -102,7 +102,17 @@ def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):
     one_line_error(smsg(["plan", "mlp", "--out", ""], work), "--out", "empty")
     # the preset is checked before the network is even looked up (so before any capture)
     one_line_error(smsg(["plan", "nosuch", "--hardware", "tpu"], work), "--hardware", "'tpu'",
-                   "presets: a100, ascend910b, h100")
+                   "presets: a100, ascend910b, atlas-800t-a2, dgx-a100, dgx-h100, h100")
+    # a description file with one bad field: one line naming the file and the field
+    (work / "mine.yaml").write_text("cube_flops: 1.0e+14\nvector_flops: 1.0e+13\n"
+                                    "hbm_bandwidth: 1.0e+12\nmemory: 1.0e+10\n"
+                                    "launch_latency: -1\nlevels:\n  - {name: node, count: 4, "
+                                    "bandwidth: 1.0e+9, latency: 1.0e-5}\n")
+    one_line_error(smsg(["plan", "nosuch", "--hardware", "mine.yaml"], work), "mine.yaml",
+                   "launch_latency must be a positive number, got -1")
+    one_line_error(smsg(["plan", "nosuch", "--devices-per-node", "0"], work),
+                   "devices per node must be a positive integer, got 0")
+    (work / "mine.yaml").unlink()
     assert files(work) == []
 
 

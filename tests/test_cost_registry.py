@@ -88,11 +88,12 @@ def test_through_reshape_block_charges_the_gather():
 
 
 def test_collective_seconds_is_ring_volume_over_bandwidth_plus_latency():
-    # AllReduce of 8 bytes over 4 devices: 2·3/4·8 = 12 bytes sent; 12 / 2 + 1
-    assert collective_seconds("AllReduce", 4, 8, bandwidth=2.0, latency=1.0) == 7.0
-    assert collective_seconds("AllReduce", 4, 8, 2.0, 1.0, synchronisations=2) == 8.0
-    assert collective_seconds("AllGather", 1, 8, 2.0, 1.0) == 0.0
-    got = collective_seconds("AllGather", np.array([2, 4]), np.array([8, 8]), 2.0, 1.0)
+    # on one level: AllReduce of 8 bytes over 4 devices: 2·3/4·8 = 12 bytes sent; 12 / 2 + 1
+    one = ((2.0, 1.0),)
+    assert collective_seconds("AllReduce", (4,), 8, one) == 7.0
+    assert collective_seconds("AllReduce", (4,), 8, one, synchronisations=2) == 8.0
+    assert collective_seconds("AllGather", (1,), 8, one) == 0.0
+    got = collective_seconds("AllGather", (np.array([2, 4]),), np.array([8, 8]), one)
     assert got.tolist() == [3.0, 4.0]   # (1/2·8) / 2 + 1, (3/4·8) / 2 + 1
 
 

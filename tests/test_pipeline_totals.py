@@ -31,7 +31,9 @@ def _text(plan) -> str:
 
 def test_one_stage_one_micro_batch_equals_plain_step(captured):
     plain = plan_graph(captured("llama", batch=BATCH, **OPTIONS), 4, memory_gib=math.inf)
-    assert plain.totals.get("grad_sync", 0) > 0       # the case the two models disagreed on
+    # the case the two models disagreed on: the plan synchronises gradients (with one
+    # micro-batch, no accumulation, both hide it behind the backward pass alike)
+    assert any(c.get("phase") == "grad_sync" for d in plain.decisions for c in d.collectives)
     piped = plan_network_pipelined("llama", 4, stages=1, micro_batches=1,
                                    optimizer_sharding=False, global_batch=BATCH,
                                    **OPTIONS)

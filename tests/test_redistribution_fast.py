@@ -75,7 +75,7 @@ def _reference(devices, shape, elem_bytes, srcs, dsts, backward: bool = True) ->
 def test_fast_seconds_equal_reference(case, backward):
     devices, shape, elem_bytes, srcs, dsts = case
     assume(elem_bytes * prod(shape) * devices < 2 ** 53)   # beyond: the fast path declines
-    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency,
+    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW,
                                  backward)
     assert fast is not None
     ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
@@ -87,7 +87,7 @@ def _gathers(sizes_and_groups, backward: bool) -> float:
     model does, plus as much again for their backward ReduceScatters."""
     t = 0.0
     for nbytes, g in sizes_and_groups:
-        t += (g - 1) * nbytes / g / HW.bandwidth + HW.latency
+        t += (g - 1) * nbytes / g / HW.levels[0].bandwidth + HW.levels[0].latency
     return t + t if backward else t
 
 
@@ -126,7 +126,7 @@ def test_fast_seconds_follow_gather_order(name, shape, elem_bytes, src, dst, gat
     ref = [(c.full_bytes, c.group) for c in redistribute(shape, elem_bytes, src, dst)
            if c.phase == "forward"]
     assert ref == gathers, name
-    fast = gather_seconds_matrix(shape, elem_bytes, [src], [dst], HW.bandwidth, HW.latency,
+    fast = gather_seconds_matrix(shape, elem_bytes, [src], [dst], HW,
                                  backward)
     assert fast[0, 0] == _gathers(gathers, backward), name
 
@@ -148,11 +148,11 @@ def test_fast_seconds_cover_every_rule():
     for a, b in pairs:
         assert redistribute(shape, 2, a, b), (a, b)
     srcs, dsts = [a for a, _ in pairs], [b for _, b in pairs]
-    fast = gather_seconds_matrix(shape, 2, srcs, dsts, HW.bandwidth, HW.latency)
+    fast = gather_seconds_matrix(shape, 2, srcs, dsts, HW)
     assert fast.tolist() == _reference(n, shape, 2, srcs, dsts).tolist()
     # derivation of the first pair: one AllGather over 8 of the 8·32·2-byte tensor, forward, and
     # its ReduceScatter twin backward, each (g-1)/g·S bytes plus one latency
-    t = (7 * 512) / 8 / HW.bandwidth + HW.latency
+    t = (7 * 512) / 8 / HW.levels[0].bandwidth + HW.levels[0].latency
     assert fast[0, 0] == t + t
 
 
@@ -160,17 +160,17 @@ def test_fast_seconds_cover_every_rule():
 def test_fast_path_declines(shape):
     """Non-power-of-two device counts and symbolic dimensions go to the reference."""
     a24, b24 = TensorLayout((24,), (0, -1)), TensorLayout((24,), (-1, -1))
-    assert gather_seconds_matrix(shape, 2, [a24], [b24], HW.bandwidth, HW.latency) is None
+    assert gather_seconds_matrix(shape, 2, [a24], [b24], HW) is None
     if shape[0] == "b":
         a8, b8 = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
-        assert gather_seconds_matrix(shape, 2, [a8], [b8], HW.bandwidth, HW.latency) is None
+        assert gather_seconds_matrix(shape, 2, [a8], [b8], HW) is None
 
 
 def test_fast_path_declines_sizes_float64_cannot_hold():
     a, b = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
     huge = (2 ** 25, 2 ** 24)   # 2^49 elements x 2 bytes x 8 devices = 2^53
-    assert gather_seconds_matrix(huge, 2, [a], [b], HW.bandwidth, HW.latency) is None
-    assert gather_seconds_matrix((2 ** 20, 8), 2, [a], [b], HW.bandwidth, HW.latency) is not None
+    assert gather_seconds_matrix(huge, 2, [a], [b], HW) is None
+    assert gather_seconds_matrix((2 ** 20, 8), 2, [a], [b], HW) is not None
 
 
 def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
@@ -185,7 +185,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     def counted(*args):
         got = gather_seconds_matrix(*args)
         used.append(got is not None)
-        flags.add(args[6])
+        flags.add(args[5])
         return got
 
     monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
@@ -250,7 +250,7 @@ def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backwa
     devices, shape, elem_bytes, srcs, dsts = case
     srcs, dsts = list(dict.fromkeys(srcs)), list(dict.fromkeys(dsts))
     assume(elem_bytes * prod(shape) * devices < 2 ** 53)
-    gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW.bandwidth, HW.latency, backward)
+    gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW, backward)
     sub_s = data.draw(st.permutations(srcs).flatmap(
         lambda xs: st.integers(1, len(xs)).map(lambda k: xs[:k])))
     sub_d = data.draw(st.permutations(dsts).flatmap(
@@ -259,7 +259,7 @@ def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backwa
     build = R._build_gather_program
     R._build_gather_program = lambda *a: built.append(a) or build(*a)
     try:
-        fast = gather_seconds_matrix(shape, elem_bytes, sub_s, sub_d, HW.bandwidth, HW.latency,
+        fast = gather_seconds_matrix(shape, elem_bytes, sub_s, sub_d, HW,
                                      backward)
     finally:
         R._build_gather_program = build

@@ -128,10 +128,14 @@ def test_micro_batches_enter_as_the_1f1b_formula(captured):
         assert steps[1] > steps[0] > 0
         if pp == 1:
             # one micro-batch is priced by plan_graph's single-stage total, not the formula:
-            # the two agree where the formula's line meets m = 1
+            # with m ≥ 2 MindSpore synchronises the accumulated gradients after the last
+            # micro-batch (the line m·t + g), with m = 1 it overlaps them with the backward
+            # pass, so the single step lies between t (all hidden) and t + g (none hidden)
             one = scorer.score(parse_config("dp=2,tp=4,pp=1,micro_batch=1,global_batch=2"))
-            slope = (steps[1] - steps[0]) / 2          # per micro-batch (m: 2 → 4)
-            assert one["step_seconds"] == pytest.approx(steps[0] - slope, rel=1e-9)
+            slope = (steps[1] - steps[0]) / 2          # t: per micro-batch (m: 2 → 4)
+            g = steps[0] - 2 * slope
+            assert g > 0
+            assert slope * (1 - 1e-9) <= one["step_seconds"] <= (slope + g) * (1 + 1e-9)
     # recompute adds forward work, never removes any
     base = scorer.score(parse_config("dp=1,tp=4,pp=2,micro_batch=1,global_batch=4"))
     rc = scorer.score(parse_config("dp=1,tp=4,pp=2,micro_batch=1,global_batch=4,recompute=1"))

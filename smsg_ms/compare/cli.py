@@ -49,9 +49,15 @@ def cmd_score(args) -> int:
     from ..cli_output import emit_json, working
     from .configs import ConfigError
 
+    from ..cost.hardware import get_hardware
+
     shape = _options(args)
     if args.out and not args.configs:
         raise ConfigError("--out goes with --configs FILE.csv")
+    try:
+        args.hardware = get_hardware(args.hardware, args.devices_per_node)
+    except ValueError as exc:
+        raise ConfigError(f"--hardware: {exc}") from None
     if args.configs:
         import sys
 
@@ -124,8 +130,9 @@ def _network_args(p, devices_required: bool = True) -> None:
     p.add_argument("--devices", type=int, required=devices_required,
                    help="device count" + ("" if devices_required else
                                           " (with --config: must equal dp·tp·pp)"))
-    p.add_argument("--hardware", default="ascend910b", help="hardware preset (ascend910b, a100, "
-                   "h100)")
+    p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
+                   help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, dgx-h100 "
+                        "= h100) or a JSON/YAML description file")
     from ..cli_options import add_size_args
     add_size_args(p)
 
@@ -150,6 +157,8 @@ def register(subparsers) -> None:
                               "network's primitives carry (shard() in its code), or hybrid "
                               "configurations in the Megatron layout (--config, --configs)")
     _network_args(s, devices_required=False)
+    s.add_argument("--devices-per-node", type=int, metavar="N",
+                   help="devices per node, overriding the preset's")
     s.add_argument("--json", action="store_true",
                    help="print the result as JSON on stdout (nothing else on stdout)")
     how = s.add_mutually_exclusive_group()

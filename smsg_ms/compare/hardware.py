@@ -1,8 +1,9 @@
 """The three numbers of the neutral step cost (:mod:`smsg_ms.compare.measures`), per preset.
 
 They are read from :mod:`smsg_ms.cost.hardware` (datasheet presets, sources listed there), so smsg's
-model and the neutral figure share one set of numbers: peak FLOP/s (``Hardware.flops``), link
-bandwidth in bytes/s per direction and the latency of one collective in seconds.
+model and the neutral figure share one set of numbers: peak FLOP/s (``Machine.cube_flops``),
+the node level's link bandwidth in bytes/s per direction and the latency of one collective in
+seconds.
 """
 from __future__ import annotations
 
@@ -31,4 +32,6 @@ def get_neutral_hardware(hardware="ascend910b") -> NeutralHardware:
     from smsg_ms.cost.hardware import get_hardware
 
     hw = get_hardware(hardware)
-    return NeutralHardware(hw.name, float(hw.flops), float(hw.bandwidth), float(hw.latency))
+    node = hw.levels[0]      # the neutral figure is flat: the node's links
+    return NeutralHardware(hw.name, float(hw.cube_flops), float(node.bandwidth),
+                           float(node.latency))

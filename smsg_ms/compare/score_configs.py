@@ -224,7 +224,8 @@ class ShapeScorer:
             stage.graph)
         costs = [stage_cost(layers, s * per, (s + 1) * per, s, p,
                             recompute=[config.recompute] * per, sharding=config.optimizer_shard,
-                            links=links, bytes_per=bytes_per) for s in range(p)]
+                            links=links, bytes_per=bytes_per, micro_batches=m)
+                 for s in range(p)]
         out["step_seconds"] = float(super_step_seconds(costs, m))
         out["memory_bytes"] = max(c.memory_bytes for c in costs)
         return out

@@ -60,6 +60,20 @@ class TensorLayout:
         """Devices holding each slice: devices / shards."""
         return self.devices // self.shards
 
+    def replica_span(self) -> tuple[tuple[int, int], ...]:
+        """Ranks holding the same slice as rank 0, as ``((size, stride), ...)`` over the device
+        matrix (rank = row-major index): the axes no tensor dimension uses
+        (``DeviceMatrix::GetDevicesAlongDim``, ``frontend/parallel/device_matrix.cc``)."""
+        n = len(self.device_matrix)
+        used = {n - 1 - m for m in self.tensor_map if m != -1}
+        out, stride = [], 1
+        for i in reversed(range(n)):
+            size = self.device_matrix[i]
+            if size > 1 and i not in used:
+                out.append((size, stride))
+            stride *= size
+        return tuple(reversed(out))
+
     def slice_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Per-device shape of a tensor of global ``shape``.
 

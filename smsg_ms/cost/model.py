@@ -1,8 +1,9 @@
 """The cost model: every strategy of every operator, costed per device, and redistribution.
 
-Double-level BSP (``design.md``): an operator is a micro-step ``w + g·h + l·L`` FLOPs (``w``
-FLOPs forward + backward, ``h`` bytes sent per device by its collectives, ``L`` collectives);
-:meth:`CostModel.seconds` divides by the device's FLOP/s. A training step (super-step) is the sum
+Double-level BSP (``design.md``), on a machine in levels (Multi-BSP: a ``g`` and an ``l`` per
+level, :mod:`.hardware`): an operator is a micro-step whose kernels cost their launches and
+their roofline time (:mod:`.kernels`) and whose collectives cost their hierarchical time on the
+levels their group spans (:func:`.api.collective_seconds`). A training step (super-step) is the sum
 of the micro-steps plus redistributions (the planner adds those up).
 
 Numbers for the search come from plain arithmetic on ints (no sympy); :meth:`CostModel.symbolic`
@@ -18,8 +19,10 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
-from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError, collective_seconds
+from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
+from .kernels import kernel_seconds, slice_bytes, traffic, unit_of
+from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
 from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
@@ -37,7 +40,9 @@ class CostModel:
     Args:
         graph: the captured operator graph.
         devices: devices of the stage (1, 2, 4 or a multiple of 8).
-        hardware: a :class:`Hardware` or a preset name (``ascend910b``, ``a100``, ``h100``).
+        hardware: a :class:`~smsg_ms.cost.hardware.Machine`, a preset name or alias
+            (``atlas-800t-a2``/``ascend910b``, ``dgx-a100``/``a100``, ``dgx-h100``/``h100``) or a
+            description file (:func:`~smsg_ms.cost.hardware.get_hardware`).
         optimizer: decides optimizer-state bytes (``adam``: 2 fp32 states, ``momentum``: 1,
             ``sgd``: 0).
         enable_alltoall: MindSpore's ``enable_alltoall`` context flag (redistribution moves a cut
@@ -160,7 +165,7 @@ class CostModel:
                     full = [c for c in all_cuts if prod(c.values()) == self.devices]
                     all_cuts = full or all_cuts
                 result = [self._cost(op, spec, cuts) for cuts in all_cuts]
-        self._options[op.id] = result
+        self._options[op.id] = result = self.with_kernel(op, result)
         return result
 
     def check(self, op: OpNode, strategy: Strategy) -> OpCost:
@@ -182,7 +187,7 @@ class CostModel:
             raise StrategyError(f"{op.label}: no cost family for {op.type}; only the default "
                                 "batch-parallel layout is known")
         cuts = letter_cuts(spec, strategy, self.devices, op.label)
-        return self._cost(op, spec, cuts)
+        return self.with_kernel(op, [self._cost(op, spec, cuts)])[0]
 
     def redistribution(self, tensor: TensorInfo, src: TensorLayout,
                        dst: TensorLayout) -> list[Collective]:
@@ -225,17 +230,24 @@ class CostModel:
         return sum(v for k, v in self.breakdown(item).items() if not k.endswith("_bytes"))
 
     def breakdown(self, item: OpCost | list[Collective]) -> dict[str, float]:
-        """Seconds by ``compute``, each collective kind (forward + backward, with its latency),
-        ``grad_sync``; plus bytes per device by memory kind (``parameter_bytes`` ...)."""
-        hw = self.hardware
+        """Seconds by ``compute`` (kernels forward + backward: launches and roofline,
+        :meth:`compute_seconds`), each collective kind (forward + backward, with its latency,
+        placed on the machine's levels: on the critical path), ``grad_sync`` (the part of the
+        gradient synchronisation the backward pass does not hide,
+        :func:`smsg_ms.cost.overlap.exposed_grad_sync`); plus bytes per device by memory kind
+        (``parameter_bytes`` ...)."""
         colls = item if isinstance(item, list) else item.collectives
         out: dict[str, float] = {"compute": 0.0}
+        bwd = 0.0
         if isinstance(item, OpCost):
-            out["compute"] = float(item.flops_fwd + item.flops_bwd) / hw.flops
+            fwd, bwd = self.compute_seconds(item)
+            out["compute"] = fwd + bwd
         for c in colls:
             key = "grad_sync" if c.phase == "grad_sync" else c.kind
-            t = collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency)
+            t = self.collective_seconds(c)
             out[key] = out.get(key, 0.0) + t
+        if "grad_sync" in out:   # overlapped with the backward pass (:mod:`.overlap`)
+            out["grad_sync"] = exposed_grad_sync(out["grad_sync"], bwd)
         if isinstance(item, OpCost):
             for kind in MEMORY_KINDS:
                 out[f"{kind}_bytes"] = float(item.memory.get(kind, 0))
@@ -266,7 +278,7 @@ class CostModel:
         raw = einsum_cost(spec, cuts, dev, ins, outs, self.states, sizes=sizes)
         out = {"flops_fwd": sympy.factor(raw["flops_fwd"]),
                "flops_bwd": sympy.factor(raw["flops_bwd"])}
-        for kind, group, nbytes, phase, tensor, _ in raw["collectives"]:
+        for kind, group, nbytes, phase, tensor, *_ in raw["collectives"]:
             # ring_volume's formula on symbols (it cannot test a symbolic group against 1);
             # NeighborExchangeV2 keeps (g-1)/g·S here where ring_volume counts S: plan files
             # store these formulas, so aligning the two would change existing plans
@@ -280,7 +292,7 @@ class CostModel:
     # ---- special operators -----------------------------------------------------------------
     def default(self, op: OpNode) -> OpCost:
         """The layout MindSpore gives ``op`` when it carries no strategy (batch-parallel)."""
-        return self._default(op, self.spec(op))
+        return self.with_kernel(op, [self._default(op, self.spec(op))])[0]
 
     def _default(self, op: OpNode, spec: Einsum | None) -> OpCost:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
@@ -358,7 +370,40 @@ class CostModel:
         Raises:
             ValueError: ``op`` is no pass-through operator.
         """
-        return operators.passthrough_options(self, op)
+        return self.with_kernel(op, operators.passthrough_options(self, op))
+
+    def with_kernel(self, op: OpNode, costs: list[OpCost]) -> list[OpCost]:
+        """``costs`` with their kernel fields set (:mod:`smsg_ms.cost.kernels`): unit, HBM bytes
+        per device from the option's input and output slices (global shapes divided by the
+        layouts' shard counts, the tensors' dtypes), launches forward (1) and backward (one per
+        input that receives a gradient: a trained parameter or a tensor computed from one,
+        :meth:`carries_gradient`). Returns the same list, the records updated in place."""
+        graph = self.graph
+        grads = [(graph.tensors[n].kind == "parameter" and graph.tensors[n].requires_grad)
+                 or self.carries_gradient(n) for n in op.inputs]
+        for c in costs:
+            if c.launches_fwd or c.launches_bwd:
+                continue
+            ins = [slice_bytes(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4),
+                               lay.shards) for n, lay in zip(op.inputs, c.in_layouts)]
+            outs = [slice_bytes(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4),
+                                lay.shards) for n, lay in zip(op.outputs, c.out_layouts)]
+            c.unit = unit_of(op.type)
+            c.bytes_fwd, c.bytes_bwd, c.launches_fwd, c.launches_bwd = traffic(
+                op.type, ins, outs, grads[:len(ins)])
+        return costs
+
+    def compute_seconds(self, cost: OpCost) -> tuple[float, float]:
+        """``(forward, backward)`` seconds of one operator's kernels on one device: launches ×
+        ``launch_latency`` + roofline (:func:`smsg_ms.cost.kernels.kernel_seconds`)."""
+        hw = self.hardware
+        return (kernel_seconds(cost.flops_fwd, cost.bytes_fwd, cost.launches_fwd, cost.unit, hw),
+                kernel_seconds(cost.flops_bwd, cost.bytes_bwd, cost.launches_bwd, cost.unit, hw))
+
+    def collective_seconds(self, c: Collective) -> float:
+        """Seconds of one collective, its group placed on the machine's levels by its ranks
+        (:meth:`smsg_ms.cost.hardware.Machine.collective_seconds`)."""
+        return self.hardware.collective_seconds(c.kind, c.group, c.full_bytes, c.span)
 
 
 def batch_parallel_cut(devices: int, first_dims) -> int:

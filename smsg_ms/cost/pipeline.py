@@ -36,7 +36,8 @@ backward pass (``+ forward seconds``), and while it is recomputed holds its full
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .api import collective_seconds
 
@@ -62,6 +63,9 @@ class ParamSlice:
             threshold).
         parallel_optimizer: the parameter's own ``Parameter.parallel_optimizer`` flag;
             ``False`` keeps it out of optimizer sharding (mindformers' embedding table).
+        span: the replicas' ranks inside the stage, ``((size, stride), ...)``
+            (:meth:`smsg_ms.cost.layout.TensorLayout.replica_span`); ``()``: ranks
+            ``0 .. replicas − 1``.
     """
 
     elements: int
@@ -69,6 +73,7 @@ class ParamSlice:
     replicas: int
     full_bytes: float = math.inf
     parallel_optimizer: bool = True
+    span: tuple = ()
 
     def optimizer_shardable(self, threshold: float = OPTIMIZER_THRESHOLD_BYTES) -> bool:
         """MindSpore shards it only when its ``parallel_optimizer`` flag is on, ``replicas > 1``,
@@ -94,6 +99,9 @@ class LayerCost:
         output_bytes: bytes of its output per device (sent to the next stage at a boundary).
         params: the layer's parameters as :class:`ParamSlice`.
         name: label (``layers.3``) used in plans.
+        hidden_sync_seconds: of the gradient synchronisation of its parameters, the seconds the
+            backward pass hides when a step has one micro-batch (no gradient accumulation:
+            :mod:`smsg_ms.cost.overlap`).
     """
 
     forward_seconds: float
@@ -103,30 +111,49 @@ class LayerCost:
     output_bytes: float
     params: tuple[ParamSlice, ...] = ()
     name: str = ""
+    hidden_sync_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Links:
-    """Communication constants: ``bandwidth`` bytes/s per device, ``latency`` s per collective or
-    send. ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
+    """Communication constants. With ``machine`` (a :class:`~smsg_ms.cost.hardware.Machine`)
+    every group is placed on its levels: a send between neighbour stages pairs rank ``r`` with
+    ``r + stage_devices`` (MindSpore numbers the ranks of a stage consecutively, stage ``s``
+    holds ranks ``s·d .. s·d + d − 1``: ``stage_id = rank / per_stage_device_num``), a
+    gradient synchronisation the parameter's replicas (:attr:`ParamSlice.span`). Without, one
+    flat level: ``bandwidth`` bytes/s per device, ``latency`` s per collective or send,
+    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
 
     bandwidth: float
     latency: float = 0.0
     p2p_bandwidth: float | None = None
+    machine: Any = None
+    stage_devices: int = 1
+
+    def for_stage(self, devices: int) -> "Links":
+        """The same links for stages of ``devices`` devices."""
+        return replace(self, stage_devices=devices)
 
     def send_seconds(self, nbytes: float) -> float:
         """One Send of ``nbytes`` to the neighbour stage."""
         if nbytes <= 0:
             return 0.0
         # a Send pairs two devices; ring_volume counts its whole tensor
-        return collective_seconds("Send", 2, nbytes, self.p2p_bandwidth or self.bandwidth,
-                                  self.latency)
+        if self.machine is not None:
+            return self.machine.collective_seconds("Send", 2, nbytes,
+                                                   ((2, self.stage_devices),))
+        return collective_seconds("Send", (2,), nbytes,
+                                  ((self.p2p_bandwidth or self.bandwidth, self.latency),))
 
     def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded: bool) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
         ReduceScatter + AllGather (same volume, two synchronisations) when optimizer-sharded."""
-        return collective_seconds("AllReduce", param.replicas, param.elements * grad_bytes,
-                                  self.bandwidth, self.latency, 2 if sharded else 1)
+        sync = 2 if sharded else 1
+        if self.machine is not None:
+            return self.machine.collective_seconds("AllReduce", param.replicas,
+                                                   param.elements * grad_bytes, param.span, sync)
+        return collective_seconds("AllReduce", (param.replicas,), param.elements * grad_bytes,
+                                  ((self.bandwidth, self.latency),), sync)
 
 
 def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> dict[str, float]:
@@ -184,7 +211,8 @@ class StageCost:
 
 
 def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recompute,
-               sharding: bool, links: Links, bytes_per: dict | None = None) -> StageCost:
+               sharding: bool, links: Links, bytes_per: dict | None = None,
+               micro_batches: int | None = None) -> StageCost:
     """Cost of stage ``stage`` of ``stages`` holding ``layers[start:stop]``.
 
     Args:
@@ -192,6 +220,10 @@ def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recomp
         recompute: one bool per layer of the stage.
         sharding: optimizer sharding on.
         links: communication constants.
+        micro_batches: with 1 (and no optimizer sharding), no gradient accumulation: the
+            synchronisation overlaps the backward pass (:attr:`LayerCost.hidden_sync_seconds`);
+            otherwise MindSpore synchronises the accumulated gradients after the last
+            micro-batch, not overlapped.
 
     Raises:
         ValueError: empty stage or stage index outside ``[0, stages)``.
@@ -211,6 +243,8 @@ def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recomp
     params = [prm for x in part for prm in x.params]
     g = sum(links.grad_sync_seconds(prm, b["gradient"],
                                     sharding and prm.optimizer_shardable()) for prm in params)
+    if micro_batches == 1 and not sharding:
+        g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
     memory["activation"] = (stages - stage) * kept + work

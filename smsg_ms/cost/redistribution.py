@@ -121,13 +121,17 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     def nbytes():
         return prod(local) * elem_bytes
 
+    def span(axes):
+        """The group's ranks over the unified device matrix (rank = row-major index)."""
+        return tuple((sizes[x], prod(sizes[x + 1:])) for x in sorted(axes) if sizes[x] > 1)
+
     def gather(dim, axes, kind_reason):
         g = prod(sizes[x] for x in axes)
         local[dim] = local[dim] * g
         fb = nbytes()
-        out.append(Collective("AllGather", g, fb, "forward", tensor, kind_reason))
+        out.append(Collective("AllGather", g, fb, "forward", tensor, kind_reason, span(axes)))
         out.append(Collective("ReduceScatter", g, fb, "backward", tensor,
-                              "bprop of the redistribution AllGather"))
+                              "bprop of the redistribution AllGather", span(axes)))
         for x in axes:
             cur[dim].remove(x)
 
@@ -178,9 +182,9 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         if enable_alltoall:
             fb = nbytes()
             out.append(Collective("AlltoAll", g, fb, "forward", tensor,
-                                  f"move cut from dim {ds} to dim {dd}"))
+                                  f"move cut from dim {ds} to dim {dd}", span(run)))
             out.append(Collective("AlltoAll", g, fb, "backward", tensor,
-                                  "bprop of the redistribution AlltoAll"))
+                                  "bprop of the redistribution AlltoAll", span(run)))
             local[ds] = local[ds] * g
             for x in run:
                 cur[ds].remove(x)
@@ -309,14 +313,14 @@ def _restrict(program, rows: list[int], cols: list[int], width: int):
     r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
     where[(r[:, None] * width + c[None, :]).reshape(-1)] = np.arange(len(rows) * len(cols))
     out = []
-    for at, _, run, grown in steps:
+    for at, _, run, grown, low in steps:
         new = where[at]
         keep = new >= 0
         if not keep.any():
             continue
         at2 = new[keep]
         out.append((at2.astype(np.int32), (at2 // len(cols)).astype(np.int32), run[keep],
-                    grown[keep]))
+                    grown[keep], low[keep]))
     sub = np.ascontiguousarray(cut_a[:, r, :])
     for arr in (sub,) + tuple(x for step in out for x in step):
         arr.flags.writeable = False
@@ -325,9 +329,9 @@ def _restrict(program, rows: list[int], cols: list[int], width: int):
 
 def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     """The shape-independent part of :func:`gather_seconds_matrix`: the sources' cuts
-    ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown)``: the flat
-    indices of the ``na × nb`` pairs where it happens, their source rows, its bits there and
-    the bits gathered up to and including it (compact dtypes, widened to int64 where the
+    ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown, low)``: the flat
+    indices of the ``na × nb`` pairs where it happens, their source rows, its bits there,
+    the bits gathered up to and including it and its lowest rank bit (compact dtypes, widened to int64 where the
     arithmetic reads them); ``None`` when a layout is not binary. :func:`_gather_program` keeps
     them: micro-batch sizes and layers share their layouts, not their shapes."""
     a, b = _side(list(srcs), rank, nbits), _side(list(dsts), rank, nbits)
@@ -340,12 +344,13 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     grown = np.zeros(pairs[0] * pairs[1], dtype=np.int32)    # bits gathered so far (flat)
     steps = []
 
-    def gather(at, run):
-        """One AllGather over ``run`` bits at the flat pair indices ``at``, on the slice grown
-        so far."""
+    def gather(at, run, last):
+        """One AllGather over ``run`` bits ending at bit ``last`` (its most minor) at the flat
+        pair indices ``at``, on the slice grown so far."""
         grown[at] += run
         steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
-                      run.astype(np.int8), grown[at].astype(np.int8)))
+                      run.astype(np.int8), grown[at].astype(np.int8),
+                      (nbits - 1 - last).astype(np.int8)))
 
     def flat(x):
         return np.broadcast_to(x, pairs).reshape(-1)
@@ -361,7 +366,7 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
         common = sa[d] & sb[d]
         at = np.flatnonzero(flat((common != 0) & (first_a[d] != first_b[d])))
         if at.size:
-            gather(at, flat(popcount[common])[at])
+            gather(at, flat(popcount[common])[at], flat(highbit[common])[at])
 
     def by_dimension(starts, ends, masks):
         """Gather the runs, by the dimension of ``masks`` holding their first bit, last
@@ -374,7 +379,8 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
             while at.size:
                 high_start = np.left_shift(1, highbit[left])
                 after = end & ~(high_start - 1)  # ends at or above the start
-                gather(at, popcount[((after & -after) << 1) - high_start])
+                gather(at, popcount[((after & -after) << 1) - high_start],
+                       highbit[after & -after])
                 left = left ^ high_start
                 keep = left != 0
                 at, left, end = at[keep], left[keep], end[keep]
@@ -390,27 +396,27 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
 
 
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
-                          dsts: list[TensorLayout], bandwidth: float, latency: float,
-                          backward: bool = True):
+                          dsts: list[TensorLayout], machine, backward: bool = True):
     """Seconds of :func:`redistribute` (``enable_alltoall`` off) for every pair of ``srcs`` ×
-    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``Σ_i ((g_i−1)·S_i/g_i /
-    bandwidth + latency)`` over the forward AllGathers in order (``S_i`` bytes, ``g_i``
-    devices), doubled when ``backward`` (each AllGather's ReduceScatter twin). Bit-for-bit equal
-    to the reference (tests/test_redistribution_fast.py), computed in numpy over all pairs at
-    once.
+    ``dsts``, as ``CostModel.seconds`` sums its collectives: ``Σ_i`` over the forward
+    AllGathers in order of :func:`~smsg_ms.cost.api.collective_seconds` (``S_i`` bytes, the
+    group placed on ``machine``'s levels from its rank bits), doubled when ``backward`` (each
+    AllGather's ReduceScatter twin costs the same). Bit-for-bit equal to the reference
+    (tests/test_redistribution_fast.py), computed in numpy over all pairs at once.
 
     Args:
         shape: global shape (int elements per dimension).
         elem_bytes: bytes per element.
         srcs, dsts: layouts of one device count.
-        bandwidth: bytes/s; latency: seconds per collective.
+        machine: a :class:`~smsg_ms.cost.hardware.Machine`.
         backward: the tensor carries a gradient (``CostModel.carries_gradient``), so the
             backward ReduceScatters are counted; ``False`` counts the forward part only.
 
     Returns:
         ``(len(srcs), len(dsts))`` float array of seconds, or ``None`` when the fast path does
-        not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a symbolic
-        dimension, sizes that could lose precision in float64): use the reference then.
+        not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a level
+        size not a power of two, a symbolic dimension, sizes that could lose precision in
+        float64): use the reference then.
     """
     if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
         return None
@@ -419,6 +425,11 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     if not 1 <= nbits <= FAST_MAX_BITS or devices != 1 << nbits or \
             any(x.devices != devices for x in srcs + dsts):
         return None
+    level_bits = []
+    for block in machine.block_sizes():
+        if block is not None and block & (block - 1):
+            return None
+        level_bits.append(nbits if block is None else min(block.bit_length() - 1, nbits))
     rank = len(shape)
     if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
         return None
@@ -429,10 +440,17 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     dims = np.array(shape, dtype=np.int64)
     src_bytes = elem_bytes * np.prod(dims[:, None] // cut_a[:, :, 0], axis=0)    # (na,)
     total = np.zeros(len(srcs) * len(dsts))
-    for at, row, run, grown in steps:      # each pair adds its gathers in order, as before
-        g = np.left_shift(1, run.astype(np.int64))
-        t = collective_seconds("AllGather", g, src_bytes[row] << grown.astype(np.int64),
-                               bandwidth, latency)
+    links = machine.links()
+    for at, row, run, grown, low in steps:   # each pair adds its gathers in order, as before
+        lo = low.astype(np.int64)
+        hi = lo + run.astype(np.int64)
+        fanout, below = [], 0
+        for top in level_bits:           # rank bits [lo, hi) falling in [below, top)
+            inside = np.maximum(np.minimum(hi, max(top, below)) - np.maximum(lo, below), 0)
+            fanout.append(np.left_shift(1, inside))
+            below = max(top, below)
+        t = collective_seconds("AllGather", fanout, src_bytes[row] << grown.astype(np.int64),
+                               links)
         total[at] += t
     total = total.reshape(len(srcs), len(dsts))
     return total + total if backward else total

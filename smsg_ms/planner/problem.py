@@ -201,7 +201,7 @@ def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
     if not model.enable_alltoall:
         hw = model.hardware
         m = gather_seconds_matrix(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                                  hw.bandwidth, hw.latency, model.carries_gradient(tensor.name))
+                                  hw, model.carries_gradient(tensor.name))
         if m is not None and _agrees_with_reference(model, tensor, src, dst, m):
             return m
     return np.array([[model.redistribution_seconds(tensor, a, b) for b in dst] for a in src])

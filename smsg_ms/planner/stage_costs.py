@@ -131,8 +131,8 @@ class StageCosts:
     def compute_floor(self, d: int, b: int) -> float:
         """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
         ``self(d, b)``, without solving: Σ over operators of the least compute seconds
-        (``(flops_fwd + flops_bwd) / hardware.flops``) among the strategies the cost model
-        offers it on ``d`` devices.
+        (kernels: launches and roofline, ``CostModel.compute_seconds``) among the strategies the
+        cost model offers it on ``d`` devices.
 
         Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds under
         its chosen strategy, which is one of those offered (a search variable's options are
@@ -153,9 +153,7 @@ class StageCosts:
             self.signatures[b] = [tuple(v) for v in groups.values()]
         try:
             model = self.model(d, b)
-            peak = model.hardware.flops
-            return sum(n * min(float(c.flops_fwd) + float(c.flops_bwd)
-                               for c in model.options(op)) / peak
+            return sum(n * min(sum(model.compute_seconds(c)) for c in model.options(op))
                        for op, n in self.signatures[b])
         except ValueError:
             return 0.0

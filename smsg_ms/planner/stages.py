@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from ..cost.api import collective_seconds
+from ..cost.overlap import exposed_grad_sync
 from ..cost.pipeline import LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
@@ -24,12 +24,13 @@ from .variables import chosen_costs, variable_index
 
 
 def links_of(hardware) -> Links:
-    """Communication constants of a preset: the collective link's bandwidth (bytes/s) and
-    latency (s) also carry the point-to-point sends (no separate inter-stage link is modelled)."""
+    """Communication constants of a machine (:func:`smsg_ms.cost.hardware.get_hardware`):
+    gradient synchronisation and the sends between stages placed on its levels
+    (:class:`~smsg_ms.cost.pipeline.Links`)."""
     from ..cost.hardware import get_hardware
 
     hw = get_hardware(hardware)
-    return Links(bandwidth=hw.bandwidth, latency=hw.latency)
+    return Links(bandwidth=hw.levels[0].bandwidth, latency=hw.levels[0].latency, machine=hw)
 
 
 def bytes_per_element(graph: OpGraph) -> dict[str, float]:
@@ -141,20 +142,20 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
 def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:
     """Per-block :class:`LayerCost` of a stage solution (one micro-batch, per device).
 
-    Forward/backward seconds: compute (``flops / hardware.flops``) and the forward/backward
-    collectives of the chosen strategies plus the redistributions into the block's operators
-    (``volume / bandwidth + latency``, as :meth:`CostModel.breakdown`); gradient synchronisation
-    is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    Forward/backward seconds: the kernels (launches and roofline,
+    :meth:`CostModel.compute_seconds`) and the forward/backward collectives of the chosen
+    strategies plus the redistributions into the block's operators (placed on the machine's
+    levels, :meth:`CostModel.collective_seconds`, as :meth:`CostModel.breakdown`); gradient
+    synchronisation is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
     a later block reads; input bytes: those of the tensors it reads from earlier blocks.
     ``structure``: ``(block_of_ops(graph), weight_dependent(graph))`` when already known.
     """
     graph, model = sol.graph, sol.model
-    hw = model.hardware
     (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
     n = len(names)
-    fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
+    fwd, bwd, act, hidden = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
     params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
     cost_of = chosen_costs(sol.variables, sol.choice)
 
@@ -162,7 +163,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         for c in colls:
             if c.phase == "grad_sync":
                 continue
-            t = collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency)
+            t = model.collective_seconds(c)
             if c.phase == "backward":
                 bwd[i] += t
             else:
@@ -181,8 +182,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         got = timed.get(key)
         if got is None:
             got = timed[key] = tuple(
-                (c.phase == "backward",
-                 collective_seconds(c.kind, c.group, c.full_bytes, hw.bandwidth, hw.latency))
+                (c.phase == "backward", model.collective_seconds(c))
                 for c in model.redistribution(tensor, a, b) if c.phase != "grad_sync")
         for backward, t in got:
             if backward:
@@ -192,8 +192,11 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
 
     for op in graph.ops:
         i, c = block[op.id], cost_of[op.id]
-        fwd[i] += float(c.flops_fwd) / hw.flops
-        bwd[i] += float(c.flops_bwd) / hw.flops
+        f, b = model.compute_seconds(c)
+        fwd[i] += f
+        bwd[i] += b
+        sync = sum(model.collective_seconds(x) for x in c.collectives if x.phase == "grad_sync")
+        hidden[i] += sync - exposed_grad_sync(sync, b)
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
     for src_id, dst_id, tname, idx in graph.iter_edges():
@@ -212,7 +215,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
-                      tuple(params[i][k] for k in sorted(params[i])), names[i])
+                      tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i])
             for i in range(n)]
 
 
@@ -240,7 +243,8 @@ def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, Pa
                 out[name] = (block[op.id], ParamSlice(int(prod(sl)), int(sl[0]) if sl else 1,
                                                       sol.devices // layout.shards,
                                                       float(t.nbytes or 0),
-                                                      t.parallel_optimizer))
+                                                      t.parallel_optimizer,
+                                                      layout.replica_span()))
     return out
 
 

@@ -59,8 +59,9 @@ def _layer_dict(layer) -> dict:
     return {"forward_seconds": layer.forward_seconds, "backward_seconds": layer.backward_seconds,
             "activation_bytes": layer.activation_bytes, "input_bytes": layer.input_bytes,
             "output_bytes": layer.output_bytes, "name": layer.name,
-            "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer]
-                       for p in layer.params]}
+            "hidden_sync_seconds": layer.hidden_sync_seconds,
+            "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer,
+                        [list(x) for x in p.span]] for p in layer.params]}
 
 
 def _layer_of(d: dict):
@@ -68,8 +69,10 @@ def _layer_of(d: dict):
 
     return LayerCost(d["forward_seconds"], d["backward_seconds"], d["activation_bytes"],
                      d["input_bytes"], d["output_bytes"],
-                     tuple(ParamSlice(int(e), int(f), int(r), float(b), bool(o))
-                           for e, f, r, b, o in d["params"]), d["name"])
+                     tuple(ParamSlice(int(e), int(f), int(r), float(b), bool(o),
+                                      tuple((int(x), int(y)) for x, y in (sp[0] if sp else ())))
+                           for e, f, r, b, o, *sp in d["params"]), d["name"],
+                     d.get("hidden_sync_seconds", 0.0))
 
 
 def _finite(x) -> bool:
@@ -157,7 +160,7 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
         if p <= len(layers):
             for sh in sorted(set(bool(x) for x in a["shardings"])):
                 found = cut_chain(layers, p, m, memory_limit=a["memory_limit"], sharding=sh,
-                                  links=a["links"], recompute=a["recompute"],
+                                  links=a["links"].for_stage(d), recompute=a["recompute"],
                                   bytes_per=a["bytes_per"], memo=memo)
                 cuts.append([list(cut_key(p, m, sh, a["memory_limit"], a["recompute"])),
                              None if found is None else list(found)])

@@ -195,7 +195,8 @@ class _Chain:
 
 
 def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per,
-            memo: dict | None = None, stages: int | None = None) -> _Chain:
+            memo: dict | None = None, stages: int | None = None,
+            micro_batches: int | None = None) -> _Chain:
     """Per-interval tables of the chain; with ``stages``, only the intervals a cut into that
     many stages can use: ``[0, L)`` for one stage, those starting at 0 or ending at ``L`` for
     two (the others get multiset id −1, as an empty interval)."""
@@ -230,6 +231,8 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     k_grad = np.array([sum(links.grad_sync_seconds(p, bytes_per["gradient"],
                                                    sharding and p.optimizer_shardable())
                            for p in k.params) for k in kinds])
+    if micro_batches == 1 and not sharding:   # no accumulation: overlapped (stage_cost)
+        k_grad = k_grad - np.array([k.hidden_sync_seconds for k in kinds])
     k_static = np.array([sum(parameter_memory(k.params, sharding, bytes_per).values())
                          for k in kinds])
     k_act = np.array([k.activation_bytes for k in kinds])
@@ -282,7 +285,8 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     L, p = len(layers), stages
     if p > L:
         return None
-    chain = _tables(layers, sharding, links, bytes_per, memo, stages=p)
+    chain = _tables(layers, sharding, links, bytes_per, memo, stages=p,
+                    micro_batches=micro_batches)
     if recompute:
         rec, pick = _min_recompute(chain, p, memory_limit)
     else:
@@ -419,8 +423,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                 found = cuts[key]
             else:
                 found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links, recompute=recompute, bytes_per=bytes_per,
-                                  memo=memo)
+                                  links=links.for_stage(d), recompute=recompute,
+                                  bytes_per=bytes_per, memo=memo)
             if found is None:
                 continue
             if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
@@ -435,7 +439,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     _, starts, flags = best
     bounds = starts + [len(layers)]
     costs = [stage_cost(layers, bounds[s], bounds[s + 1], s, p, recompute=flags[bounds[s]:
-                        bounds[s + 1]], sharding=sh, links=links, bytes_per=bytes_per)
+                        bounds[s + 1]], sharding=sh, links=links.for_stage(devices // p),
+                        bytes_per=bytes_per, micro_batches=m)
              for s in range(p)]
     stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
     names = list(layer_names) if layer_names is not None else [

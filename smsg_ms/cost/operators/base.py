@@ -259,6 +259,32 @@ def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):
     return ins, outs
 
 
+def group_span(spec: Einsum, cuts: dict, devices, in_group) -> tuple:
+    """Ranks of the communication group over the operator's device-matrix axes whose letter
+    satisfies ``in_group`` (the repeated-calculation axis: letter ``None``), as
+    ``((size, stride), ...)`` (:class:`~smsg_ms.cost.api.Collective`'s ``span``): MindSpore's
+    device matrix is the letters in ``spec.order`` plus the repeated-calculation axis on the
+    right (or left, ``repeat_left``), and a group varies those axes with the others fixed, rank
+    = row-major index (``DeviceMatrix::GetDevicesAlongDim``, ``frontend/parallel/
+    device_matrix.cc``). ``()`` for symbolic cuts."""
+    sizes = [cuts.get(ch, 1) for ch in spec.order]
+    if not isinstance(devices, int) or any(not isinstance(c, int) for c in sizes):
+        return ()
+    letters: list = list(spec.order)
+    rep = devices // prod(sizes)
+    if rep > 1:
+        if spec.repeat_left and spec.repeat_left(cuts, devices):
+            sizes, letters = [rep] + sizes, [None] + letters
+        else:
+            sizes, letters = sizes + [rep], letters + [None]
+    out, stride = [], 1
+    for size, ch in zip(reversed(sizes), reversed(letters)):
+        if size > 1 and in_group(ch):
+            out.append((size, stride))
+        stride *= size
+    return tuple(reversed(out))
+
+
 @dataclass
 class TensorSide:
     """What costing needs to know of one tensor: dtype bytes and role. ``owner`` is ``False``
@@ -289,7 +315,8 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
 
     Returns:
         dict with ``flops_fwd``, ``flops_bwd``, ``collectives`` (list of
-        ``(kind, group, full_bytes, phase, tensor, reason)``) and ``memory`` by kind (bytes).
+        ``(kind, group, full_bytes, phase, tensor, reason, span)``: :func:`group_span`) and
+        ``memory`` by kind (bytes).
     """
     sizes = dict(spec.sizes if sizes is None else sizes)
     local = {ch: div(sizes[ch], cuts.get(ch, 1)) for ch in sizes}
@@ -304,21 +331,22 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
     contracting = [ch for ch in spec.contracting if cuts.get(ch, 1) != 1]
     if contracting:
         group = prod(cuts[ch] for ch in contracting)
+        span = group_span(spec, cuts, devices, lambda ch: ch in contracting)
         nbytes = numel(spec.outputs[0], local_out) * outs[0].nbytes_per_elem
         reason = f"partial sums over cut {', '.join(contracting)} ({spec.reduce_op})"
         if spec.scatter_active(cuts):
             colls.append(("ReduceScatter", group, nbytes, "forward", outs[0].name,
-                          reason + ", scattered on the output's first dimension"))
+                          reason + ", scattered on the output's first dimension", span))
             colls.append(("AllGather", group, nbytes, "backward", outs[0].name,
-                          "bprop of the forward ReduceScatter"))
+                          "bprop of the forward ReduceScatter", span))
         else:
-            colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason))
+            colls.append(("AllReduce", group, nbytes, "forward", outs[0].name, reason, span))
             colls.append(("AllReduce", group, nbytes, "backward", outs[0].name,
-                          "bprop of the forward AllReduce"))
+                          "bprop of the forward AllReduce", span))
     halo = spec.halo(cuts, local) if spec.halo is not None else 0
     if not (isinstance(halo, int) and halo == 0):
         colls.append(("NeighborExchangeV2", devices, halo * ins[0].nbytes_per_elem, "forward",
-                      ins[0].name, "halo rows of a cut H/W exchanged with the neighbours"))
+                      ins[0].name, "halo rows of a cut H/W exchanged with the neighbours", ()))
     memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
     for letters, side in zip(strat_inputs, ins):
         if side.kind != "parameter" or not side.owner:
@@ -330,8 +358,10 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
             memory["optimizer"] += n * 4 * optimizer_states
             shards = prod(cuts.get(ch, 1) for ch in letters)
             group = div(devices, shards)
+            mine = set(letters)
             colls.append(("AllReduce", group, n * side.nbytes_per_elem, "grad_sync", side.name,
-                          "gradient of a weight replicated on the group (_MirrorOperator)"))
+                          "gradient of a weight replicated on the group (_MirrorOperator)",
+                          group_span(spec, cuts, devices, lambda ch: ch not in mine)))
     for tag in spec.saves:
         idx = int(tag[-1])
         if tag.startswith("in"):

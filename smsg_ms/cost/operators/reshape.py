@@ -176,9 +176,13 @@ def through_reshape_block(model, producer, consumer, tensor, src: list, dst: lis
 def redistribution_through(model, op, src: TensorLayout, dst: TensorLayout) -> list[Collective]:
     """Collectives of moving ``src`` (the producer's layout of Reshape ``op``'s input) to
     ``dst`` (the consumer's layout of its output) through ``op``, as the search charges them:
-    the cheapest option (by ``model.seconds``) of the two redistributions into and out of the
-    Reshape, with :func:`gathers` applied on both sides (``model``: a
-    :class:`~smsg_ms.cost.model.CostModel`)."""
+    the cheapest option of the two redistributions into and out of the Reshape, with
+    :func:`gathers` applied on both sides (``model``: a
+    :class:`~smsg_ms.cost.model.CostModel`). Cheapest by a flat price, ring volume over the
+    machine's innermost level plus its latency per collective, as MindSpore's own
+    communication cost has no levels (``RedistributionOperatorInfer``'s cost is bytes moved):
+    the hierarchical time would favour a larger group whose network part is smaller, a layout
+    MindSpore does not pick (the dry-run's Reshape bank on 16 devices)."""
     n = model.devices
     t_in, t_out = (model.graph.tensors[op.inputs[0]], model.graph.tensors[op.outputs[0]])
     best = None
@@ -189,6 +193,11 @@ def redistribution_through(model, op, src: TensorLayout, dst: TensorLayout) -> l
             if gathers(model.graph, op, dst, "output") else dst
         colls = (model.redistribution(t_in, src, head)
                  + model.redistribution(t_out, opt.out_layouts[0], tail))
-        if best is None or model.seconds(colls) < model.seconds(best):
+        if best is None or _flat_seconds(model, colls) < _flat_seconds(model, best):
             best = colls
     return best or []
+
+
+def _flat_seconds(model, colls) -> float:
+    bandwidth, latency = model.hardware.links()[0]
+    return sum(float(c.volume) / bandwidth + latency for c in colls)
