@@ -42,13 +42,31 @@ def check_pipeline(pipeline: dict, devices: int) -> None:
         raise PipelineWriteBackError(f"micro_batches {m} < stages {p}: MindSpore requires "
                                      "micro >= stages")
     stages = list(pipeline.get("stage_of_block", {}).values())
+    v = int(pipeline.get("virtual_stages", 1))
     if p > 1:
-        if any(b < a for a, b in zip(stages, stages[1:])):
+        chunks = chunk_of_blocks(stages, p) if v > 1 else stages
+        if any(b < a for a, b in zip(chunks, chunks[1:])):
             raise PipelineWriteBackError("stage_of_block decreases along the chain: "
                                          f"{stages}")
+        if v > 1 and sorted(set(chunks)) != list(range(p * v)):
+            raise PipelineWriteBackError(
+                f"stage_of_block {stages} is not {v} rounds of stages 0..{p - 1} "
+                f"(interleaved pipeline with {v} virtual stages)")
         if sorted(set(stages)) != list(range(p)):
             raise PipelineWriteBackError(f"stage_of_block uses stages {sorted(set(stages))}, "
                                          f"expected every stage 0..{p - 1}")
+
+
+def chunk_of_blocks(stage_of_block: list[int], stages: int) -> list[int]:
+    """Model chunk (virtual stage ``c``, held by stage ``c mod p``) of every block of an
+    interleaved pipeline, in chain order: a new round starts where the stage goes back down
+    (mindformers' ``pp_ids``: chunk ``c`` of the chain on stage ``c mod p``)."""
+    out, rnd = [], 0
+    for i, s in enumerate(stage_of_block):
+        if i and s < stage_of_block[i - 1]:
+            rnd += 1
+        out.append(rnd * stages + int(s))
+    return out
 
 
 def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
@@ -56,8 +74,13 @@ def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
     if not pipeline:
         return {}
     ctx: dict[str, Any] = {"enable_parallel_optimizer": bool(pipeline.get("optimizer_sharding"))}
+    level = pipeline.get("optimizer_level")
+    if ctx["enable_parallel_optimizer"] and level and level != "level1":
+        ctx["parallel_optimizer_config"] = {"optimizer_level": str(level)}
     if int(pipeline["stages"]) > 1:
         ctx["pipeline_stages"] = int(pipeline["stages"])
+        if int(pipeline.get("virtual_stages", 1)) > 1:
+            ctx["pipeline_config"] = {"pipeline_interleave": True, "pipeline_scheduler": "1f1b"}
     return ctx
 
 
@@ -88,6 +111,26 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     return marked
 
 
+def needs_shared_graph(pipeline: dict) -> bool:
+    """Whether MindSpore 2.10 wants the micro-batch graph shared (``lazy_inline``): an
+    interleaved pipeline, or optimizer level 2/3 ("For optimizer level 2/3, only support with
+    lazy_inline mode", dry-run with ``GradAccumulation``)."""
+    return (int(pipeline.get("virtual_stages", 1)) > 1
+            or (bool(pipeline.get("optimizer_sharding"))
+                and pipeline.get("optimizer_level") in ("level2", "level3")))
+
+
+def share_micro_batch_graph(cell) -> None:
+    """What ``mindspore.lazy_inline`` on the ``__init__`` of the cell ``PipelineCell`` wraps
+    does (MindSpore 2.10 ``graph/lazy_inline.py`` sets ``cell_init_args`` after ``__init__``):
+    its graph is compiled once and called once per micro-batch (a shared cell, as mindformers'
+    models are). MindSpore 2.10 refuses an interleaved pipeline without one
+    (``pipeline_interleave.cc``: "Using pipeline parallel with interleave, should enable
+    lazy_inline")."""
+    if not getattr(cell, "cell_init_args", None):
+        cell.cell_init_args = f"lazy_inline_{type(cell).__name__}"
+
+
 def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     """``build_train_network(PipelineCell(net_with_loss, micro), optimizer, level="O0")`` for more
     than one stage; for one stage and ``micro > 1`` micro-batches the same with
@@ -98,6 +141,8 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     from mindspore import nn
 
     micro = int(pipeline.get("micro_batches", 1))
+    if needs_shared_graph(pipeline):
+        share_micro_batch_graph(net_with_loss)
     if int(pipeline["stages"]) > 1:
         pipe = nn.PipelineCell(net_with_loss, micro)
         train = ms.amp.build_train_network(pipe, optimizer, level="O0")
