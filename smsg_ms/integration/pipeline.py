@@ -161,7 +161,9 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
                              tensors_per_boundary: int = 1) -> dict[int, list[dict]]:
     """Send/Receive MindSpore inserts on each stage under 1F1B, per stage index.
 
-    Per boundary between stage ``s`` and ``s + 1``, per micro-batch and per tensor crossing it:
+    Per boundary between stage ``s`` and ``s + 1`` (with ``v`` virtual stages: between chunk
+    ``c`` on stage ``c mod p`` and chunk ``c + 1``; checked in the dry-run, 2 stages × 2 virtual
+    stages), per micro-batch and per tensor crossing it:
     stage ``s`` has one forward Send and one backward Receive (the gradient), stage ``s + 1`` one
     forward Receive and one backward Send; each of shape ``boundary_shape`` (the per-device slice)
     (``shared/docs/mindspore-dryrun.md``).
@@ -171,10 +173,13 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
     """
     p, m = int(pipeline["stages"]), int(pipeline["micro_batches"])
     n = m * tensors_per_boundary
+    stages = list(pipeline.get("stage_of_block", {}).values())
+    v = int(pipeline.get("virtual_stages", 1))
+    chunks = max(chunk_of_blocks(stages, p)) + 1 if v > 1 and stages else p
     out: dict[int, list[dict]] = {s: [] for s in range(p)}
-    for s in range(p - 1):
-        for stage, kinds in ((s, (("Send", "forward"), ("Receive", "backward"))),
-                             (s + 1, (("Receive", "forward"), ("Send", "backward")))):
+    for c in range(chunks - 1):       # chunk boundary c -> c + 1 (stage c mod p -> c + 1 mod p)
+        for stage, kinds in ((c % p, (("Send", "forward"), ("Receive", "backward"))),
+                             ((c + 1) % p, (("Receive", "forward"), ("Send", "backward")))):
             for kind, phase in kinds:
                 out[stage].append({"type": kind, "pass": phase, "shape": list(boundary_shape),
                                    "dtype": dtype, "count": n})
