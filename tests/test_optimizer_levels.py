@@ -12,6 +12,7 @@ recompute flags, each priced with :func:`smsg_ms.cost.pipeline.stage_cost`.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 
@@ -28,17 +29,30 @@ MICRO = 4
 
 
 @functools.lru_cache(maxsize=None)
-def _checked(level: str):
+def _plan():
     from smsg_ms.planner import plan_network_pipelined
 
-    plan = plan_network_pipelined("llama", 8, global_batch=64, stages=2, micro_batches=MICRO,
-                                  optimizer_sharding=level, **NET)
-    return plan, check_plan(plan, ranks_per_stage(8, 2))
+    return plan_network_pipelined("llama", 8, global_batch=64, stages=2, micro_batches=MICRO,
+                                  optimizer_sharding="level2", **NET)
 
 
-@pytest.mark.parametrize("level,gathers,scatters", [("level2", 1, MICRO),
-                                                    ("level3", 2 * MICRO, MICRO)])
-def test_level_collectives_match_mindspore(level, gathers, scatters):
+@functools.lru_cache(maxsize=None)
+def _checked(level: str):
+    """The level-2 plan (the stage plan does not depend on the level: every weight replicated),
+    its record at ``level``, checked on the first stage (level 2: the embedding table) or the
+    last (level 3: the head): one compile each."""
+    plan = copy.deepcopy(_plan())
+    plan.pipeline = dict(plan.pipeline, optimizer_level=level)
+    plan.seal()
+    return plan, check_plan(plan, ranks_per_stage(8, 2)[:1] if level == "level2" else
+                            ranks_per_stage(8, 2)[1:])
+
+
+@pytest.mark.parametrize("level,matmul_gathers,lookup_gathers,scatters", [
+    ("level2", 1, 1, MICRO), ("level3", 2 * MICRO, MICRO, MICRO)])
+def test_level_collectives_match_mindspore(level, matmul_gathers, lookup_gathers, scatters):
+    """Per stage 2 blocks of 7 sharded MatMul weights plus the embedding table (stage 0, read
+    by a Gather: at level 3 not gathered again for the backward pass) or the head (stage 1)."""
     plan, report = _checked(level)
     assert plan.pipeline["optimizer_level"] == level
     for r in report.ranks:
@@ -46,9 +60,10 @@ def test_level_collectives_match_mindspore(level, gathers, scatters):
         bad = [row for row in r.rows if not row.ok] + [row for row in r.p2p if not row.ok]
         assert not bad, f"stage {r.stage}: {bad}"
         got = {row.key: row.inserted for row in r.rows if row.planned}
-        sharded = 2 * 7 + 1           # two blocks of 7 weights, embedding or head
-        assert got[("AllGather", "forward", 4)] == sharded * gathers
-        assert got[("ReduceScatter", "backward", 4)] == sharded * scatters
+        matmuls, lookups = (14, 1) if r.stage == 0 else (15, 0)
+        assert got[("AllGather", "forward", 4)] == (matmuls * matmul_gathers
+                                                    + lookups * lookup_gathers)
+        assert got[("ReduceScatter", "backward", 4)] == (matmuls + lookups) * scatters
     assert report.ok
 
 

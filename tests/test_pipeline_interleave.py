@@ -45,12 +45,14 @@ def _compile(case: str, rank: int) -> dict:
 def test_send_receive_match_prediction(case):
     record = RECORDS[case]
     want = predicted_point_to_point(record, [2 * 16 // 4, 64], "float32")
-    for stage, rank in ((0, 0), (1, 4)):
+    # the uneven split on its 3-block stage only (its Send/Receive counts match an even split's)
+    for stage, rank in ((0, 0), (1, 4)) if case == "interleaved" else ((1, 4),):
         got = Counter((c["type"], c["pass"], tuple(c["out_shape"]))
                       for c in _compile(case, rank)["collectives"]
                       if c["type"] in ("Send", "Receive"))
-        expect = Counter({(w["type"], w["pass"], tuple(w["shape"])): w["count"]
-                          for w in want[stage]})
+        expect = Counter()
+        for w in want[stage]:         # one row per chunk boundary: equal keys add up
+            expect[(w["type"], w["pass"], tuple(w["shape"]))] += w["count"]
         assert got == expect, f"{case}: stage {stage}"
     if case == "interleaved":      # derived by hand: 3 chunk boundaries, m = 4
         assert sum(w["count"] for w in want[0] if w["type"] == "Send"
