@@ -65,6 +65,7 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
 
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
+            "virtual_stages": "vs{}",
             "hardware": "{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
     extra = ""
     for key, fmt in tags.items():
@@ -78,7 +79,8 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
 
 
 #: ``plan``'s default settings: a setting differing from these goes into the default file name.
-PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto"}
+PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto",
+                 "virtual_stages": "1"}
 
 
 def _plan_settings(args) -> dict:
@@ -133,9 +135,10 @@ def cmd_plan(args) -> int:
     except ImportError as exc:     # a broken installation (e.g. numpy missing)
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
     if args.pipeline is None and (args.micro_batches is not None
-                                  or args.optimizer_sharding != "auto"):
-        raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
-                        "--pipeline 1 for one stage)")
+                                  or args.optimizer_sharding != "auto"
+                                  or getattr(args, "virtual_stages", "1") != "1"):
+        raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
+                        "--pipeline (use --pipeline 1 for one stage)")
     if args.pipeline is None:
         from .graph.capture import capture_network
 
@@ -194,8 +197,12 @@ def _plan_pipelined(args):
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
                                   hardware=args.hardware, memory_gib=args.memory,
-                                  optimizer_sharding={"on": True, "off": False}.get(
-                                      args.optimizer_sharding), time_limit=args.time_limit,
+                                  optimizer_sharding={"on": True, "off": False,
+                                                      "auto": None}.get(
+                                      args.optimizer_sharding, args.optimizer_sharding),
+                                  virtual_stages=(None if args.virtual_stages == "auto"
+                                                  else int(args.virtual_stages)),
+                                  time_limit=args.time_limit,
                                   **options)
 
 
@@ -378,8 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
-    p.add_argument("--optimizer-sharding", choices=("auto", "on", "off"), default="auto",
-                   help="MindSpore's enable_parallel_optimizer with --pipeline (default: searched)")
+    p.add_argument("--optimizer-sharding",
+                   choices=("auto", "on", "off", "level1", "level2", "level3"), default="auto",
+                   help="MindSpore's enable_parallel_optimizer (on = level1) or its "
+                        "optimizer_level with --pipeline (default: off and the levels searched)")
+    p.add_argument("--virtual-stages", default="1", metavar="auto|V",
+                   type=lambda v: v if v == "auto" else str(positive_int(v)),
+                   help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
+                        "plain 1F1B; auto: searched)")
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
