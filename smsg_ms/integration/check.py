@@ -208,7 +208,8 @@ def optimizer_collectives(level: str, micro_batches: int,
     if level == "level2":
         return [("AllGather", "forward", 1), ("ReduceScatter", "backward", m)]
     if level == "level3":
-        gathers = 2 * m if backward_reads_weight else m
+        # one micro-batch (TrainOneStepCell): one AllGather serves both passes (dry-run)
+        gathers = 2 * m if backward_reads_weight and m > 1 else m
         return [("AllGather", "forward", gathers), ("ReduceScatter", "backward", m)]
     return [("AllGather", "forward", 1), ("ReduceScatter", "backward", 1)]
 
