@@ -52,6 +52,10 @@ micro-batches of Megatron-LM's interleaved schedule, ``schedules.py``, plus the 
 Recompute (MindSpore ``Cell.recompute()``, Chen et al. 2016 "Training deep nets with sublinear memory
 cost"): a recomputed layer stores only its input per micro-batch, recomputes its forward in the
 backward pass (``+ forward seconds``), and while it is recomputed holds its full activations once.
+Selective recompute (Korthikanti et al. 2022, "Reducing activation recomputation in large
+transformer models", §4: recompute the cheap, memory-heavy operators only; MindSpore
+``Primitive.recompute()``): the layer keeps all but the selective primitives' stored activations,
+re-spends their forward seconds, and holds their activations once while recomputing them.
 """
 from __future__ import annotations
 
@@ -142,6 +146,10 @@ class LayerCost:
         output_bytes: bytes of its output per device (sent to the next stage at a boundary).
         params: the layer's parameters as :class:`ParamSlice`.
         name: label (``layers.3``) used in plans.
+        selective_seconds: forward seconds of the layer's primitives that selective recompute
+            runs again (:data:`SELECTIVE` kinds: ``Primitive.recompute()``), one micro-batch.
+        selective_bytes: the activation bytes those primitives store (freed by recomputing
+            them), one micro-batch; 0: no selective option for this layer.
     """
 
     forward_seconds: float
@@ -151,6 +159,8 @@ class LayerCost:
     output_bytes: float
     params: tuple[ParamSlice, ...] = ()
     name: str = ""
+    selective_seconds: float = 0.0
+    selective_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -223,13 +233,37 @@ def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> d
     return out
 
 
+#: Primitive kinds selective recompute runs again: cheap (element-wise, normalisation,
+#: softmax, dropout), with large stored outputs (Korthikanti et al. 2022 §4).
+SELECTIVE_TYPES = frozenset({
+    "Add", "Sub", "Mul", "RealDiv", "Div", "Neg", "Exp", "Sqrt", "Rsqrt", "Square", "Pow",
+    "Sigmoid", "SiLU", "GeLU", "FastGeLU", "ReLU", "Tanh", "Softmax", "LogSoftmax",
+    "RmsNorm", "LayerNorm", "ReduceMean", "Dropout", "DropoutDoMask", "DropoutGenMask"})
+
+#: The per-layer recompute settings: whole layer (``True``, ``Cell.recompute()``) or the
+#: selective kinds only (this string, ``Primitive.recompute()`` on them).
+SELECTIVE = "selective"
+
+
+def recompute_seconds(layer: LayerCost, setting) -> float:
+    """Forward seconds re-spent in the backward pass under ``setting`` (``False``, ``True`` or
+    :data:`SELECTIVE`)."""
+    if setting == SELECTIVE:
+        return layer.selective_seconds
+    return layer.forward_seconds if setting is True else 0.0
+
+
 def stored_activation_bytes(layers, recompute) -> tuple[float, float]:
     """``(kept, work)``: activation bytes one micro-batch keeps for the backward pass over
-    ``layers`` (inputs only for recomputed layers), and the working set of rematerialising the
-    largest recomputed layer (held once, not per micro-batch)."""
+    ``layers`` (inputs only for recomputed layers; all but the selective primitives' for
+    selectively recomputed ones), and the working set of rematerialising the largest recomputed
+    layer or selective part (held once, not per micro-batch)."""
     kept, work = 0.0, 0.0
     for layer, rc in zip(layers, recompute):
-        if rc:
+        if rc == SELECTIVE:
+            kept += layer.activation_bytes - layer.selective_bytes
+            work = max(work, layer.selective_bytes)
+        elif rc:
             kept += layer.input_bytes
             work = max(work, layer.activation_bytes - layer.input_bytes)
         else:
@@ -308,7 +342,7 @@ def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding,
     part = [x for start, stop in chunks for x in layers[start:stop]]
     b = bytes_per or MIXED_PRECISION_ADAM
     t = sum(x.forward_seconds + x.backward_seconds for x in part)
-    t += sum(x.forward_seconds for x, rc in zip(part, recompute) if rc)
+    t += sum(recompute_seconds(x, rc) for x, rc in zip(part, recompute))
     for start, stop in chunks:
         if stop < len(layers):
             t += links.send_seconds(layers[stop - 1].output_bytes)   # activation forward

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from ..cost.pipeline import (MIXED_PRECISION_ADAM, LayerCost, Links, chunks_cost, in_flight,
                              parameter_memory, step_slots)
-from .recompute import kind_key, recompute_options
+from .recompute import flags_of, kind_key, recompute_options
 
 #: Largest number of chunk-size compositions enumerated.
 ENUMERATE_UP_TO = 4096
@@ -44,7 +44,7 @@ def chunk_cuts(layers: int, chunks: int) -> list[tuple[int, ...]]:
 
 
 def _stage_recompute(layers, chunks, stage: int, stages: int, virtual: int, sharding, limit,
-                     bytes_per, recompute: bool, memo: dict) -> list[bool] | None:
+                     bytes_per, recompute: bool, memo: dict) -> list | None:
     """Recompute flags (per layer of the stage's chunks, in order) with the fewest recomputed
     seconds that make the stage fit, or ``None``."""
     part = [x for a, b in chunks for x in layers[a:b]]
@@ -59,15 +59,10 @@ def _stage_recompute(layers, chunks, stage: int, stages: int, virtual: int, shar
                                   bytes_per).values())
     act = sum(x.activation_bytes for x in part)
     k = in_flight(stage, stages, virtual)
-    options = recompute_options(kinds, counts, memo) if recompute else [(0.0, 0.0, 0.0, None)]
+    options = recompute_options(kinds, counts, memo) if recompute else [(0.0, 0.0, 0.0, ())]
     for _, saved, work, picked in options:       # sorted by recomputed seconds
         if static + k * (act - saved) + work <= limit:
-            left = list(picked) if picked is not None else [0] * len(kinds)
-            flags = []
-            for kind in kind_of:
-                flags.append(left[kind] > 0)
-                left[kind] -= 1 if left[kind] > 0 else 0
-            return flags
+            return flags_of(picked or (0,) * len(kinds), kind_of, len(kinds))
     return None
 
 

@@ -25,12 +25,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..cost.pipeline import (MIXED_PRECISION_ADAM, LayerCost, Links, bubble_fraction, chunks_cost,
+from ..cost.pipeline import (MIXED_PRECISION_ADAM, SELECTIVE, LayerCost, Links, bubble_fraction, chunks_cost,
                              level_rank, optimizer_level, parameter_memory, step_slots,
                              super_step_seconds)
 
 from .interleave import cut_interleaved
-from .recompute import kind_key, recompute_options
+from .recompute import flags_of, kind_key, recompute_options
 
 LayerCostFn = Callable[[int, int], "Sequence[LayerCost] | None"]
 INF = math.inf
@@ -50,7 +50,8 @@ class PipelinePlan:
         micro_batch_size: global batch / ``m`` (samples).
         optimizer_sharding: MindSpore ``enable_parallel_optimizer``.
         stage_of_layer: stage index of every layer of the chain (non-decreasing).
-        recompute: per layer, ``Cell.recompute()`` on or off.
+        recompute: per layer, ``Cell.recompute()`` on (``True``), off, or ``"selective"``
+            (``Primitive.recompute()`` on its :data:`~smsg_ms.cost.pipeline.SELECTIVE_TYPES`).
         stage_seconds: ``t_s`` per stage (s per micro-batch); grad_sync_seconds: ``g_s`` (s/step).
         memory: bytes per device by kind, per stage.
         step_seconds: super-step (s); bubble: ``(p − 1)/(m + p − 1)``.
@@ -90,7 +91,7 @@ class PipelinePlan:
             "micro_batch_size": self.micro_batch_size,
             "optimizer_sharding": self.optimizer_sharding,
             "stage_of_block": {n: s for n, s in zip(self.layer_names, self.stage_of_layer)},
-            "recompute": {n: r for n, r in zip(self.layer_names, self.recompute)},
+            "recompute": {n: r is True for n, r in zip(self.layer_names, self.recompute)},
             "bubble_fraction": self.bubble,
             "step_seconds": self.step_seconds,
             "stage_seconds": list(self.stage_seconds),
@@ -99,6 +100,9 @@ class PipelinePlan:
             **({"virtual_stages": self.virtual_stages} if self.virtual_stages > 1 else {}),
             **({"optimizer_level": self.optimizer_level}
                if self.optimizer_level not in (None, "level1") else {}),
+            **({"selective_recompute": [n for n, r in zip(self.layer_names, self.recompute)
+                                        if r == SELECTIVE]}
+               if SELECTIVE in self.recompute else {}),
         }
 
     def configuration(self) -> dict:
@@ -107,7 +111,9 @@ class PipelinePlan:
         return {"stages": self.stages, "micro_batches": self.micro_batches,
                 "optimizer_level": self.optimizer_level or "off",
                 "virtual_stages": self.virtual_stages,
-                "recomputed": int(sum(self.recompute)), "step_seconds": self.step_seconds}
+                "recomputed": sum(r is True for r in self.recompute),
+                "selective": sum(r == SELECTIVE for r in self.recompute),
+                "step_seconds": self.step_seconds}
 
 
 def divisors(n: int) -> list[int]:
@@ -265,11 +271,7 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
         i, j = bounds[s], bounds[s + 1]
         u = int(chain.ms_index[i, j])
         counts = chain.options[u][int(pick[p - s][u])][3]
-        left = list(counts)
-        for idx in range(i, j):
-            kind = chain.kind_of[idx]
-            flags.append(left[kind] > 0)
-            left[kind] -= 1 if left[kind] > 0 else 0
+        flags += flags_of(counts, chain.kind_of[i:j], len(chain.kinds))
     return float(best[L]), starts, flags
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..cost.pipeline import LayerCost
+from ..cost.pipeline import SELECTIVE, LayerCost
 
 INF = math.inf
 
@@ -27,10 +27,21 @@ ENUMERATE_UP_TO = 1 << 14
 
 
 def recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
-                       ) -> list[tuple[float, float, float, tuple]]:
+                      ) -> list[tuple[float, float, float, tuple]]:
     """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``, sorted by
     (recomputed s, working set, −saved, counts). Equal to the incremental construction
-    (:func:`_recompute_front_incremental`; ``tests/test_pipeline_search.py`` compares them)."""
+    (:func:`_recompute_front_incremental`; ``tests/test_pipeline_search.py`` compares them).
+    When a kind present has a selective option (``selective_bytes > 0``) the counts are pairs
+    ``(whole, selective)`` per kind, flattened (:func:`flags_of` reads them)."""
+    if any(k.selective_bytes > 0 and c > 0 for k, c in zip(kinds, counts)):
+        key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c),
+                     k.selective_seconds, k.selective_bytes) for k, c in zip(kinds, counts))
+        if memo is not None and key in memo:
+            return memo[key]
+        front = _selective_front(key)
+        if memo is not None:
+            memo[key] = front
+        return front
     key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c))
                 for k, c in zip(kinds, counts))
     if memo is not None and key in memo:
@@ -101,4 +112,40 @@ def _pareto(options):
             continue
         out.append(opt)
         best[work] = max(best.get(work, -INF), saved)
+    return out
+
+
+def _selective_front(key) -> list[tuple[float, float, float, tuple]]:
+    """The front over ``(whole, selective)`` counts per kind (``whole + selective ≤ c``), built
+    kind by kind as :func:`_recompute_front_incremental`."""
+    front = [(0.0, 0.0, 0.0, ())]
+    for fwd, saved, c, sel_fwd, sel_saved in key:
+        grown = []
+        for r, s, w, cs in front:
+            for kf in range(c + 1 if saved > 0 else 1):
+                for ks in range(c - kf + 1 if sel_saved > 0 else 1):
+                    work = max(w, saved if kf else 0.0, sel_saved if ks else 0.0)
+                    grown.append((r + kf * fwd + ks * sel_fwd, s + kf * saved + ks * sel_saved,
+                                  work, cs + (kf, ks)))
+        front = _pareto(grown)
+    return front
+
+
+def flags_of(counts, kind_of: list[int], kinds: int) -> list:
+    """Per layer (of kinds ``kind_of``, in order): ``True`` (whole layer), ``"selective"`` or
+    ``False``, the first layers of each kind taking the counts of an option of
+    :func:`recompute_options`."""
+    pairs = len(counts) == 2 * kinds and kinds > 0
+    whole = list(counts[0::2]) if pairs else list(counts)
+    sel = list(counts[1::2]) if pairs else [0] * kinds
+    out = []
+    for k in kind_of:
+        if whole[k] > 0:
+            whole[k] -= 1
+            out.append(True)
+        elif sel[k] > 0:
+            sel[k] -= 1
+            out.append(SELECTIVE)
+        else:
+            out.append(False)
     return out
