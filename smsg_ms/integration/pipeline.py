@@ -8,7 +8,8 @@ bool) and ``optimizer_sharding``. MindSpore 2.10 wants (``shared/docs/mindspore-
 1. ``set_auto_parallel_context(pipeline_stages=P, enable_parallel_optimizer=...)`` before the network
    is built (:func:`pipeline_context`);
 2. ``cell.pipeline_stage = s`` on the blocks, non-decreasing along the data flow, every stage used;
-   ``cell.recompute()`` on the recomputed blocks (:func:`mark_cells`);
+   ``cell.recompute()`` on the recomputed blocks, ``Primitive.recompute()`` on the selective
+   primitives of the ``selective_recompute`` blocks (:func:`mark_cells`);
 3. ``nn.PipelineCell(net_with_loss, micro)`` with micro >= P, then
    ``ms.amp.build_train_network(pipe, opt, level="O0")`` (gradient accumulation; a plain
    ``TrainOneStepCell`` fails) (:func:`pipeline_train_cell`). One stage with ``micro > 1``
@@ -96,7 +97,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     cells = dict(net.cells_and_names())
     stage_of = pipeline.get("stage_of_block", {})
     recompute = pipeline.get("recompute", {})
-    missing = sorted(n for n in list(stage_of) + list(recompute) if n not in cells)
+    selective = pipeline.get("selective_recompute", [])
+    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective)
+                     if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
                                      f"{', '.join(missing[:5])}")
@@ -108,7 +111,26 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     for name, on in sorted(recompute.items()):
         if on:
             cells[name].recompute()
+    for name in pipeline.get("selective_recompute", []):
+        recompute_selective(cells[name])
     return marked
+
+
+def recompute_selective(cell) -> list[str]:
+    """``Primitive.recompute()`` on the primitives of ``cell`` (its sub-cells included) whose
+    kind is one of :data:`smsg_ms.cost.pipeline.SELECTIVE_TYPES`; returns their paths inside
+    ``cell`` (sorted). Functional calls have no primitive to mark and stay stored."""
+    from mindspore.ops import Primitive
+
+    from ..cost.pipeline import SELECTIVE_TYPES
+
+    done = []
+    for path, sub in cell.cells_and_names():
+        for attr, value in sorted(vars(sub).items()):
+            if isinstance(value, Primitive) and value.name in SELECTIVE_TYPES:
+                value.recompute()
+                done.append(f"{path}.{attr}" if path else attr)
+    return sorted(done)
 
 
 def needs_shared_graph(pipeline: dict) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ..cost.api import collective_seconds
-from ..cost.pipeline import LayerCost, Links, ParamSlice
+from ..cost.pipeline import SELECTIVE_TYPES, LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
 from .errors import PipelinePlanningError
@@ -145,6 +145,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     collectives of the chosen strategies plus the redistributions into the block's operators
     (``volume / bandwidth + latency``, as :meth:`CostModel.breakdown`); gradient synchronisation
     is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    Selective recompute: the forward seconds and activation bytes of the block's operators of
+    :data:`~smsg_ms.cost.pipeline.SELECTIVE_TYPES` without forward collectives.
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
     a later block reads; input bytes: those of the tensors it reads from earlier blocks.
@@ -155,6 +157,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
     n = len(names)
     fwd, bwd, act = [0.0] * n, [0.0] * n, [0.0] * n
+    sel_fwd, sel_act = [0.0] * n, [0.0] * n      # the selective-recompute primitives' part
     params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
     cost_of = chosen_costs(sol.variables, sol.choice)
 
@@ -196,6 +199,9 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         bwd[i] += float(c.flops_bwd) / hw.flops
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
+        if op.type in SELECTIVE_TYPES and not any(x.phase == "forward" for x in c.collectives):
+            sel_fwd[i] += float(c.flops_fwd) / hw.flops
+            sel_act[i] += float(c.memory.get("activation", 0))
     for src_id, dst_id, tname, idx in graph.iter_edges():
         src_op = graph.ops[src_id]
         src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
@@ -212,7 +218,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
-                      tuple(params[i][k] for k in sorted(params[i])), names[i])
+                      tuple(params[i][k] for k in sorted(params[i])), names[i],
+                      selective_seconds=sel_fwd[i], selective_bytes=sel_act[i])
             for i in range(n)]
 
 

@@ -59,6 +59,8 @@ def _layer_dict(layer) -> dict:
     return {"forward_seconds": layer.forward_seconds, "backward_seconds": layer.backward_seconds,
             "activation_bytes": layer.activation_bytes, "input_bytes": layer.input_bytes,
             "output_bytes": layer.output_bytes, "name": layer.name,
+            "selective_seconds": layer.selective_seconds,
+            "selective_bytes": layer.selective_bytes,
             "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer]
                        for p in layer.params]}
 
@@ -69,7 +71,9 @@ def _layer_of(d: dict):
     return LayerCost(d["forward_seconds"], d["backward_seconds"], d["activation_bytes"],
                      d["input_bytes"], d["output_bytes"],
                      tuple(ParamSlice(int(e), int(f), int(r), float(b), bool(o))
-                           for e, f, r, b, o in d["params"]), d["name"])
+                           for e, f, r, b, o in d["params"]), d["name"],
+                     selective_seconds=d.get("selective_seconds", 0.0),
+                     selective_bytes=d.get("selective_bytes", 0.0))
 
 
 def _finite(x) -> bool:
