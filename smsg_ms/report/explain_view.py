@@ -218,7 +218,8 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
 def chosen_degrees(plan: Plan) -> dict[str, object]:
     """The parallel degrees of ``plan`` as plain values: ``dp`` (the data set's batch cut),
     ``tp`` (the rest of a stage's devices: operator parallel), ``pp`` (stages), ``vp`` (virtual
-    stages), ``micro-batches``, ``recompute`` (recomputed blocks / blocks) and ``optimizer``
+    stages), ``micro-batches``, ``recompute`` (recomputed blocks / blocks), ``selective
+    recompute`` (blocks whose selective primitives are recomputed) and ``optimizer``
     (``off`` or MindSpore's ``optimizer_level``). Read from the plan file, nothing recomputed."""
     rec = plan.pipeline or {}
     per_stage = int(rec.get("devices_per_stage", plan.devices))
@@ -230,6 +231,7 @@ def chosen_degrees(plan: Plan) -> dict[str, object]:
             "vp": int(rec.get("virtual_stages", 1)),
             "micro-batches": int(rec.get("micro_batches", 1)),
             "recompute": f"{sum(bool(v) for v in recompute.values())}/{len(recompute)} blocks",
+            "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
             "optimizer": level}
 
 
