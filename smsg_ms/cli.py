@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_options import (add_size_args, given_options, name_options, positive_int,  # noqa: F401
-                          positive_seconds)
+from .cli_options import (add_pipeline_shape_args, add_size_args,  # noqa: F401
+                          given_options, name_options, positive_int, positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -134,9 +134,8 @@ def cmd_plan(args) -> int:
         from . import planner
     except ImportError as exc:     # a broken installation (e.g. numpy missing)
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
-    if args.pipeline is None and (args.micro_batches is not None
-                                  or args.optimizer_sharding != "auto"
-                                  or getattr(args, "virtual_stages", "1") != "1"):
+    if args.pipeline is None and (args.micro_batches is not None or args.virtual_stages != "1"
+                                  or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
     if args.pipeline is None:
@@ -197,11 +196,10 @@ def _plan_pipelined(args):
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
                                   hardware=args.hardware, memory_gib=args.memory,
-                                  optimizer_sharding={"on": True, "off": False,
-                                                      "auto": None}.get(
-                                      args.optimizer_sharding, args.optimizer_sharding),
-                                  virtual_stages=(None if args.virtual_stages == "auto"
-                                                  else int(args.virtual_stages)),
+                                  optimizer_sharding={"on": True, "off": False, "auto": None}
+                                  .get(args.optimizer_sharding, args.optimizer_sharding),
+                                  virtual_stages=None if args.virtual_stages == "auto"
+                                  else int(args.virtual_stages),
                                   time_limit=args.time_limit,
                                   **options)
 
@@ -385,14 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
-    p.add_argument("--optimizer-sharding",
-                   choices=("auto", "on", "off", "level1", "level2", "level3"), default="auto",
-                   help="MindSpore's enable_parallel_optimizer (on = level1) or its "
-                        "optimizer_level with --pipeline (default: off and the levels searched)")
-    p.add_argument("--virtual-stages", default="1", metavar="auto|V",
-                   type=lambda v: v if v == "auto" else str(positive_int(v)),
-                   help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
-                        "plain 1F1B; auto: searched)")
+    add_pipeline_shape_args(p)
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
