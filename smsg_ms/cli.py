@@ -9,8 +9,8 @@ import argparse
 import os
 import sys
 
-from .cli_options import (add_size_args, given_options, name_options, positive_int,  # noqa: F401
-                          positive_seconds)
+from .cli_options import (add_pipeline_shape_args, add_size_args,  # noqa: F401
+                          given_options, name_options, positive_int, positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -66,7 +66,8 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
 
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
-            "hardware": "{}", "devices_per_node": "dpn{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
+            "virtual_stages": "vs{}", "hardware": "{}", "devices_per_node": "dpn{}",
+            "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
     extra = ""
     for key, fmt in tags.items():
         value = (settings or {}).get(key)
@@ -79,7 +80,8 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
 
 
 #: ``plan``'s default settings: a setting differing from these goes into the default file name.
-PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto"}
+PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto",
+                 "virtual_stages": "1"}
 
 
 def _plan_settings(args) -> dict:
@@ -146,10 +148,10 @@ def cmd_plan(args) -> int:
         from . import planner
     except ImportError as exc:     # a broken installation (e.g. numpy missing)
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
-    if args.pipeline is None and (args.micro_batches is not None
+    if args.pipeline is None and (args.micro_batches is not None or args.virtual_stages != "1"
                                   or args.optimizer_sharding != "auto"):
-        raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
-                        "--pipeline 1 for one stage)")
+        raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
+                        "--pipeline (use --pipeline 1 for one stage)")
     if args.pipeline is None:
         from .graph.capture import capture_network
 
@@ -232,8 +234,11 @@ def _plan_pipelined(args):
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
                                   hardware=args.machine, memory_gib=args.memory,
-                                  optimizer_sharding={"on": True, "off": False}.get(
-                                      args.optimizer_sharding), time_limit=args.time_limit,
+                                  optimizer_sharding={"on": True, "off": False, "auto": None}
+                                  .get(args.optimizer_sharding, args.optimizer_sharding),
+                                  virtual_stages=None if args.virtual_stages == "auto"
+                                  else int(args.virtual_stages),
+                                  time_limit=args.time_limit,
                                   **options)
 
 
@@ -416,8 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
-    p.add_argument("--optimizer-sharding", choices=("auto", "on", "off"), default="auto",
-                   help="MindSpore's enable_parallel_optimizer with --pipeline (default: searched)")
+    add_pipeline_shape_args(p)
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "

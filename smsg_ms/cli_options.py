@@ -76,3 +76,15 @@ def name_options(args) -> dict:
     """The options a default file name carries: the preset's name and the flags given."""
     shape = getattr(args, "shape", None)
     return {**({"shape": shape} if shape else {}), **given_options(args)}
+
+
+def add_pipeline_shape_args(p: argparse.ArgumentParser) -> None:
+    """``plan``'s ``--optimizer-sharding`` (off, on = level1, or MindSpore's ``optimizer_level``)
+    and ``--virtual-stages`` (interleaved pipeline: ``auto`` or a count >= 1)."""
+    p.add_argument("--optimizer-sharding", choices=("auto", "on", "off", "level1", "level2",
+                   "level3"), default="auto", help="MindSpore's enable_parallel_optimizer (on = "
+                   "level1) or optimizer_level with --pipeline (default: off and levels searched)")
+    p.add_argument("--virtual-stages", default="1", metavar="auto|V",
+                   type=lambda v: v if v == "auto" else str(positive_int(v)),
+                   help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
+                        "plain 1F1B; auto: searched)")

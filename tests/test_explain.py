@@ -228,3 +228,32 @@ def test_default_llama_folds_its_layers():
     assert "layers.0.add_ffn  Add  (4,1)(4,1)" in text
     assert "layers.1.add_ffn  Add  (8,1)(8,1)" in text
     assert "letters: m = in0[0] out[0]: 4096, cut 4" in text
+
+
+def test_explain_shows_degrees_and_runner_up():
+    """#17 item 7: the chosen degrees of a pipelined reference plan (2 stages x 2 micro-batches,
+    16 devices, plain 1F1B, optimizer sharding off in that file) and a runner-up line with its
+    difference."""
+    import io
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from smsg_ms.plan import Plan
+    from smsg_ms.report.explain_view import chosen_degrees, print_explain
+
+    path = Path(__file__).parent / "data/plans_before_redesign/llama12-16dev-p2-mb2.plan.json"
+    data = json.loads(path.read_text())
+    plan = Plan.from_dict(data)
+    degrees = chosen_degrees(plan)
+    assert degrees["pp"] == 2 and degrees["vp"] == 1 and degrees["micro-batches"] == 2
+    assert degrees["dp"] * degrees["tp"] == 8          # 16 devices / 2 stages
+    plan.pipeline["runner_up"] = {"stages": 4, "micro_batches": 4, "virtual_stages": 2,
+                                  "optimizer_level": "level2", "step_seconds": 2.0,
+                                  "difference_seconds": 0.5}
+    out = io.StringIO()
+    print_explain(plan, Console(file=out, width=100))
+    text = out.getvalue()
+    assert "chosen: dp " in text and "pp 2" in text and "vp 1" in text
+    assert "runner-up: pp 4, micro-batches 4, virtual stages 2, optimizer level2" in text

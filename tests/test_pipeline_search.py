@@ -230,8 +230,8 @@ def test_pruning_skips_the_costly_candidates():
 def test_recompute_front_enumerated_equals_incremental(seed):
     """The numpy enumeration of recompute counts gives the kind-by-kind front exactly (values,
     count vectors and order), including kinds that save nothing and equal kinds (ties)."""
-    from smsg_ms.search.pipeline import (_recompute_front_enumerated,
-                                         _recompute_front_incremental)
+    from smsg_ms.search.recompute import (_recompute_front_enumerated,
+                                          _recompute_front_incremental)
 
     rng = random.Random(seed)
     pool = [(rng.choice([0.5, 1.0, 1.5]), rng.choice([-1.0, 0.0, 2.0, 3.0, 6.0]))

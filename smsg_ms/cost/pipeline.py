@@ -29,9 +29,33 @@ first axis of its per-device slice divides ``r``; otherwise MindSpore leaves it 
 state on every device, AllReduce as before; ``shared/docs/mindspore-notes.md``), and only when the
 whole parameter holds at least ``parallel_optimizer_threshold`` (64 KB by default) bytes.
 
+Optimizer levels (MindSpore 2.10 ``parallel_optimizer_config={"optimizer_level": ...}``,
+``parallel/_auto_parallel_context.py``): ``level1`` is the above (weight and optimizer state
+sharded, gradient accumulated whole, one ReduceScatter and one AllGather per step); ``level2`` also
+shards the accumulated gradient (MindSpore's ``grad_accumulation_shard``: ``accu_grads`` has the
+slice's first axis divided by ``r``) and so ReduceScatters every micro-batch's gradient (``m``
+ReduceScatters and one AllGather per step); ``level3`` (ZeRO-3) gathers the weight again for
+every use: per micro-batch two AllGathers (forward, and backward) and one ReduceScatter, nothing
+once per step. Memory counts the tensors MindSpore stores (the compiled parameter shapes), not the
+transient gathered weight, so level 3 saves nothing over level 2 in this model and costs more
+communication. MindSpore 2.10 compiles levels 2 and 3 only with the micro-batch graph shared
+(``lazy_inline``; :func:`smsg_ms.integration.pipeline.needs_shared_graph`). Counts checked in the
+dry-run (``tests/test_optimizer_levels.py``).
+
+Interleaved pipeline (``pipeline_config={"pipeline_interleave": True}``, Narayanan et al. 2021
+§2.2.2): the chain is cut into ``p·v`` chunks, chunk ``c`` on stage ``c mod p``; a step takes
+``(m + (p − 1)/v)`` slots of the slowest stage's per-micro-batch time (bubble ``(p − 1)/(v·m)`` of
+the ideal time), each chunk boundary sends once per micro-batch and direction (``v×`` the sends),
+and stage ``s`` holds ``((v − 1)·p + 2(p − s − 1) + 1)/v`` micro-batches' activations (the warm-up
+micro-batches of Megatron-LM's interleaved schedule, ``schedules.py``, plus the one in flight).
+
 Recompute (MindSpore ``Cell.recompute()``, Chen et al. 2016 "Training deep nets with sublinear memory
 cost"): a recomputed layer stores only its input per micro-batch, recomputes its forward in the
 backward pass (``+ forward seconds``), and while it is recomputed holds its full activations once.
+Selective recompute (Korthikanti et al. 2022, "Reducing activation recomputation in large
+transformer models", §4: recompute the cheap, memory-heavy operators only; MindSpore
+``Primitive.recompute()``): the layer keeps all but the selective primitives' stored activations,
+re-spends their forward seconds, and holds their activations once while recomputing them.
 """
 from __future__ import annotations
 
@@ -47,6 +71,34 @@ OPTIMIZER_THRESHOLD_BYTES = 64 * 1024
 #: Bytes per parameter element by kind for mixed-precision Adam: fp16 weight and gradient, fp32
 #: master weight + two Adam moments (Rajbhandari et al. 2020, "ZeRO", §3: 2 + 2 + 12 = 16 B/param).
 MIXED_PRECISION_ADAM = {"parameter": 2.0, "gradient": 2.0, "optimizer": 12.0}
+
+
+#: Optimizer-state sharding levels (``None``: off): MindSpore 2.10's ``optimizer_level`` values.
+OPTIMIZER_LEVELS = ("level1", "level2", "level3")
+
+
+def optimizer_level(sharding) -> str | None:
+    """The level a search setting means: ``False``/``None`` → ``None`` (off), ``True`` →
+    ``"level1"`` (``enable_parallel_optimizer`` alone), a name of :data:`OPTIMIZER_LEVELS` →
+    itself.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if sharding is None or sharding is False or sharding == "off":
+        return None
+    if sharding is True:
+        return "level1"
+    if sharding in OPTIMIZER_LEVELS:
+        return str(sharding)
+    raise ValueError(f"optimizer sharding must be off, on or one of {', '.join(OPTIMIZER_LEVELS)}"
+                     f", got {sharding!r}")
+
+
+def level_rank(sharding) -> int:
+    """Order of the settings in ties: off, level1, level2."""
+    level = optimizer_level(sharding)
+    return 0 if level is None else 1 + OPTIMIZER_LEVELS.index(level)
 
 
 @dataclass(frozen=True)
@@ -102,6 +154,10 @@ class LayerCost:
         hidden_sync_seconds: of the gradient synchronisation of its parameters, the seconds the
             backward pass hides when a step has one micro-batch (no gradient accumulation:
             :mod:`smsg_ms.cost.overlap`).
+        selective_seconds: forward seconds of the layer's primitives that selective recompute
+            runs again (:data:`SELECTIVE` kinds: ``Primitive.recompute()``), one micro-batch.
+        selective_bytes: the activation bytes those primitives store (freed by recomputing
+            them), one micro-batch; 0: no selective option for this layer.
     """
 
     forward_seconds: float
@@ -112,6 +168,8 @@ class LayerCost:
     params: tuple[ParamSlice, ...] = ()
     name: str = ""
     hidden_sync_seconds: float = 0.0
+    selective_seconds: float = 0.0
+    selective_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,42 +203,94 @@ class Links:
         return collective_seconds("Send", (2,), nbytes,
                                   ((self.p2p_bandwidth or self.bandwidth, self.latency),))
 
-    def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded: bool) -> float:
+    def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
-        ReduceScatter + AllGather (same volume, two synchronisations) when optimizer-sharded."""
-        sync = 2 if sharded else 1
+        ReduceScatter + AllGather (same volume, two synchronisations) when optimizer-sharded at
+        level 1; at level 2 only the weight's AllGather ``(r−1)/r·S`` (the ReduceScatters are
+        per micro-batch: :meth:`micro_sync_seconds`)."""
+        level = optimizer_level(sharded)
+        size = param.elements * grad_bytes
+        if level == "level3":
+            return 0.0
+        if level == "level2":
+            return self.group_seconds("AllGather", param, size)
+        return self.group_seconds("AllReduce", param, size, 2 if level else 1)
+
+    def group_seconds(self, kind: str, param: ParamSlice, size: float, syncs: int = 1) -> float:
+        """One ``kind`` collective over the replicas of ``param`` (``size`` bytes, the whole
+        group's tensor), placed on the machine's levels when there is one."""
         if self.machine is not None:
-            return self.machine.collective_seconds("AllReduce", param.replicas,
-                                                   param.elements * grad_bytes, param.span, sync)
-        return collective_seconds("AllReduce", (param.replicas,), param.elements * grad_bytes,
-                                  ((self.bandwidth, self.latency),), sync)
+            return self.machine.collective_seconds(kind, param.replicas, size, param.span, syncs)
+        return collective_seconds(kind, (param.replicas,), size,
+                                  ((self.bandwidth, self.latency),), syncs)
+
+    def micro_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded) -> float:
+        """Per micro-batch: at level 2 the gradient's ReduceScatter ``(r−1)/r·S`` (MindSpore
+        shards the accumulator, so each micro-batch's gradient is scattered before it is added);
+        at level 3 that and two AllGathers of the weight (forward, backward); 0 otherwise.
+        ``sharded`` is already restricted to shardable parameters."""
+        level = optimizer_level(sharded)
+        if level not in ("level2", "level3"):
+            return 0.0
+        size = param.elements * grad_bytes
+        rs = self.group_seconds("ReduceScatter", param, size)
+        if level == "level3":
+            rs += 2 * self.group_seconds("AllGather", param, size)
+        return rs
 
 
 def parameter_memory(params, sharding: bool, bytes_per: dict | None = None) -> dict[str, float]:
     """Bytes per device by kind (``parameter``, ``gradient``, ``optimizer``) of ``params``.
 
-    With ``sharding`` the weight and the optimizer state of each shardable parameter are divided by
-    its replicas ``r``, its gradient is not: in MindSpore's compiled training graph (CPU dry-run,
-    ``tests/test_pipeline_check.py``) a sharded weight and its optimizer moments have the slice's
-    first axis divided by ``r`` while its gradient accumulator (``accu_grads``) keeps the slice.
+    With ``sharding`` (``True`` / ``"level1"``) the weight and the optimizer state of each
+    shardable parameter are divided by its replicas ``r``, its gradient is not: in MindSpore's
+    compiled training graph (CPU dry-run, ``tests/test_pipeline_check.py``) a sharded weight and
+    its optimizer moments have the slice's first axis divided by ``r`` while its gradient
+    accumulator (``accu_grads``) keeps the slice. At ``"level2"`` the accumulator is divided by
+    ``r`` as well, and at ``"level3"`` (``tests/test_optimizer_levels.py``).
     """
     b = bytes_per or MIXED_PRECISION_ADAM
+    level = optimizer_level(sharding)
     out = {"parameter": 0.0, "gradient": 0.0, "optimizer": 0.0}
     for prm in params:
-        div = prm.replicas if sharding and prm.optimizer_shardable() else 1
+        div = prm.replicas if level and prm.optimizer_shardable() else 1
         out["parameter"] += prm.elements * b["parameter"] / div
-        out["gradient"] += prm.elements * b["gradient"]
+        out["gradient"] += prm.elements * b["gradient"] / (1 if level == "level1" else div)
         out["optimizer"] += prm.elements * b["optimizer"] / div
     return out
 
 
+#: Primitive kinds selective recompute runs again: cheap (element-wise, normalisation,
+#: softmax, dropout), with large stored outputs (Korthikanti et al. 2022 §4).
+SELECTIVE_TYPES = frozenset({
+    "Add", "Sub", "Mul", "RealDiv", "Div", "Neg", "Exp", "Sqrt", "Rsqrt", "Square", "Pow",
+    "Sigmoid", "SiLU", "GeLU", "FastGeLU", "ReLU", "Tanh", "Softmax", "LogSoftmax",
+    "RmsNorm", "LayerNorm", "ReduceMean", "Dropout", "DropoutDoMask", "DropoutGenMask"})
+
+#: The per-layer recompute settings: whole layer (``True``, ``Cell.recompute()``) or the
+#: selective kinds only (this string, ``Primitive.recompute()`` on them).
+SELECTIVE = "selective"
+
+
+def recompute_seconds(layer: LayerCost, setting) -> float:
+    """Forward seconds re-spent in the backward pass under ``setting`` (``False``, ``True`` or
+    :data:`SELECTIVE`)."""
+    if setting == SELECTIVE:
+        return layer.selective_seconds
+    return layer.forward_seconds if setting is True else 0.0
+
+
 def stored_activation_bytes(layers, recompute) -> tuple[float, float]:
     """``(kept, work)``: activation bytes one micro-batch keeps for the backward pass over
-    ``layers`` (inputs only for recomputed layers), and the working set of rematerialising the
-    largest recomputed layer (held once, not per micro-batch)."""
+    ``layers`` (inputs only for recomputed layers; all but the selective primitives' for
+    selectively recomputed ones), and the working set of rematerialising the largest recomputed
+    layer or selective part (held once, not per micro-batch)."""
     kept, work = 0.0, 0.0
     for layer, rc in zip(layers, recompute):
-        if rc:
+        if rc == SELECTIVE:
+            kept += layer.activation_bytes - layer.selective_bytes
+            work = max(work, layer.selective_bytes)
+        elif rc:
             kept += layer.input_bytes
             work = max(work, layer.activation_bytes - layer.input_bytes)
         else:
@@ -188,11 +298,14 @@ def stored_activation_bytes(layers, recompute) -> tuple[float, float]:
     return kept, work
 
 
-def bubble_fraction(stages: int, micro_batches: int) -> float:
-    """Idle fraction of the 1F1B/GPipe schedule: ``(p − 1)/(m + p − 1)`` (GPipe §2.2)."""
-    if stages < 1 or micro_batches < 1:
-        raise ValueError(f"stages and micro-batches must be >= 1, got {stages}, {micro_batches}")
-    return (stages - 1) / (micro_batches + stages - 1)
+def bubble_fraction(stages: int, micro_batches: int, virtual_stages: int = 1) -> float:
+    """Idle fraction of the 1F1B/GPipe schedule: ``(p − 1)/(m + p − 1)`` (GPipe §2.2); with
+    ``v`` virtual stages ``(p − 1)/(v·m + p − 1)`` (a bubble of ``(p − 1)/(v·m)`` of the ideal
+    time, Narayanan et al. 2021 §2.2.2)."""
+    if stages < 1 or micro_batches < 1 or virtual_stages < 1:
+        raise ValueError(f"stages and micro-batches (and virtual stages) must be >= 1, got "
+                         f"{stages}, {micro_batches}, {virtual_stages}")
+    return (stages - 1) / (virtual_stages * micro_batches + stages - 1)
 
 
 @dataclass
@@ -211,14 +324,14 @@ class StageCost:
 
 
 def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recompute,
-               sharding: bool, links: Links, bytes_per: dict | None = None,
+               sharding, links: Links, bytes_per: dict | None = None,
                micro_batches: int | None = None) -> StageCost:
     """Cost of stage ``stage`` of ``stages`` holding ``layers[start:stop]``.
 
     Args:
         layers: the whole chain (list of :class:`LayerCost` for this stage size and micro-batch).
         recompute: one bool per layer of the stage.
-        sharding: optimizer sharding on.
+        sharding: optimizer sharding: ``False``/``True`` or a level (:func:`optimizer_level`).
         links: communication constants.
         micro_batches: with 1 (and no optimizer sharding), no gradient accumulation: the
             synchronisation overlaps the backward pass (:attr:`LayerCost.hidden_sync_seconds`);
@@ -228,30 +341,66 @@ def stage_cost(layers, start: int, stop: int, stage: int, stages: int, *, recomp
     Raises:
         ValueError: empty stage or stage index outside ``[0, stages)``.
     """
-    if not 0 <= start < stop <= len(layers):
-        raise ValueError(f"stage {stage} holds no layer (layers {start}..{stop})")
+    return chunks_cost(layers, [(start, stop)], stage, stages, recompute=recompute,
+                       sharding=sharding, links=links, bytes_per=bytes_per,
+                       micro_batches=micro_batches)
+
+
+def in_flight(stage: int, stages: int, virtual_stages: int = 1) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak: ``p − s`` under 1F1B;
+    ``((v − 1)·p + 2(p − s − 1) + 1)/v`` whole-stage equivalents under the interleaved schedule
+    (Megatron-LM ``schedules.py``: ``(p − s − 1)·2 + (v − 1)·p`` warm-up chunk micro-batches plus
+    the one in flight, each ``1/v`` of the stage's layers)."""
+    p, v = stages, virtual_stages
+    if v <= 1:
+        return float(p - stage)
+    return ((v - 1) * p + 2 * (p - stage - 1) + 1) / v
+
+
+def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding, links: Links,
+                bytes_per: dict | None = None, virtual_stages: int = 1,
+                micro_batches: int | None = None) -> StageCost:
+    """Cost of stage ``stage`` holding the chunks ``[(start, stop), ...]`` of the chain (one
+    chunk, or ``v`` under the interleaved schedule): compute, recompute, one send per chunk
+    boundary and direction, per-micro-batch optimizer collectives (level 2/3), gradient
+    synchronisation, memory with :func:`in_flight` micro-batches.
+
+    Raises:
+        ValueError: an empty chunk or stage index outside ``[0, stages)``.
+    """
+    for start, stop in chunks:
+        if not 0 <= start < stop <= len(layers):
+            raise ValueError(f"stage {stage} holds no layer (layers {start}..{stop})")
     if not 0 <= stage < stages:
         raise ValueError(f"stage index {stage} is outside 0..{stages - 1}")
-    part = layers[start:stop]
+    part = [x for start, stop in chunks for x in layers[start:stop]]
     b = bytes_per or MIXED_PRECISION_ADAM
     t = sum(x.forward_seconds + x.backward_seconds for x in part)
-    t += sum(x.forward_seconds for x, rc in zip(part, recompute) if rc)
-    if stop < len(layers):
-        t += links.send_seconds(part[-1].output_bytes)       # activation to the next stage
-    if start > 0:
-        t += links.send_seconds(part[0].input_bytes)         # gradient to the previous stage
+    t += sum(recompute_seconds(x, rc) for x, rc in zip(part, recompute))
+    for start, stop in chunks:
+        if stop < len(layers):
+            t += links.send_seconds(layers[stop - 1].output_bytes)   # activation forward
+        if start > 0:
+            t += links.send_seconds(layers[start].input_bytes)       # gradient backward
     params = [prm for x in part for prm in x.params]
-    g = sum(links.grad_sync_seconds(prm, b["gradient"],
-                                    sharding and prm.optimizer_shardable()) for prm in params)
-    if micro_batches == 1 and not sharding:
+    on = [sharding if prm.optimizer_shardable() else False for prm in params]
+    t += sum(links.micro_sync_seconds(prm, b["gradient"], sh) for prm, sh in zip(params, on))
+    g = sum(links.grad_sync_seconds(prm, b["gradient"], sh) for prm, sh in zip(params, on))
+    if micro_batches == 1 and not any(on):
         g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
-    memory["activation"] = (stages - stage) * kept + work
-    return StageCost(start, stop, t, g, memory)
+    memory["activation"] = in_flight(stage, stages, virtual_stages) * kept + work
+    return StageCost(chunks[0][0], chunks[-1][1], t, g, memory)
 
 
-def super_step_seconds(stage_costs, micro_batches: int) -> float:
-    """``max_s ((m + p − 1) · t_s + g_s)`` over the stages (see the module docstring)."""
-    slots = micro_batches + len(stage_costs) - 1
+def step_slots(stages: int, micro_batches: int, virtual_stages: int = 1) -> float:
+    """Slots of the slowest stage's per-micro-batch time in one step: ``m + (p − 1)/v``
+    (Narayanan et al. 2021 §2.2.2; ``m + p − 1`` without interleaving)."""
+    return micro_batches + (stages - 1) / virtual_stages
+
+
+def super_step_seconds(stage_costs, micro_batches: int, virtual_stages: int = 1) -> float:
+    """``max_s ((m + (p − 1)/v) · t_s + g_s)`` over the stages (see the module docstring)."""
+    slots = step_slots(len(stage_costs), micro_batches, virtual_stages)
     return max(slots * c.micro_seconds + c.grad_sync_seconds for c in stage_costs)

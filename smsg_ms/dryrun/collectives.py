@@ -105,3 +105,16 @@ def read_collectives(cell, phase: str) -> list[dict]:
     from .compiled import compiled_model
 
     return collectives_from_model(compiled_model(cell, phase), get_group_size())
+
+
+def read_op_counts(cell, phase: str, types) -> dict[str, int]:
+    """``{"<type> <pass>": calls}`` of the primitives of ``types`` in ``cell`` compiled under
+    ``phase`` (sub-graph calls inlined): a recomputed primitive appears once more, in the
+    backward pass."""
+    from collections import Counter
+
+    from .compiled import compiled_model
+
+    graph = flatten(compiled_model(cell, phase))
+    counts = Counter(f"{op.type} {_pass(op.scope)}" for op in graph.ops if op.type in types)
+    return dict(sorted(counts.items()))

@@ -189,6 +189,31 @@ def stage_of_rank(plan: Plan, rank: int) -> int:
     return rank // (plan.devices // int(plan.pipeline["stages"]))
 
 
+#: Readers whose backward pass does not read the weight (an embedding lookup's gradient is the
+#: output gradient scattered by the indices): no level-3 backward AllGather (dry-run: the
+#: embedding table of the built-in LLaMA is gathered once per micro-batch, the MatMul weights twice).
+LOOKUP_READERS = frozenset({"Gather", "GatherV2", "EmbeddingLookup"})
+
+
+def optimizer_collectives(level: str, micro_batches: int,
+                          backward_reads_weight: bool = True) -> list[tuple[str, str, int]]:
+    """``(kind, phase, count)`` per step MindSpore 2.10 inserts for one optimizer-sharded
+    parameter (dry-run, ``tests/test_optimizer_levels.py``; all in the forward/backward passes of
+    the compiled graph): level 1 one AllGather (forward) and one ReduceScatter (backward); level 2
+    the ReduceScatter once per micro-batch (the gradient accumulator is sharded); level 3 also
+    the AllGather twice per micro-batch (the weight is gathered again for the backward pass, which
+    MindSpore files under the forward pass), once when the backward pass does not read the
+    weight (``backward_reads_weight``: :data:`LOOKUP_READERS`)."""
+    m = int(micro_batches)
+    if level == "level2":
+        return [("AllGather", "forward", 1), ("ReduceScatter", "backward", m)]
+    if level == "level3":
+        # one micro-batch (TrainOneStepCell): one AllGather serves both passes (dry-run)
+        gathers = 2 * m if backward_reads_weight and m > 1 else m
+        return [("AllGather", "forward", gathers), ("ReduceScatter", "backward", m)]
+    return [("AllGather", "forward", 1), ("ReduceScatter", "backward", 1)]
+
+
 def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     """Collectives of the decisions on ``stage``: forward/backward ones once per micro-batch
     (PipelineCell unrolls the micro-batch loop), gradient synchronisation once per step.
@@ -210,6 +235,7 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     where = stage_of_decision(plan)
     m = int(plan.pipeline["micro_batches"])
     sharded = plan.pipeline.get("optimizer_sharded") or {}
+    level = plan.pipeline.get("optimizer_level") or "level1"
     again = plan.pipeline.get("recomputed_on") or {}
     out = []
     for d in plan.decisions:
@@ -222,9 +248,10 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
             if c.get("phase") != "grad_sync":
                 out.extend([dict(c, op=d.name)] * m)
             elif c.get("tensor") in sharded:
-                for kind, phase in (("AllGather", "forward"), ("ReduceScatter", "backward")):
-                    out.append(dict(c, op=d.name, kind=kind, phase=phase,
-                                    optimizer_sharding=True))
+                for kind, phase, n in optimizer_collectives(level, m,
+                                                            d.op_type not in LOOKUP_READERS):
+                    out.extend([dict(c, op=d.name, kind=kind, phase=phase,
+                                     optimizer_sharding=True)] * n)
             else:
                 out.append(dict(c, op=d.name))
     return out

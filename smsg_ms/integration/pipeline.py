@@ -8,7 +8,8 @@ bool) and ``optimizer_sharding``. MindSpore 2.10 wants (``shared/docs/mindspore-
 1. ``set_auto_parallel_context(pipeline_stages=P, enable_parallel_optimizer=...)`` before the network
    is built (:func:`pipeline_context`);
 2. ``cell.pipeline_stage = s`` on the blocks, non-decreasing along the data flow, every stage used;
-   ``cell.recompute()`` on the recomputed blocks (:func:`mark_cells`);
+   ``cell.recompute()`` on the recomputed blocks, ``Primitive.recompute()`` on the selective
+   primitives of the ``selective_recompute`` blocks (:func:`mark_cells`);
 3. ``nn.PipelineCell(net_with_loss, micro)`` with micro >= P, then
    ``ms.amp.build_train_network(pipe, opt, level="O0")`` (gradient accumulation; a plain
    ``TrainOneStepCell`` fails) (:func:`pipeline_train_cell`). One stage with ``micro > 1``
@@ -42,13 +43,31 @@ def check_pipeline(pipeline: dict, devices: int) -> None:
         raise PipelineWriteBackError(f"micro_batches {m} < stages {p}: MindSpore requires "
                                      "micro >= stages")
     stages = list(pipeline.get("stage_of_block", {}).values())
+    v = int(pipeline.get("virtual_stages", 1))
     if p > 1:
-        if any(b < a for a, b in zip(stages, stages[1:])):
+        chunks = chunk_of_blocks(stages, p) if v > 1 else stages
+        if any(b < a for a, b in zip(chunks, chunks[1:])):
             raise PipelineWriteBackError("stage_of_block decreases along the chain: "
                                          f"{stages}")
+        if v > 1 and sorted(set(chunks)) != list(range(p * v)):
+            raise PipelineWriteBackError(
+                f"stage_of_block {stages} is not {v} rounds of stages 0..{p - 1} "
+                f"(interleaved pipeline with {v} virtual stages)")
         if sorted(set(stages)) != list(range(p)):
             raise PipelineWriteBackError(f"stage_of_block uses stages {sorted(set(stages))}, "
                                          f"expected every stage 0..{p - 1}")
+
+
+def chunk_of_blocks(stage_of_block: list[int], stages: int) -> list[int]:
+    """Model chunk (virtual stage ``c``, held by stage ``c mod p``) of every block of an
+    interleaved pipeline, in chain order: a new round starts where the stage goes back down
+    (mindformers' ``pp_ids``: chunk ``c`` of the chain on stage ``c mod p``)."""
+    out, rnd = [], 0
+    for i, s in enumerate(stage_of_block):
+        if i and s < stage_of_block[i - 1]:
+            rnd += 1
+        out.append(rnd * stages + int(s))
+    return out
 
 
 def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
@@ -56,8 +75,13 @@ def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
     if not pipeline:
         return {}
     ctx: dict[str, Any] = {"enable_parallel_optimizer": bool(pipeline.get("optimizer_sharding"))}
+    level = pipeline.get("optimizer_level")
+    if ctx["enable_parallel_optimizer"] and level and level != "level1":
+        ctx["parallel_optimizer_config"] = {"optimizer_level": str(level)}
     if int(pipeline["stages"]) > 1:
         ctx["pipeline_stages"] = int(pipeline["stages"])
+        if int(pipeline.get("virtual_stages", 1)) > 1:
+            ctx["pipeline_config"] = {"pipeline_interleave": True, "pipeline_scheduler": "1f1b"}
     return ctx
 
 
@@ -73,7 +97,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     cells = dict(net.cells_and_names())
     stage_of = pipeline.get("stage_of_block", {})
     recompute = pipeline.get("recompute", {})
-    missing = sorted(n for n in list(stage_of) + list(recompute) if n not in cells)
+    selective = pipeline.get("selective_recompute", [])
+    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective)
+                     if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
                                      f"{', '.join(missing[:5])}")
@@ -85,7 +111,46 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     for name, on in sorted(recompute.items()):
         if on:
             cells[name].recompute()
+    for name in pipeline.get("selective_recompute", []):
+        recompute_selective(cells[name])
     return marked
+
+
+def recompute_selective(cell) -> list[str]:
+    """``Primitive.recompute()`` on the primitives of ``cell`` (its sub-cells included) whose
+    kind is one of :data:`smsg_ms.cost.pipeline.SELECTIVE_TYPES`; returns their paths inside
+    ``cell`` (sorted). Functional calls have no primitive to mark and stay stored."""
+    from mindspore.ops import Primitive
+
+    from ..cost.pipeline import SELECTIVE_TYPES
+
+    done = []
+    for path, sub in cell.cells_and_names():
+        for attr, value in sorted(vars(sub).items()):
+            if isinstance(value, Primitive) and value.name in SELECTIVE_TYPES:
+                value.recompute()
+                done.append(f"{path}.{attr}" if path else attr)
+    return sorted(done)
+
+
+def needs_shared_graph(pipeline: dict) -> bool:
+    """Whether MindSpore 2.10 wants the micro-batch graph shared (``lazy_inline``): an
+    interleaved pipeline, or optimizer level 2/3 ("For optimizer level 2/3, only support with
+    lazy_inline mode", dry-run with ``GradAccumulation``)."""
+    return (int(pipeline.get("virtual_stages", 1)) > 1
+            or (bool(pipeline.get("optimizer_sharding"))
+                and pipeline.get("optimizer_level") in ("level2", "level3")))
+
+
+def share_micro_batch_graph(cell) -> None:
+    """What ``mindspore.lazy_inline`` on the ``__init__`` of the cell ``PipelineCell`` wraps
+    does (MindSpore 2.10 ``graph/lazy_inline.py`` sets ``cell_init_args`` after ``__init__``):
+    its graph is compiled once and called once per micro-batch (a shared cell, as mindformers'
+    models are). MindSpore 2.10 refuses an interleaved pipeline without one
+    (``pipeline_interleave.cc``: "Using pipeline parallel with interleave, should enable
+    lazy_inline")."""
+    if not getattr(cell, "cell_init_args", None):
+        cell.cell_init_args = f"lazy_inline_{type(cell).__name__}"
 
 
 def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
@@ -98,6 +163,8 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     from mindspore import nn
 
     micro = int(pipeline.get("micro_batches", 1))
+    if needs_shared_graph(pipeline):
+        share_micro_batch_graph(net_with_loss)
     if int(pipeline["stages"]) > 1:
         pipe = nn.PipelineCell(net_with_loss, micro)
         train = ms.amp.build_train_network(pipe, optimizer, level="O0")
@@ -116,7 +183,9 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
                              tensors_per_boundary: int = 1) -> dict[int, list[dict]]:
     """Send/Receive MindSpore inserts on each stage under 1F1B, per stage index.
 
-    Per boundary between stage ``s`` and ``s + 1``, per micro-batch and per tensor crossing it:
+    Per boundary between stage ``s`` and ``s + 1`` (with ``v`` virtual stages: between chunk
+    ``c`` on stage ``c mod p`` and chunk ``c + 1``; checked in the dry-run, 2 stages × 2 virtual
+    stages), per micro-batch and per tensor crossing it:
     stage ``s`` has one forward Send and one backward Receive (the gradient), stage ``s + 1`` one
     forward Receive and one backward Send; each of shape ``boundary_shape`` (the per-device slice)
     (``shared/docs/mindspore-dryrun.md``).
@@ -126,10 +195,13 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
     """
     p, m = int(pipeline["stages"]), int(pipeline["micro_batches"])
     n = m * tensors_per_boundary
+    stages = list(pipeline.get("stage_of_block", {}).values())
+    v = int(pipeline.get("virtual_stages", 1))
+    chunks = max(chunk_of_blocks(stages, p)) + 1 if v > 1 and stages else p
     out: dict[int, list[dict]] = {s: [] for s in range(p)}
-    for s in range(p - 1):
-        for stage, kinds in ((s, (("Send", "forward"), ("Receive", "backward"))),
-                             (s + 1, (("Receive", "forward"), ("Send", "backward")))):
+    for c in range(chunks - 1):       # chunk boundary c -> c + 1 (stage c mod p -> c + 1 mod p)
+        for stage, kinds in ((c % p, (("Send", "forward"), ("Receive", "backward"))),
+                             ((c + 1) % p, (("Receive", "forward"), ("Send", "backward")))):
             for kind, phase in kinds:
                 out[stage].append({"type": kind, "pass": phase, "shape": list(boundary_shape),
                                    "dtype": dtype, "count": n})

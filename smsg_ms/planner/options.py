@@ -16,6 +16,10 @@ from ..search.effort import DEFAULT_SECONDS, Effort
 EXHAUSTIVE_UP_TO = 16
 
 
+#: Virtual-stage counts the pipelined search tries by default (interleaved 1F1B, v > 1).
+VIRTUAL_STAGES = (1, 2)
+
+
 @dataclass(frozen=True)
 class PlanningOptions:
     """How to plan (not what: the graph, network and device count are the call's inputs).
@@ -32,8 +36,11 @@ class PlanningOptions:
             the plain reference computation, same plan).
         stages: pipeline stages: ``"auto"`` or a count (pipelined planning only).
         micro_batches: fixed micro-batch count, ``None``: searched (pipelined only).
-        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off, ``None``:
-            searched (pipelined only).
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on (``True``: level
+            1) or off, or one ``optimizer_level`` (``"level1"``, ``"level2"``, ``"level3"``);
+            ``None``: searched over all of them (pipelined only).
+        virtual_stages: virtual stages of an interleaved pipeline (1, the default: plain 1F1B),
+            ``None``: searched over :data:`VIRTUAL_STAGES` (pipelined only).
         recompute: allow ``Cell.recompute()`` of blocks (searched) or never (pipelined only).
         workers: processes solving stage plans, ``None``: the default
             (:func:`smsg_ms.planner.workers.default_workers` from 64 devices on; pipelined only).
@@ -53,8 +60,9 @@ class PlanningOptions:
     reuse: bool = True
     stages: str | int = "auto"
     micro_batches: int | None = None
-    optimizer_sharding: bool | None = None
+    optimizer_sharding: bool | str | None = None
     recompute: bool = True
+    virtual_stages: int | None = 1
     workers: int | None = None
     time_limit: float = DEFAULT_SECONDS
 
@@ -75,4 +83,4 @@ class PlanningOptions:
         return self.memory_gib * 2**30 if self.memory_gib is not None else hardware.memory
 
 
-__all__ = ["EXHAUSTIVE_UP_TO", "PlanningOptions"]
+__all__ = ["EXHAUSTIVE_UP_TO", "PlanningOptions", "VIRTUAL_STAGES"]

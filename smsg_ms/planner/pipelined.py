@@ -17,7 +17,7 @@ from ..graph.blocks import block_prefix
 from ..plan import Plan
 from ..search.effort import DEFAULT_SECONDS
 from .errors import PipelinePlanningError
-from .options import PlanningOptions
+from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
 from .stages import (block_of_ops, boundary_slice, bytes_per_element, links_of, optimizer_sharded,
@@ -48,8 +48,8 @@ def candidate_pairs(devices: int, global_batch: int, p_list, micro_batches: int 
 def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            stages: str | int = "auto", micro_batches: int | None = None,
                            hardware="ascend910b", memory_gib: float | None = None,
-                           optimizer_sharding: bool | None = None, recompute: bool = True,
-                           capture=None, stats: dict | None = None, workers: int | None = None,
+                           optimizer_sharding: bool | str | None = None, recompute: bool = True,
+                           virtual_stages: int | None = 1, capture=None, stats: dict | None = None, workers: int | None = None,
                            time_limit: float = DEFAULT_SECONDS, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
@@ -65,8 +65,11 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
             memory: then with gradient accumulation over ``m`` micro-batches (written back as
             ``mindspore.parallel.nn.GradAccumulation``).
         hardware: preset; memory_gib: per-device limit (GiB, default the preset's).
-        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on or off (default:
-            searched). recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
+        optimizer_sharding: force MindSpore's ``enable_parallel_optimizer`` on (``True``) or off,
+            or one ``optimizer_level`` (default: off and the three levels searched).
+            recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
+        virtual_stages: virtual stages of an interleaved pipeline (default 1: plain 1F1B;
+            ``None``: searched over :data:`~smsg_ms.planner.options.VIRTUAL_STAGES`).
         capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
         stats: when a dict, filled with ``stage_solves`` (operator-level stage solves, in
             every process), ``stage_solve_seconds`` (their CPU seconds, cost model included,
@@ -100,7 +103,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, stages=stages,
                                micro_batches=micro_batches,
                                optimizer_sharding=optimizer_sharding, recompute=recompute,
-                               workers=workers, time_limit=time_limit)
+                               virtual_stages=virtual_stages, workers=workers, time_limit=time_limit)
     return plan_pipelined_with(spec, devices, global_batch, settings, capture=capture,
                                stats=stats, network_options=network_options)
 
@@ -186,8 +189,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
             raise PipelinePlanningError(
                 f"{stages} pipeline stages need at least {stages} repeated blocks; network "
                 f"'{spec}' has {blocks}: use at most {blocks} stages (or --pipeline auto)")
-    sharding = ((False, True) if settings.optimizer_sharding is None
-                else (bool(settings.optimizer_sharding),))
+    sharding = ((False, True, "level2", "level3") if settings.optimizer_sharding is None
+                else (settings.optimizer_sharding,))
+    virtual = (VIRTUAL_STAGES if settings.virtual_stages is None
+               else (int(settings.virtual_stages),))
 
     reasons: list[str] = []     # why each search found nothing (the last one is reported)
 
@@ -215,6 +220,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                 found.append(plan_pipeline(stage_costs, devices, global_batch,
                                            memory_limit=limit, links=links, stages=deep,
                                            micro_batches=m_list, optimizer_sharding=sharding,
+                                           virtual_stages=virtual,
                                            recompute=recompute, bytes_per=bytes_per,
                                            compute_floor=stage_costs.compute_floor,
                                            cuts=stage_costs.cuts,
@@ -299,6 +305,14 @@ class PipelineRecord:
         ``results``) whose stage plan is ``stage`` (a
         :class:`~smsg_ms.planner.stages.StageSolution`)."""
         search = best.as_plan_dict()
+        search["chosen"] = best.configuration()
+        others = [r.configuration() for r in results if r is not best]
+        if best.runner_up is not None:
+            others.append(best.runner_up)
+        if others:
+            runner = min(others, key=lambda c: c["step_seconds"])
+            search["runner_up"] = dict(runner, difference_seconds=runner["step_seconds"]
+                                       - best.step_seconds)
         extra = {}
         if best.stages > 1:
             names = search["stage_of_block"]

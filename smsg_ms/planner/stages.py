@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from math import prod
 
 from ..cost.overlap import exposed_grad_sync
-from ..cost.pipeline import LayerCost, Links, ParamSlice
+from ..cost.pipeline import SELECTIVE_TYPES, LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
 from .errors import PipelinePlanningError
@@ -147,6 +147,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     strategies plus the redistributions into the block's operators (placed on the machine's
     levels, :meth:`CostModel.collective_seconds`, as :meth:`CostModel.breakdown`); gradient
     synchronisation is excluded (the outer search prices it). Activation bytes: Σ ``memory["activation"]``.
+    Selective recompute: the forward seconds and activation bytes of the block's operators of
+    :data:`~smsg_ms.cost.pipeline.SELECTIVE_TYPES` without forward collectives.
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
     a later block reads; input bytes: those of the tensors it reads from earlier blocks.
@@ -156,6 +158,7 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
     n = len(names)
     fwd, bwd, act, hidden = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+    sel_fwd, sel_act = [0.0] * n, [0.0] * n      # the selective-recompute primitives' part
     params: list[dict[str, ParamSlice]] = [dict() for _ in range(n)]
     cost_of = chosen_costs(sol.variables, sol.choice)
 
@@ -199,6 +202,9 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         hidden[i] += sync - exposed_grad_sync(sync, b)
         act[i] += float(c.memory.get("activation", 0))
         coll_seconds(c.collectives, i)
+        if op.type in SELECTIVE_TYPES and not any(x.phase == "forward" for x in c.collectives):
+            sel_fwd[i] += f
+            sel_act[i] += float(c.memory.get("activation", 0))
     for src_id, dst_id, tname, idx in graph.iter_edges():
         src_op = graph.ops[src_id]
         src = cost_of[src_id].out_layouts[src_op.outputs.index(tname)]
@@ -215,7 +221,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         out_b[i] += nbytes
         in_b[j] += nbytes
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
-                      tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i])
+                      tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i],
+                      selective_seconds=sel_fwd[i], selective_bytes=sel_act[i])
             for i in range(n)]
 
 

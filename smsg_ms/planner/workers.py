@@ -60,6 +60,8 @@ def _layer_dict(layer) -> dict:
             "activation_bytes": layer.activation_bytes, "input_bytes": layer.input_bytes,
             "output_bytes": layer.output_bytes, "name": layer.name,
             "hidden_sync_seconds": layer.hidden_sync_seconds,
+            "selective_seconds": layer.selective_seconds,
+            "selective_bytes": layer.selective_bytes,
             "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer,
                         [list(x) for x in p.span]] for p in layer.params]}
 
@@ -72,7 +74,9 @@ def _layer_of(d: dict):
                      tuple(ParamSlice(int(e), int(f), int(r), float(b), bool(o),
                                       tuple((int(x), int(y)) for x, y in (sp[0] if sp else ())))
                            for e, f, r, b, o, *sp in d["params"]), d["name"],
-                     d.get("hidden_sync_seconds", 0.0))
+                     d.get("hidden_sync_seconds", 0.0),
+                     selective_seconds=d.get("selective_seconds", 0.0),
+                     selective_bytes=d.get("selective_bytes", 0.0))
 
 
 def _finite(x) -> bool:

@@ -203,6 +203,36 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
         else:
             _print_entry(plan, shown, console, say)
     print_pipeline(plan, console)
+    degrees = chosen_degrees(plan)
+    console.print()
+    say("chosen: " + ", ".join(f"{k} {v}" for k, v in degrees.items()), style="bold")
+    runner = (plan.pipeline or {}).get("runner_up")
+    if runner:
+        say(f"runner-up: pp {runner['stages']}, micro-batches {runner['micro_batches']}, "
+            f"virtual stages {runner.get('virtual_stages', 1)}, optimizer "
+            f"{runner.get('optimizer_level', 'off')}: step {fmt_seconds(runner['step_seconds'])}"
+            f" ({'+' if runner['difference_seconds'] >= 0 else ''}"
+            f"{fmt_seconds(runner['difference_seconds'])} vs the chosen)")
+
+
+def chosen_degrees(plan: Plan) -> dict[str, object]:
+    """The parallel degrees of ``plan`` as plain values: ``dp`` (the data set's batch cut),
+    ``tp`` (the rest of a stage's devices: operator parallel), ``pp`` (stages), ``vp`` (virtual
+    stages), ``micro-batches``, ``recompute`` (recomputed blocks / blocks), ``selective
+    recompute`` (blocks whose selective primitives are recomputed) and ``optimizer``
+    (``off`` or MindSpore's ``optimizer_level``). Read from the plan file, nothing recomputed."""
+    rec = plan.pipeline or {}
+    per_stage = int(rec.get("devices_per_stage", plan.devices))
+    batch_cuts = [int(s[0]) for s in (plan.dataset_strategy or []) if s]
+    dp = max(batch_cuts, default=1)
+    recompute = rec.get("recompute", {})
+    level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
+    return {"dp": dp, "tp": max(1, per_stage // dp), "pp": int(rec.get("stages", 1)),
+            "vp": int(rec.get("virtual_stages", 1)),
+            "micro-batches": int(rec.get("micro_batches", 1)),
+            "recompute": f"{sum(bool(v) for v in recompute.values())}/{len(recompute)} blocks",
+            "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
+            "optimizer": level}
 
 
 def _sayer(console):

@@ -25,8 +25,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..cost.pipeline import (MIXED_PRECISION_ADAM, LayerCost, Links, bubble_fraction,
-                             parameter_memory, stage_cost, super_step_seconds)
+from ..cost.pipeline import (MIXED_PRECISION_ADAM, SELECTIVE, LayerCost, Links, bubble_fraction, chunks_cost,
+                             level_rank, optimizer_level, parameter_memory, step_slots,
+                             super_step_seconds)
+
+from .interleave import cut_interleaved
+from .recompute import flags_of, kind_key, recompute_options
 
 LayerCostFn = Callable[[int, int], "Sequence[LayerCost] | None"]
 INF = math.inf
@@ -46,12 +50,18 @@ class PipelinePlan:
         micro_batch_size: global batch / ``m`` (samples).
         optimizer_sharding: MindSpore ``enable_parallel_optimizer``.
         stage_of_layer: stage index of every layer of the chain (non-decreasing).
-        recompute: per layer, ``Cell.recompute()`` on or off.
+        recompute: per layer, ``Cell.recompute()`` on (``True``), off, or ``"selective"``
+            (``Primitive.recompute()`` on its :data:`~smsg_ms.cost.pipeline.SELECTIVE_TYPES`).
         stage_seconds: ``t_s`` per stage (s per micro-batch); grad_sync_seconds: ``g_s`` (s/step).
         memory: bytes per device by kind, per stage.
         step_seconds: super-step (s); bubble: ``(p − 1)/(m + p − 1)``.
         layer_names: names of the chain's layers.
         candidates: ``(p, m, sharding)`` combinations evaluated.
+        virtual_stages: ``v`` of the interleaved schedule (1: plain 1F1B); with ``v > 1``
+            ``stage_of_layer`` goes round the stages ``v`` times (chunk ``c`` on stage ``c mod p``).
+        optimizer_level: MindSpore's ``optimizer_level`` when sharding is on (``level1`` ...).
+        runner_up: the best configuration of another ``(p, m, level, v)``: those keys and its
+            ``step_seconds`` (``None`` when no other fits).
     """
 
     stages: int
@@ -68,6 +78,9 @@ class PipelinePlan:
     bubble: float
     layer_names: list[str] = field(default_factory=list)
     candidates: int = 0
+    virtual_stages: int = 1
+    optimizer_level: str | None = None
+    runner_up: dict | None = None
 
     def as_plan_dict(self) -> dict:
         """The ``Plan.pipeline`` record: stages, micro-batches, stage and recompute per block,
@@ -78,105 +91,34 @@ class PipelinePlan:
             "micro_batch_size": self.micro_batch_size,
             "optimizer_sharding": self.optimizer_sharding,
             "stage_of_block": {n: s for n, s in zip(self.layer_names, self.stage_of_layer)},
-            "recompute": {n: r for n, r in zip(self.layer_names, self.recompute)},
+            "recompute": {n: r is True for n, r in zip(self.layer_names, self.recompute)},
             "bubble_fraction": self.bubble,
             "step_seconds": self.step_seconds,
             "stage_seconds": list(self.stage_seconds),
             "stage_memory_bytes": [sum(m.values()) for m in self.memory],
+            # keys of the new dimensions only where they differ from before (old plans' bytes)
+            **({"virtual_stages": self.virtual_stages} if self.virtual_stages > 1 else {}),
+            **({"optimizer_level": self.optimizer_level}
+               if self.optimizer_level not in (None, "level1") else {}),
+            **({"selective_recompute": [n for n, r in zip(self.layer_names, self.recompute)
+                                        if r == SELECTIVE]}
+               if SELECTIVE in self.recompute else {}),
         }
+
+    def configuration(self) -> dict:
+        """The degrees this plan chose: stages, micro-batches, optimizer level (``off``),
+        virtual stages, recomputed blocks, and its step seconds."""
+        return {"stages": self.stages, "micro_batches": self.micro_batches,
+                "optimizer_level": self.optimizer_level or "off",
+                "virtual_stages": self.virtual_stages,
+                "recomputed": sum(r is True for r in self.recompute),
+                "selective": sum(r == SELECTIVE for r in self.recompute),
+                "step_seconds": self.step_seconds}
 
 
 def divisors(n: int) -> list[int]:
     """Positive divisors of ``n``, ascending."""
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _kind_key(layer: LayerCost) -> LayerCost:
-    # what makes two layers interchangeable inside a stage (position-dependent sends excluded)
-    return replace(layer, name="", output_bytes=0.0)
-
-
-#: Largest number of count vectors :func:`_recompute_options` enumerates at once (numpy);
-#: beyond it the front is built kind by kind.
-ENUMERATE_UP_TO = 1 << 14
-
-
-def _recompute_options(kinds: list[LayerCost], counts, memo: dict | None = None
-                       ) -> list[tuple[float, float, float, tuple]]:
-    """Pareto set of ``(recomputed s, saved bytes, working set, counts per kind)``, sorted by
-    (recomputed s, working set, −saved, counts). Equal to the incremental construction
-    (:func:`_recompute_front_incremental`; ``tests/test_pipeline_search.py`` compares them)."""
-    key = tuple((k.forward_seconds, k.activation_bytes - k.input_bytes, int(c))
-                for k, c in zip(kinds, counts))
-    if memo is not None and key in memo:
-        return memo[key]
-    size = math.prod(c + 1 for fwd, saved, c in key if c > 0 and saved > 0)
-    if size <= ENUMERATE_UP_TO:
-        front = _recompute_front_enumerated(key)
-    else:
-        front = _recompute_front_incremental(key)
-    if memo is not None:
-        memo[key] = front
-    return front
-
-
-def _recompute_front_enumerated(key) -> list[tuple[float, float, float, tuple]]:
-    """Every count vector at once: recompute, saved and working set accumulated kind by kind in
-    the incremental order (same floating-point sums), then one Pareto filter: an option is
-    dominated when an earlier one (in the sort order) has a working set no larger and saved at
-    least as much, which is what the incremental filter removes (dominance is preserved by
-    adding the same later choices: sums shift equally, ``max(w, x)`` is monotone)."""
-    live = [(i, fwd, saved, c) for i, (fwd, saved, c) in enumerate(key) if c > 0 and saved > 0]
-    grids = np.meshgrid(*[np.arange(c + 1) for _, _, _, c in live], indexing="ij")
-    ks = [g.reshape(-1) for g in grids]
-    n = ks[0].size if ks else 1
-    r, sv, w = np.zeros(n), np.zeros(n), np.zeros(n)
-    for k, (_, fwd, saved, _) in zip(ks, live):
-        r = r + k * fwd
-        sv = sv + k * saved
-        w = np.where(k > 0, np.maximum(w, saved), w)
-    full = np.zeros((n, len(key)), dtype=np.int64)
-    for k, (i, _, _, _) in zip(ks, live):
-        full[:, i] = k
-    order = np.lexsort(tuple(full[:, j] for j in range(len(key) - 1, -1, -1)) + (-sv, w, r))
-    r, sv, w, full = r[order], sv[order], w[order], full[order]
-    keep = np.ones(n, dtype=bool)
-    for u in np.unique(w):
-        best = np.maximum.accumulate(np.where(w <= u, sv, -INF))
-        before = np.concatenate(([-INF], best[:-1]))
-        keep &= ~((w == u) & (before >= sv))
-    return list(zip(r[keep].tolist(), sv[keep].tolist(), w[keep].tolist(),
-                    map(tuple, full[keep].tolist())))
-
-
-def _recompute_front_incremental(key) -> list[tuple[float, float, float, tuple]]:
-    """The front built kind by kind, pruned after each (the reference construction)."""
-    front = [(0.0, 0.0, 0.0, ())]
-    for fwd, saved, c in key:
-        if c == 0 or saved <= 0:
-            front = [(r, s, w, cs + (0,)) for r, s, w, cs in front]
-            continue
-        grown = [(r + k * fwd, s + k * saved, max(w, saved) if k else w, cs + (k,))
-                 for r, s, w, cs in front for k in range(c + 1)]
-        front = _pareto(grown)
-    return front
-
-
-def _pareto(options):
-    """Keep options not dominated in (less recompute, more saved, less working set); sorted.
-
-    Scanned by increasing recompute; an option is dominated when an earlier one with a working
-    set no larger saved at least as much (few distinct working sets: one per layer kind).
-    """
-    out = []
-    best: dict[float, float] = {}       # working set -> most saved so far
-    for opt in sorted(options, key=lambda o: (o[0], o[2], -o[1], o[3])):
-        saved, work = opt[1], opt[2]
-        if any(w <= work and s >= saved for w, s in best.items()):
-            continue
-        out.append(opt)
-        best[work] = max(best.get(work, -INF), saved)
-    return out
 
 
 @dataclass
@@ -205,7 +147,7 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     index: dict = {}
     kind_of = []
     for layer in layers:
-        key = _kind_key(layer)
+        key = kind_key(layer)
         if key not in index:
             index[key] = len(kinds)
             kinds.append(key)
@@ -227,16 +169,21 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     ms_index = np.full((L + 1, L + 1), -1, dtype=np.int64)
     ms_index[ii, jj] = inverse.reshape(-1)
 
-    k_base = np.array([k.forward_seconds + k.backward_seconds for k in kinds])
-    k_grad = np.array([sum(links.grad_sync_seconds(p, bytes_per["gradient"],
-                                                   sharding and p.optimizer_shardable())
+    def level(prm):
+        return sharding if prm.optimizer_shardable() else False
+
+    # per micro-batch optimizer collectives (level 2/3) count with the compute
+    k_base = np.array([k.forward_seconds + k.backward_seconds
+                       + sum(links.micro_sync_seconds(p, bytes_per["gradient"], level(p))
+                             for p in k.params) for k in kinds])
+    k_grad = np.array([sum(links.grad_sync_seconds(p, bytes_per["gradient"], level(p))
                            for p in k.params) for k in kinds])
     if micro_batches == 1 and not sharding:   # no accumulation: overlapped (stage_cost)
         k_grad = k_grad - np.array([k.hidden_sync_seconds for k in kinds])
     k_static = np.array([sum(parameter_memory(k.params, sharding, bytes_per).values())
                          for k in kinds])
     k_act = np.array([k.activation_bytes for k in kinds])
-    options = [_recompute_options(kinds, row, memo) for row in uniq]
+    options = [recompute_options(kinds, row, memo) for row in uniq]
 
     out_send = np.array([links.send_seconds(x.output_bytes) for x in layers])
     in_send = np.array([links.send_seconds(x.input_bytes) for x in layers])
@@ -328,11 +275,7 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
         i, j = bounds[s], bounds[s + 1]
         u = int(chain.ms_index[i, j])
         counts = chain.options[u][int(pick[p - s][u])][3]
-        left = list(counts)
-        for idx in range(i, j):
-            kind = chain.kind_of[idx]
-            flags.append(left[kind] > 0)
-            left[kind] -= 1 if left[kind] > 0 else 0
+        flags += flags_of(counts, chain.kind_of[i:j], len(chain.kinds))
     return float(best[L]), starts, flags
 
 
@@ -340,8 +283,9 @@ def cut_key(stages: int, micro_batches: int, sharding: bool, memory_limit: float
             recompute: bool) -> tuple:
     """Key of a :func:`cut_chain` result in ``plan_pipeline(cuts=...)``: what varies between
     its calls in one search (layers, links and bytes per element are the search's own)."""
-    return (int(stages), int(micro_batches), bool(sharding), float(memory_limit),
-            bool(recompute))
+    level = optimizer_level(sharding)
+    return (int(stages), int(micro_batches), bool(level) if level in (None, "level1") else level,
+            float(memory_limit), bool(recompute))
 
 
 def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
@@ -350,7 +294,8 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                   optimizer_sharding: Iterable[bool] = (False, True), recompute: bool = True,
                   bytes_per: dict | None = None, layer_names: Sequence[str] | None = None,
                   compute_floor: Callable[[int, int], float] | None = None,
-                  incumbent: float = INF, cuts: dict | None = None) -> PipelinePlan:
+                  incumbent: float = INF, cuts: dict | None = None,
+                  virtual_stages: Iterable[int] = (1,)) -> PipelinePlan:
     """Best (stages, micro-batches, optimizer sharding, stage cut, recompute) for one network.
 
     Args:
@@ -359,7 +304,11 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         memory_limit: bytes per device.
         links: communication constants (gradient sync, sends).
         stages, micro_batches: restrict the candidates (default: all divisors, ``m ≥ p``).
-        optimizer_sharding: the settings tried. recompute: allow recompute.
+        optimizer_sharding: the settings tried: ``False``, ``True`` (level 1) or MindSpore's
+            levels ``"level1"``, ``"level2"``, ``"level3"``. recompute: allow recompute.
+        virtual_stages: the ``v`` tried for ``p > 1`` (1: plain 1F1B; ``v > 1``: interleaved,
+            :func:`smsg_ms.search.interleave.cut_interleaved`, only where ``p·v`` ≤ layers and
+            ``p`` divides ``m`` as Megatron-LM's interleaved schedule requires).
         compute_floor: ``(d, b) → F``, a lower bound (s) on ``Σ (forward_seconds +
             backward_seconds)`` over the layers ``layer_costs(d, b)`` would return, cheaper than
             ``layer_costs``. Candidates are then visited by increasing bound
@@ -369,7 +318,9 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
             ``b_s`` the stage's forward + backward seconds and recompute ``r_s``, sends ``e_s``,
             gradient synchronisation ``g_s`` all ≥ 0, so it is at least ``(m + p − 1) · max_s
             b_s ≥ (m + p − 1) / p · Σ_s b_s ≥ (m + p − 1) / p · F``; ties keep the original
-            preference (smallest ``p``, then ``m``, then sharding off).
+            preference (smallest ``p``, then ``m``, then sharding off, then fewest virtual
+            stages); with virtual stages the bound uses the largest ``v`` tried
+            (``(m + (p − 1)/v) / p · F``).
         incumbent: step seconds of a plan found elsewhere; candidates whose bound exceeds it
             are skipped (needs ``compute_floor``).
         cuts: results of :func:`cut_chain` computed ahead (another process), by
@@ -393,11 +344,12 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         if p < 1 or devices % p:
             raise ValueError(f"stage count {p} does not divide {devices} devices")
         pairs += [(p, m) for m in m_all if m >= p and global_batch % m == 0]
+    v_list = sorted(set(int(v) for v in virtual_stages) | {1})
     if compute_floor is not None:
-        bound = {(p, m): (m + p - 1) / p * compute_floor(devices // p, global_batch // m)
-                 for p, m in pairs}
+        bound = {(p, m): step_slots(p, m, v_list[-1] if p > 1 else 1) / p
+                 * compute_floor(devices // p, global_batch // m) for p, m in pairs}
         pairs.sort(key=lambda pm: (bound[pm], pm))
-    best, best_key, tried, pruned = None, None, 0, 0
+    best, best_key, runner, tried, pruned = None, None, None, 0, 0
     cache: dict = {}
     memo: dict = {}      # recompute Pareto sets, shared by all candidates
     chain_length = None    # the same for every (d, b): p beyond it is skipped unsolved
@@ -416,39 +368,62 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
             chain_length = len(layers)
         if layers is None or p > len(layers):
             continue
-        for sh in sorted(set(bool(x) for x in optimizer_sharding)):
+        for sh in sorted(set(optimizer_level(x) for x in optimizer_sharding), key=level_rank):
             tried += 1
-            key = cut_key(p, m, sh, memory_limit, recompute)
-            if cuts is not None and key in cuts:
-                found = cuts[key]
-            else:
-                found = cut_chain(layers, p, m, memory_limit=memory_limit, sharding=sh,
-                                  links=links.for_stage(d), recompute=recompute,
-                                  bytes_per=bytes_per, memo=memo)
-            if found is None:
-                continue
-            if best is None or (found[0], p, m, sh) < (best[0],) + best_key[:3]:
-                best, best_key = found, (p, m, sh, layers)
+            for v in v_list:
+                if v > 1 and (p == 1 or p * v > len(layers) or m % p):
+                    continue
+                if v > 1:
+                    found = cut_interleaved(layers, p, v, m, memory_limit=memory_limit,
+                                            sharding=sh, links=links.for_stage(d),
+                                            recompute=recompute,
+                                            bytes_per=bytes_per, memo=memo)
+                elif cuts is not None and cut_key(p, m, sh, memory_limit, recompute) in cuts:
+                    found = cuts[cut_key(p, m, sh, memory_limit, recompute)]
+                else:
+                    found = cut_chain(layers, p, m, memory_limit=memory_limit,
+                                      sharding=sh or False, links=links.for_stage(d),
+                                      recompute=recompute,
+                                      bytes_per=bytes_per, memo=memo)
+                if found is None:
+                    continue
+                order = (found[0], p, m, level_rank(sh), v)
+                if best is None or order < best_key[0]:
+                    if best is not None:
+                        runner = best_key
+                    best, best_key = found, (order, sh, layers)
+                elif runner is None or order < runner[0]:
+                    runner = (order, sh, layers)
     if best is None:
         raise NoFeasiblePipeline(
             f"no pipeline plan fits in {memory_limit / 2**30:.3g} GiB per device on {devices} "
             f"devices (tried {tried} stage/micro-batch/sharding combinations"
             + (f"; {pruned} stage/micro-batch pairs could not beat {incumbent:.4g} s)"
                if pruned else ")"))
-    p, m, sh, layers = best_key
+    (_, p, m, _, v), sh, layers = best_key
     _, starts, flags = best
-    bounds = starts + [len(layers)]
-    costs = [stage_cost(layers, bounds[s], bounds[s + 1], s, p, recompute=flags[bounds[s]:
-                        bounds[s + 1]], sharding=sh, links=links.for_stage(devices // p),
-                        bytes_per=bytes_per, micro_batches=m)
-             for s in range(p)]
-    stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
+    bounds = list(starts) + [len(layers)]
+    stage_of = [c % p for c in range(len(starts)) for _ in range(bounds[c], bounds[c + 1])]
+    costs = []
+    for s in range(p):
+        chunks = [(bounds[c], bounds[c + 1]) for c in range(s, len(starts), p)]
+        rc = [flags[i] for a, c in chunks for i in range(a, c)]
+        costs.append(chunks_cost(layers, chunks, s, p, recompute=rc, sharding=sh or False,
+                                 links=links.for_stage(devices // p), bytes_per=bytes_per,
+                                 virtual_stages=v, micro_batches=m))
     names = list(layer_names) if layer_names is not None else [
         x.name or f"layer{i}" for i, x in enumerate(layers)]
+    runner_up = None
+    if runner is not None:
+        (step, rp, rm, _, rv), rsh, _ = runner
+        runner_up = {"stages": rp, "micro_batches": rm, "optimizer_level": rsh or "off",
+                     "virtual_stages": rv, "step_seconds": step}
     return PipelinePlan(
         stages=p, micro_batches=m, devices_per_stage=devices // p,
-        micro_batch_size=global_batch // m, optimizer_sharding=sh, stage_of_layer=stage_of,
-        recompute=flags, stage_seconds=[c.micro_seconds for c in costs],
+        micro_batch_size=global_batch // m, optimizer_sharding=bool(sh),
+        stage_of_layer=stage_of, recompute=list(flags),
+        stage_seconds=[c.micro_seconds for c in costs],
         grad_sync_seconds=[c.grad_sync_seconds for c in costs],
-        memory=[c.memory for c in costs], step_seconds=super_step_seconds(costs, m),
-        bubble=bubble_fraction(p, m), layer_names=names, candidates=tried)
+        memory=[c.memory for c in costs], step_seconds=super_step_seconds(costs, m, v),
+        bubble=bubble_fraction(p, m, v), layer_names=names, candidates=tried,
+        virtual_stages=v, optimizer_level=sh, runner_up=runner_up)

@@ -62,7 +62,11 @@ def job_pipeline_compile(job: dict) -> dict:
     inputs = tuple(ms.Tensor(np.tile(x.asnumpy(), (micro,) + (1,) * (x.ndim - 1)))
                    for x in built.train_inputs)
     phase = compile_cell(train, inputs, phase="train")
+    from ...cost.pipeline import SELECTIVE_TYPES
+    from ..collectives import read_op_counts
+
     return {"collectives": read_collectives(train, phase), "marked": marked,
+            "selective_ops": read_op_counts(train, phase, SELECTIVE_TYPES),
             "parameters": parameter_layouts(train), "seconds": time.perf_counter() - t0}
 
 
