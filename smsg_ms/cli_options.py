@@ -48,8 +48,8 @@ def add_size_args(p: argparse.ArgumentParser) -> None:
                                                                 "attention)")
     widths.add_argument("--ffn", type=positive_int, help="MLP width")
     widths.add_argument("--vocab", type=positive_int, help="vocabulary size")
-    widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (no "
-                                                               "built-in has experts)")
+    widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (built-in "
+                                                               "moe)")
     widths.add_argument("--top-k", type=positive_int, help="experts per token")
 
 

@@ -83,6 +83,25 @@ def _owner(dim_axes) -> dict[int, int]:
     return {x: d for d, axes in enumerate(dim_axes) for x in axes}
 
 
+def _offset_owners(s_axes, d_axes, sizes):
+    """Owners for the AlltoAll path: an axis is where it cuts, ``(dimension, product of the
+    sizes of the axes before it on that dimension)``, the sub-dimension of MindSpore's expanded
+    tensor shape it cuts (``TensorRedistribution``'s expanded tensor maps); an axis cutting one
+    dimension at two offsets moves between sub-dimensions, a permute. Seen in the dry-run
+    (``tests/test_moe.py``): ``(E, B, C, h)`` cut ``(1, 8, 1, 1)`` → ``(4, 2, 1, 1)`` is two
+    AlltoAlls, of 4 (B → E) and of 2 (B's minor half → its major half), no AllGather."""
+    def owners(dim_axes) -> dict:
+        out: dict = {}
+        for d, axes in enumerate(dim_axes):
+            before = 1
+            for x in axes:
+                out[x] = (d, before)
+                before *= sizes[x]
+        return out
+
+    return owners(s_axes), owners(d_axes)
+
+
 def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, tensor: str = "",
                  enable_alltoall: bool = False) -> list[Collective]:
     """Forward and backward collectives turning ``src`` into ``dst`` for a tensor of global
@@ -132,20 +151,26 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             cur[dim].remove(x)
 
     def groups(pred):
-        """Runs of adjacent unified axes from one source axis satisfying ``pred``."""
+        """Runs of adjacent unified axes from one source axis satisfying ``pred`` (with AlltoAll,
+        also to one destination dimension, or none: one AlltoAll per destination, as in the
+        dry-run)."""
         runs = []
         for x in range(len(sizes)):
             if not pred(x):
                 continue
-            if runs and runs[-1][-1] == x - 1 and src_axis_of.get(x) == src_axis_of.get(x - 1):
+            if runs and runs[-1][-1] == x - 1 and src_axis_of.get(x) == src_axis_of.get(x - 1) \
+                    and (not enable_alltoall or dst_owner.get(x) == dst_owner.get(x - 1)):
                 runs[-1].append(x)
             else:
                 runs.append([x])
         return runs
 
     src_owner, dst_owner = _owner(s_axes), _owner(d_axes)
+    # where an axis cuts: its dimension; with AlltoAll, its sub-dimension (_offset_owners)
+    src_at, dst_at = _offset_owners(s_axes, d_axes, sizes) if enable_alltoall else (src_owner,
+                                                                                    dst_owner)
     # an axis kept on the same dimension but at another position changes the slices: re-gather
-    for d in range(len(shape)):
+    for d in range(len(shape)) if not enable_alltoall else ():
         common = [x for x in s_axes[d] if x in d_axes[d]]
         if common != [x for x in d_axes[d] if x in s_axes[d]] or (
                 common and s_axes[d][:len(common)] != d_axes[d][:len(common)]):
@@ -170,7 +195,7 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
     # destination's sub-dimensions from the last one (minor first)
-    moves = groups(lambda x: x in src_owner and x in dst_owner and src_owner[x] != dst_owner[x])
+    moves = groups(lambda x: x in src_owner and x in dst_owner and src_at[x] != dst_at[x])
     moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
     for run in moves:
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
@@ -178,7 +203,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         if enable_alltoall:
             fb = nbytes()
             out.append(Collective("AlltoAll", g, fb, "forward", tensor,
-                                  f"move cut from dim {ds} to dim {dd}"))
+                                  f"move cut from dim {ds} to dim {dd}" if ds != dd else
+                                  f"move cut within dim {ds}"))
             out.append(Collective("AlltoAll", g, fb, "backward", tensor,
                                   "bprop of the redistribution AlltoAll"))
             local[ds] = local[ds] * g
