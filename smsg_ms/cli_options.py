@@ -62,14 +62,22 @@ def given_options(args) -> dict:
 
 
 def network_options(args) -> dict:
-    """The network options: the ``--shape`` preset's, overridden by the flags given.
+    """The network options: the ``--shape`` preset's, overridden by the flags given. What the
+    network changes of the preset's model (:func:`~smsg_ms.networks.presets.shape_note`) is
+    printed on stderr.
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
     """
-    from .networks.presets import resolve_shape
+    import sys
 
-    return resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    from .networks.presets import resolve_shape, shape_note
+
+    options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    note = shape_note(args.network, getattr(args, "shape", None))
+    if note:
+        print(f"note: --shape {args.shape} with '{args.network}': {note}", file=sys.stderr)
+    return options
 
 
 def name_options(args) -> dict:

@@ -140,3 +140,22 @@ def test_capacity_is_gshards():
     assert capacity(2, 32, 8, 1.25) == 10            # ceil(80 / 8)
     assert capacity(8, 4096, 256, 1.0) == 128        # DeepSeek-V3 shape: 8·4096/256
     assert capacity(1, 3, 8, 1.0) == math.ceil(3 / 8)
+
+
+def test_moe_presets_build_with_the_builtin_moe():
+    """Mixtral 8x7B (Jiang et al. 2024, Table 1: 8 experts, top-2, expert width 14336) and
+    DeepSeek-V3 (technical report §4.2: 256 routed + 1 shared expert of width 2048, top-8) are
+    the built-in moe's options; DeepSeek-V3's latent attention is not, and the note says so."""
+    from smsg_ms.networks import check_options
+    from smsg_ms.networks.presets import resolve_shape, shape_note
+
+    mixtral = resolve_shape("moe", "mixtral-8x7b", {"layers": 2})
+    assert (mixtral["experts"], mixtral["top_k"], mixtral["ffn"], mixtral["layers"]) == \
+        (8, 2, 14336, 2)
+    deepseek = resolve_shape("moe", "deepseek-v3", {})
+    assert (deepseek["experts"], deepseek["top_k"], deepseek["expert_ffn"],
+            deepseek["shared_experts"], deepseek["layers"]) == (256, 8, 2048, 1, 61)
+    for options in (mixtral, deepseek):
+        check_options("moe", options)   # every option is one the moe takes
+    assert "latent attention" in shape_note("moe", "deepseek-v3")
+    assert shape_note("moe", "mixtral-8x7b") is None

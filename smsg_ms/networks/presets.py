@@ -127,3 +127,12 @@ def resolve_shape(network: str, preset: str | None, given: dict) -> dict:
                 f"{', '.join(shape.builtins)})")
         raise ShapeError(f"--shape {preset} cannot be built with '{network}': {reason}")
     return {**shape.options, **given}
+
+
+def shape_note(network: str, preset: str | None) -> str | None:
+    """What the built-in ``network`` changes of ``preset``'s model when it builds it (DeepSeek-V3
+    with the built-in ``moe``: no multi-head latent attention), or ``None``."""
+    shape = SHAPES.get(preset or "")
+    if shape is None or network not in shape.builtins:
+        return None
+    return shape.note.get(network)
