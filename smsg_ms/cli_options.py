@@ -61,6 +61,10 @@ def given_options(args) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
+#: (network, preset) pairs whose note was printed (commands read the options more than once)
+_NOTED: set = set()
+
+
 def network_options(args) -> dict:
     """The network options: the ``--shape`` preset's, overridden by the flags given. What the
     network changes of the preset's model (:func:`~smsg_ms.networks.presets.shape_note`) is
@@ -75,7 +79,8 @@ def network_options(args) -> dict:
 
     options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
     note = shape_note(args.network, getattr(args, "shape", None))
-    if note:
+    if note and (args.network, args.shape) not in _NOTED:
+        _NOTED.add((args.network, args.shape))
         print(f"note: --shape {args.shape} with '{args.network}': {note}", file=sys.stderr)
     return options
 

@@ -159,3 +159,26 @@ def test_moe_presets_build_with_the_builtin_moe():
         check_options("moe", options)   # every option is one the moe takes
     assert "latent attention" in shape_note("moe", "deepseek-v3")
     assert shape_note("moe", "mixtral-8x7b") is None
+
+
+def test_routing_families_refuse_what_mindspore_refuses():
+    """TopK's last dimension and CumSum's axis cannot be cut (``TopKInfo::CheckStrategy``: "Now
+    we can not support to split last dimension"; ``CumOpBase``: "The axis can not be split");
+    their other dimensions can, with no collective (checked in the dry-run by the moe plan
+    above, which writes both back)."""
+    from types import SimpleNamespace
+
+    from smsg_ms.cost.api import StrategyError
+    from smsg_ms.cost.operators import routing
+    from smsg_ms.cost.operators.base import enumerate_cuts, letter_cuts
+
+    topk = routing.describe(SimpleNamespace(type="TopK", attrs={}), [(64, 8), ()],
+                            [(64, 2), (64, 2)])
+    assert [c for c in enumerate_cuts(topk, 8)] == [{"a": d} for d in (1, 2, 4, 8)]
+    with pytest.raises(StrategyError, match="last dimension"):
+        letter_cuts(topk, ((1, 8),), 8, "topk")
+    cumsum = routing.describe(SimpleNamespace(type="CumSum", attrs={"axis": 1}),
+                              [(8, 64, 8), ()], [(8, 64, 8)])
+    with pytest.raises(StrategyError, match="CumSum axis"):
+        letter_cuts(cumsum, ((1, 8, 1),), 8, "cumsum")
+    assert letter_cuts(cumsum, ((8, 1, 1),), 8, "cumsum") == {"a": 8, "b": 1, "c": 1}
