@@ -15,7 +15,7 @@ per device. Baseline in the same run: the planner as it was before expert parall
 MindSpore's default ``enable_alltoall=False`` (a moved cut is an AllGather and a slice, the
 only redistribution it priced), on the same graph; the ratio is its step over the new plan's.
 
-Usage: ``PYTHONPATH=. python scripts/bench_moe.py [--devices 2048] [--batch 4096]
+Usage: ``PYTHONPATH=. python scripts/bench_moe.py [--devices 2048] [--batch 8]
 [--cache DIR]``.
 """
 from __future__ import annotations
@@ -81,10 +81,10 @@ def time_plan(graph, devices: int, alltoall: bool) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, nargs="+", default=[2048])
-    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "smsg-bench-moe")
     args = ap.parse_args(argv)
-    console = Console()
+    console = Console(width=200)
     graph, cap = load_graph(network_options(args.batch), args.cache)
     console.print(f"moe at deepseek-v3, batch {args.batch}: {len(graph.ops)} operators, capture "
                   f"{'cached' if not cap else f'{cap:.1f} s'} (excluded)")
