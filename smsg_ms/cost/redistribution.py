@@ -8,7 +8,10 @@ unified axis, in the order the dry-run shows:
 1. *split* (axis unused by the source, used by the destination): a local slice, no collective;
 2. *concat* (axis used by the source, unused by the destination): AllGather over the axis;
 3. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
-   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default).
+   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default). With AlltoAll an
+   axis also moves when it stays on its dimension at another offset (another sub-dimension of
+   MindSpore's expanded shape), and a run of axes splits into one AlltoAll per destination
+   dimension: both seen in the dry-run on the moe's dispatch and combine (``tests/test_moe.py``).
 
 Concat before permute: ReLU (8,1) → (1,4) gathers the axis the destination replicates (2 KiB)
 before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → (1,2),
@@ -180,7 +183,7 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             gather(d, list(common), "axis order within a dimension differs")
             cur[d].extend(x for x in common if x in d_axes[d])  # sliced again after the gathers
     # 1. split: axis free in the source: a slice, taken after every gather (module doc); with
-    # AlltoAll (not checked against the dry-run) the slice comes first, as MindSpore's split step
+    # AlltoAll the slice comes first, as MindSpore's split step
     if enable_alltoall:
         for x in range(len(sizes)):
             if x not in src_owner and x in dst_owner:
