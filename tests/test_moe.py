@@ -182,3 +182,44 @@ def test_routing_families_refuse_what_mindspore_refuses():
     with pytest.raises(StrategyError, match="CumSum axis"):
         letter_cuts(cumsum, ((1, 8, 1),), 8, "cumsum")
     assert letter_cuts(cumsum, ((8, 1, 1),), 8, "cumsum") == {"a": 8, "b": 1, "c": 1}
+
+
+def test_router_dispatches_each_choice_to_one_free_slot():
+    """The router's masks from their definition (GShard §2.2), run in PyNative on random inputs:
+    every (token, choice) within capacity occupies exactly one slot of its expert, slots are
+    given in sequence order (first come, first served), no slot holds two tokens, the choices
+    past the capacity are dropped, and the combine weight of a slot is its token's router
+    probability for that expert."""
+    import mindspore as ms
+    import numpy as np
+
+    from smsg_ms.networks import build_network
+
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    batch, seq, experts, top_k, hidden = 2, 6, 4, 2, 8
+    built = build_network("moe", batch=batch, seq=seq, layers=1, hidden=hidden, heads=2,
+                          ffn=16, vocab=32, experts=experts, top_k=top_k, capacity_factor=0.5)
+    router = built.net.layers[0].moe.router
+    cap = 2                                            # ceil(2·6·0.5 / 4) = ceil(1.5)
+    x = np.random.default_rng(0).standard_normal((batch * seq, hidden)).astype(np.float32)
+    dispatch, combine = (t.asnumpy() for t in router(ms.Tensor(x)))
+    w = router.dense.weight.asnumpy()
+    logits = x @ w
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]
+    want = np.zeros((batch, seq, experts, cap), np.float32)
+    weight = np.zeros_like(want)
+    for b in range(batch):
+        used = [0] * experts
+        for s in range(seq):
+            for j in range(top_k):
+                e = chosen[b * seq + s, j]
+                if used[e] < cap:
+                    want[b, s, e, used[e]] = 1.0
+                    weight[b, s, e, used[e]] = probs[b * seq + s, e]
+                used[e] += 1
+    assert 0 < want.sum() < batch * seq * top_k        # some choices are dropped here
+    assert dispatch.shape == (batch, seq, experts * cap)
+    np.testing.assert_array_equal(dispatch.reshape(want.shape), want)
+    np.testing.assert_allclose(combine.reshape(weight.shape), weight, rtol=1e-5, atol=1e-6)
