@@ -48,8 +48,8 @@ def add_size_args(p: argparse.ArgumentParser) -> None:
                                                                 "attention)")
     widths.add_argument("--ffn", type=positive_int, help="MLP width")
     widths.add_argument("--vocab", type=positive_int, help="vocabulary size")
-    widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (no "
-                                                               "built-in has experts)")
+    widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (built-in "
+                                                               "moe)")
     widths.add_argument("--top-k", type=positive_int, help="experts per token")
 
 
@@ -61,15 +61,28 @@ def given_options(args) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
+#: (network, preset) pairs whose note was printed (commands read the options more than once)
+_NOTED: set = set()
+
+
 def network_options(args) -> dict:
-    """The network options: the ``--shape`` preset's, overridden by the flags given.
+    """The network options: the ``--shape`` preset's, overridden by the flags given. What the
+    network changes of the preset's model (:func:`~smsg_ms.networks.presets.shape_note`) is
+    printed on stderr.
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
     """
-    from .networks.presets import resolve_shape
+    import sys
 
-    return resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    from .networks.presets import resolve_shape, shape_note
+
+    options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    note = shape_note(args.network, getattr(args, "shape", None))
+    if note and (args.network, args.shape) not in _NOTED:
+        _NOTED.add((args.network, args.shape))
+        print(f"note: --shape {args.shape} with '{args.network}': {note}", file=sys.stderr)
+    return options
 
 
 def name_options(args) -> dict:

@@ -179,6 +179,9 @@ class Plan:
             are the seeds, operators no ``shard()`` reaches inherit layouts); see
             :mod:`smsg_ms.integration.writeback`. Left out of the JSON when ``"shard"``, so
             older plan files keep their hash.
+        enable_alltoall: MindSpore's ``enable_alltoall`` context flag the plan was priced and is
+            compiled with (on for networks with expert layers: :mod:`smsg_ms.cost.experts`).
+            Left out of the JSON when ``False``, so older plan files keep their hash.
         planner_version: smsg-ms version that made the plan.
         content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
     """
@@ -195,6 +198,7 @@ class Plan:
     pipeline: dict[str, Any] | None = None
     symbolic: dict[str, dict[str, Any]] = field(default_factory=dict)
     write_back: str = "shard"
+    enable_alltoall: bool = False
     planner_version: str = __version__
     format: int = PLAN_FORMAT
     content_hash: str = ""
@@ -217,10 +221,12 @@ class Plan:
     def to_dict(self) -> dict:
         """A deep copy as plain dicts and lists: ``dataclasses.asdict(self)``, computed without
         deep-copying immutable leaves (4x faster on an 80-layer plan). ``write_back`` is left
-        out when it is the default ``"shard"``."""
+        out when it is the default ``"shard"``, ``enable_alltoall`` when ``False``."""
         data = _plain(self)
         if data.get("write_back") == "shard":
             del data["write_back"]
+        if not data.get("enable_alltoall", True):
+            del data["enable_alltoall"]
         return data
 
     def compute_hash(self) -> str:
@@ -232,6 +238,8 @@ class Plan:
         data["decisions"] = [_fields_of(d) for d in self.decisions]
         if data.get("write_back") == "shard":  # as in to_dict
             del data["write_back"]
+        if not data.get("enable_alltoall", True):
+            del data["enable_alltoall"]
         return hashlib.sha256(canonical_json(data)).hexdigest()
 
     def seal(self) -> "Plan":

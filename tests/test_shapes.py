@@ -74,11 +74,11 @@ def test_preset_widths_and_overrides_reach_the_network(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--shape", "mixtral-8x7b"], ["mixtral-8x7b", "mixture-of-experts", "no built-in"]),
-    (["--shape", "deepseek-v3"], ["deepseek-v3", "latent attention", "no built-in"]),
+    (["--shape", "mixtral-8x7b"], ["mixtral-8x7b", "not its architecture", "moe"]),
+    (["--shape", "deepseek-v3"], ["deepseek-v3", "not its architecture", "moe"]),
     (["--shape", "gpt3-175b"], ["gpt3-175b", "LayerNorm", "use bert"]),
     (["--shape", "llama4"], ["unknown --shape 'llama4'", "llama2-70b"]),
-    (["--experts", "8", "--top-k", "2"], ["--experts/--top-k", "has no experts"]),
+    (["--experts", "8", "--top-k", "2"], ["--experts/--top-k", "has no experts", "'moe'"]),
 ])
 def test_what_a_builtin_cannot_express_is_refused_in_one_line(tmp_path, args, fragments):
     proc = smsg(["plan", "llama", *args], tmp_path)

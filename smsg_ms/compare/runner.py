@@ -81,11 +81,14 @@ def match_collectives(predicted: list[dict], inserted: list[dict]) -> dict:
                                   if n > pred[k])}
 
 
-def _compile(spec, devices, planner, options, strategies=None, timeout=900.0) -> dict:
+def _compile(spec, devices, planner, options, strategies=None, timeout=900.0,
+             alltoall: bool = False) -> dict:
     from ..dryrun.runner import run_child
 
     job = {"job": "planner_compile", "spec": spec, "options": options, "planner": planner,
            "strategies": strategies or {}}
+    if alltoall:   # a plan priced with AlltoAll redistribution (expert layers)
+        job["context"] = {"full_batch": True, "enable_alltoall": True}
     return run_child(job, devices=devices, timeout=timeout)
 
 
@@ -120,7 +123,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
             # the plan's write-back: shard() in semi-auto, or the seeds of sharding propagation
             mode = "sharding_propagation" if plan.write_back == "propagate" else "semi_auto"
             row["notes"].append(f"write-back {plan.write_back}")
-            result = _compile(spec, devices, mode, options, plan.strategies, timeout)
+            result = _compile(spec, devices, mode, options, plan.strategies, timeout,
+                              alltoall=plan.enable_alltoall)
         elif planner == "expert":
             from .nets import EXPERT_SPECS
             result = _compile(EXPERT_SPECS.get(spec, spec), devices, "expert",

@@ -46,7 +46,9 @@ class CostModel:
         optimizer: decides optimizer-state bytes (``adam``: 2 fp32 states, ``momentum``: 1,
             ``sgd``: 0).
         enable_alltoall: MindSpore's ``enable_alltoall`` context flag (redistribution moves a cut
-            with AlltoAll instead of AllGather + slice).
+            with AlltoAll instead of AllGather + slice); ``None`` (default): on exactly when the
+            graph has expert layers (:func:`smsg_ms.cost.experts.wants_alltoall`), as the plan
+            then compiles with it.
         fully_use_devices: propose only strategies whose device matrix uses every device (no
             repeated calculation), as MindSpore's own auto-parallel search does by default
             (``fully_use_devices``); an operator with no such strategy keeps all of its
@@ -59,7 +61,7 @@ class CostModel:
     """
 
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
-                 optimizer: str = "adam", *, enable_alltoall: bool = False,
+                 optimizer: str = "adam", *, enable_alltoall: bool | None = None,
                  fully_use_devices: bool = False):
         check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
@@ -70,7 +72,10 @@ class CostModel:
         self.hardware = get_hardware(hardware)
         self.optimizer = optimizer
         self.states = OPTIMIZER_STATES[optimizer]
-        self.enable_alltoall = enable_alltoall
+        if enable_alltoall is None:
+            from .experts import wants_alltoall
+            enable_alltoall = wants_alltoall(graph)
+        self.enable_alltoall = bool(enable_alltoall)
         self.fully_use_devices = fully_use_devices
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}

@@ -8,7 +8,10 @@ unified axis, in the order the dry-run shows:
 1. *split* (axis unused by the source, used by the destination): a local slice, no collective;
 2. *concat* (axis used by the source, unused by the destination): AllGather over the axis;
 3. *permute* (the axis cuts another dimension in the source): AlltoAll over the axis when
-   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default).
+   ``enable_alltoall`` is on, else AllGather then slice (MindSpore's default). With AlltoAll an
+   axis also moves when it stays on its dimension at another offset (another sub-dimension of
+   MindSpore's expanded shape), and a run of axes splits into one AlltoAll per destination
+   dimension: both seen in the dry-run on the moe's dispatch and combine (``tests/test_moe.py``).
 
 Concat before permute: ReLU (8,1) → (1,4) gathers the axis the destination replicates (2 KiB)
 before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → (1,2),
@@ -83,6 +86,25 @@ def _owner(dim_axes) -> dict[int, int]:
     return {x: d for d, axes in enumerate(dim_axes) for x in axes}
 
 
+def _offset_owners(s_axes, d_axes, sizes):
+    """Owners for the AlltoAll path: an axis is where it cuts, ``(dimension, product of the
+    sizes of the axes before it on that dimension)``, the sub-dimension of MindSpore's expanded
+    tensor shape it cuts (``TensorRedistribution``'s expanded tensor maps); an axis cutting one
+    dimension at two offsets moves between sub-dimensions, a permute. Seen in the dry-run
+    (``tests/test_moe.py``): ``(E, B, C, h)`` cut ``(1, 8, 1, 1)`` → ``(4, 2, 1, 1)`` is two
+    AlltoAlls, of 4 (B → E) and of 2 (B's minor half → its major half), no AllGather."""
+    def owners(dim_axes) -> dict:
+        out: dict = {}
+        for d, axes in enumerate(dim_axes):
+            before = 1
+            for x in axes:
+                out[x] = (d, before)
+                before *= sizes[x]
+        return out
+
+    return owners(s_axes), owners(d_axes)
+
+
 def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, tensor: str = "",
                  enable_alltoall: bool = False) -> list[Collective]:
     """Forward and backward collectives turning ``src`` into ``dst`` for a tensor of global
@@ -136,20 +158,26 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             cur[dim].remove(x)
 
     def groups(pred):
-        """Runs of adjacent unified axes from one source axis satisfying ``pred``."""
+        """Runs of adjacent unified axes from one source axis satisfying ``pred`` (with AlltoAll,
+        also to one destination dimension, or none: one AlltoAll per destination, as in the
+        dry-run)."""
         runs = []
         for x in range(len(sizes)):
             if not pred(x):
                 continue
-            if runs and runs[-1][-1] == x - 1 and src_axis_of.get(x) == src_axis_of.get(x - 1):
+            if runs and runs[-1][-1] == x - 1 and src_axis_of.get(x) == src_axis_of.get(x - 1) \
+                    and (not enable_alltoall or dst_owner.get(x) == dst_owner.get(x - 1)):
                 runs[-1].append(x)
             else:
                 runs.append([x])
         return runs
 
     src_owner, dst_owner = _owner(s_axes), _owner(d_axes)
+    # where an axis cuts: its dimension; with AlltoAll, its sub-dimension (_offset_owners)
+    src_at, dst_at = _offset_owners(s_axes, d_axes, sizes) if enable_alltoall else (src_owner,
+                                                                                    dst_owner)
     # an axis kept on the same dimension but at another position changes the slices: re-gather
-    for d in range(len(shape)):
+    for d in range(len(shape)) if not enable_alltoall else ():
         common = [x for x in s_axes[d] if x in d_axes[d]]
         if common != [x for x in d_axes[d] if x in s_axes[d]] or (
                 common and s_axes[d][:len(common)] != d_axes[d][:len(common)]):
@@ -159,7 +187,7 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             gather(d, list(common), "axis order within a dimension differs")
             cur[d].extend(x for x in common if x in d_axes[d])  # sliced again after the gathers
     # 1. split: axis free in the source: a slice, taken after every gather (module doc); with
-    # AlltoAll (not checked against the dry-run) the slice comes first, as MindSpore's split step
+    # AlltoAll the slice comes first, as MindSpore's split step
     if enable_alltoall:
         for x in range(len(sizes)):
             if x not in src_owner and x in dst_owner:
@@ -174,7 +202,7 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
     # destination's sub-dimensions from the last one (minor first)
-    moves = groups(lambda x: x in src_owner and x in dst_owner and src_owner[x] != dst_owner[x])
+    moves = groups(lambda x: x in src_owner and x in dst_owner and src_at[x] != dst_at[x])
     moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
     for run in moves:
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
@@ -182,7 +210,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         if enable_alltoall:
             fb = nbytes()
             out.append(Collective("AlltoAll", g, fb, "forward", tensor,
-                                  f"move cut from dim {ds} to dim {dd}", span(run)))
+                                  f"move cut from dim {ds} to dim {dd}" if ds != dd else
+                                  f"move cut within dim {ds}", span(run)))
             out.append(Collective("AlltoAll", g, fb, "backward", tensor,
                                   "bprop of the redistribution AlltoAll", span(run)))
             local[ds] = local[ds] * g

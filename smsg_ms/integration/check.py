@@ -69,12 +69,13 @@ def inserted_key(c: dict, loss: bool = False) -> Key:
 
 
 def inserted_bytes(c: dict) -> int:
-    """``S``, bytes of the group's whole tensor, the convention of the predictions
-    (:class:`smsg_ms.cost.api.Collective`): an AllGather's or AlltoAll's input is one device's
-    slice, so ``S`` is the input times the group size; for AllReduce and ReduceScatter ``S`` is
-    the input."""
+    """``S``, the bytes of the convention of the predictions (:class:`smsg_ms.cost.api.Collective`,
+    :func:`smsg_ms.cost.api.ring_volume`): an AllGather's input is one device's slice, so ``S`` is
+    the input times the group size; for AllReduce and ReduceScatter ``S`` is the input; for an
+    AlltoAll, the per-device buffer it exchanges (its input: each device sends ``(g−1)/g`` of
+    it)."""
     local = prod(max(int(d), 0) for d in c["in_shape"]) * DTYPE_BYTES.get(c["dtype"], 4)
-    if c["type"] in ("AllGather", "AlltoAll", "AllToAll"):
+    if c["type"] == "AllGather":
         return local * max(int(c.get("group_size") or 1), 1)
     return local
 
@@ -306,10 +307,11 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
     if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
                 "options": plan.options, "pipeline": plan.pipeline,
-                "strategies": plan.strategies}
+                "strategies": plan.strategies, "enable_alltoall": plan.enable_alltoall}
     return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
             "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
-            "pipeline": plan.pipeline, "write_back": plan.write_back}
+            "pipeline": plan.pipeline, "write_back": plan.write_back,
+            "enable_alltoall": plan.enable_alltoall}
 
 
 def verify_network(plan: Plan, spec: str | None = None) -> None:

@@ -32,14 +32,16 @@ def _mode(plan: Plan) -> str:
 def parallel_context(plan: Plan) -> dict:
     """The keys of ``mindspore.set_auto_parallel_context`` the plan's write-back needs:
     ``{"parallel_mode": "semi_auto_parallel"}`` or ``{"parallel_mode": "auto_parallel",
-    "search_mode": "sharding_propagation"}``.
+    "search_mode": "sharding_propagation"}``, with ``"enable_alltoall": True`` for a plan priced
+    with it (:attr:`Plan.enable_alltoall`).
 
     Raises:
         PlanError: an unknown ``write_back`` value in the plan.
     """
+    extra = {"enable_alltoall": True} if getattr(plan, "enable_alltoall", False) else {}
     if _mode(plan) == "propagate":
-        return {"parallel_mode": "auto_parallel", "search_mode": "sharding_propagation"}
-    return {"parallel_mode": "semi_auto_parallel"}
+        return {"parallel_mode": "auto_parallel", "search_mode": "sharding_propagation", **extra}
+    return {"parallel_mode": "semi_auto_parallel", **extra}
 
 
 def wrapper_mode(plan: Plan) -> str:

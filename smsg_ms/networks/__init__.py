@@ -20,6 +20,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "mlp": ("smsg_ms.networks.mlp:build", "3-layer MLP (Dense + ReLU), the smallest example"),
     "llama": ("smsg_ms.networks.llama:build",
               "LLaMA-style decoder: RmsNorm, GQA attention, SwiGLU MLP, tied-free LM head"),
+    "moe": ("smsg_ms.networks.moe:build",
+            "mixture-of-experts decoder: GQA attention, top-k router with capacity, batched "
+            "SwiGLU experts (expert parallel), optional shared experts"),
     "gpt": ("smsg_ms.networks.gpt:build",
             "GPT decoder (Megatron layout): learned positions, LayerNorm, GeLU 4h MLP, tied head"),
     "bert": ("smsg_ms.networks.bert:build",

@@ -2,8 +2,8 @@
 
 A preset is a published model's widths as network options. It applies to the built-in networks
 of its architecture, or to a ``package.module:function`` that takes all its options; a preset
-whose architecture no built-in has (mixture of experts, multi-head latent attention) is refused
-for the built-ins with the reason. Options given explicitly override the preset's.
+is refused for the built-ins of another architecture with the reason (the MoE presets build with
+the built-in ``moe``; DeepSeek-V3 without its multi-head latent attention: ``Shape.note``). Options given explicitly override the preset's.
 
 Sequence length is the pre-training context of the source; weights are 16-bit (``float16``: the
 models train in bf16, the same 2 bytes per element).
@@ -34,6 +34,7 @@ class Shape:
 
 
 _LLAMA = ("llama", "mf-llama")
+_MOE = ("moe",)
 
 SHAPES: dict[str, Shape] = {
     # Touvron et al. 2023, "Llama 2", Table 1 (70B: GQA, 4k context) and the model card's
@@ -66,21 +67,27 @@ SHAPES: dict[str, Shape] = {
     # n_kv_heads 8, hidden_dim 14336, vocab 32000, context 32768, 8 experts, top-2)
     "mixtral-8x7b": Shape(dict(hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
                                layers=32, seq=32768, dtype="float16", experts=8, top_k=2),
-                          missing="a mixture-of-experts MLP (8 experts, top-2 routing)"),
+                          _MOE),
     # DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", §4.2 (61 layers, hidden 7168, 128 heads,
     # MLA with KV compression 512, 1 shared + 256 routed experts of width 2048, 8 activated,
     # first 3 layers dense) and config.json (intermediate_size 18432, vocab_size 129280);
-    # pre-training sequence 4096
+    # pre-training sequence 4096. The built-in moe has every layer MoE and multi-head attention
+    # in place of MLA (no KV compression): its attention weights and FLOPs are those of
+    # 128 full heads of width 56, not DeepSeek-V3's
     "deepseek-v3": Shape(dict(hidden=7168, heads=128, ffn=18432, vocab=129280, layers=61,
-                              seq=4096, dtype="float16", experts=256, top_k=8),
-                         missing="mixture-of-experts layers (1 shared + 256 routed experts, "
-                                 "top-8) and multi-head latent attention"),
+                              seq=4096, dtype="float16", experts=256, top_k=8, expert_ffn=2048,
+                              shared_experts=1), _MOE,
+                         note={"moe": "built with multi-head attention in place of multi-head "
+                                      "latent attention, and MoE in all 61 layers (DeepSeek-V3's "
+                                      "first 3 are dense)"}),
 }
 
 #: command-line flag → network option
 WIDTH_FLAGS = {"hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads", "ffn": "ffn",
                "vocab": "vocab", "experts": "experts", "top_k": "top_k"}
 _EXPERT_OPTIONS = ("experts", "top_k")
+#: built-in networks that take the expert options
+_WITH_EXPERTS = ("moe",)
 
 
 def resolve_shape(network: str, preset: str | None, given: dict) -> dict:
@@ -96,17 +103,16 @@ def resolve_shape(network: str, preset: str | None, given: dict) -> dict:
 
     Raises:
         ShapeError: unknown preset; a preset the built-in ``network`` cannot express; expert
-            options for a built-in (no built-in has experts).
+            options for a built-in other than ``moe``.
     """
     from . import BUILTINS
 
     given = {k: v for k, v in given.items() if v is not None}
     experts = sorted(k for k in _EXPERT_OPTIONS if k in given)
-    if experts and network in BUILTINS:
+    if experts and network in BUILTINS and network not in _WITH_EXPERTS:
         flags = "/".join("--" + k.replace("_", "-") for k in experts)
-        raise ShapeError(f"{flags}: network '{network}' has no experts (no built-in network has "
-                         "a mixture-of-experts layer; a package.module:function taking "
-                         f"{'/'.join(experts)} can)")
+        raise ShapeError(f"{flags}: network '{network}' has no experts (use the built-in 'moe', "
+                         f"or a package.module:function taking {'/'.join(experts)})")
     if preset is None:
         return given
     if preset not in SHAPES:
@@ -121,3 +127,12 @@ def resolve_shape(network: str, preset: str | None, given: dict) -> dict:
                 f"{', '.join(shape.builtins)})")
         raise ShapeError(f"--shape {preset} cannot be built with '{network}': {reason}")
     return {**shape.options, **given}
+
+
+def shape_note(network: str, preset: str | None) -> str | None:
+    """What the built-in ``network`` changes of ``preset``'s model when it builds it (DeepSeek-V3
+    with the built-in ``moe``: no multi-head latent attention), or ``None``."""
+    shape = SHAPES.get(preset or "")
+    if shape is None or network not in shape.builtins:
+        return None
+    return shape.note.get(network)

@@ -333,7 +333,8 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
                 totals={k: (round(v, 15) if isinstance(v, float) else v)
                         for k, v in sorted(totals.items())},
                 dataset_strategy=_dataset_strategy(graph, variables, choice, where),
-                symbolic=dict(sorted(symbolic_table.items())))
+                symbolic=dict(sorted(symbolic_table.items())),
+                enable_alltoall=bool(getattr(model, "enable_alltoall", False)))
 
 
 __all__ = ["data_parallel_choice", "plan_from_solution"]

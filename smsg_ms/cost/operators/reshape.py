@@ -35,8 +35,21 @@ def describe(op, in_shapes, out_shapes):
 
 
 def options(model, op) -> list[OpCost]:
-    """The Reshape's options: :func:`passthrough_options` (possibly none)."""
-    return passthrough_options(model.graph, op, model.devices)
+    """The Reshape's options: :func:`passthrough_options` (possibly none); with
+    ``model.enable_alltoall``, only those that use every device when there are such.
+
+    Why: MindSpore gives a Reshape no layout of its own; it redistributes from the producer's
+    layout to the consumer's through it (``ReshapeInfo``, the tensor redistribution of the
+    expanded shapes). With AllGather redistribution, a middle layout the planner picks costs
+    what MindSpore's direct redistribution costs; with AlltoAll it does not: a replicated middle
+    (gather, then slice) is cheaper in the model for small tensors, yet MindSpore moves the cut
+    with AlltoAlls (seen in the dry-run, ``tests/test_moe.py``: ``(E, B, C, h)`` cut
+    ``(1, 8, 1, 1)`` into a Reshape whose consumer takes ``(4, 2, 1)`` is two AlltoAlls)."""
+    got = passthrough_options(model.graph, op, model.devices)
+    if getattr(model, "enable_alltoall", False):
+        full = [o for o in got if prod(o.strategy[0]) == model.devices]
+        return full or got
+    return got
 
 
 def reshape_groups(src: tuple, dst: tuple):

@@ -6,7 +6,8 @@ and the tests compile it.
   strategies MindSpore used (:mod:`smsg_ms.dryrun.collectives`).
 * ``plan_compile``: ``compile`` with a plan's data-input layout (``dataset_strategy`` or full
   batch) and write-back (``write_back``: ``shard``, or ``propagate`` = auto_parallel with
-  sharding propagation seeded by the strategies), used by ``smsg-ms check``.
+  sharding propagation seeded by the strategies) and ``enable_alltoall``, used by
+  ``smsg-ms check``.
 * ``init``: does MindSpore accept the device count?
 """
 from __future__ import annotations
@@ -47,9 +48,11 @@ def job_plan_compile(job: dict) -> dict:
 
     t0 = time.perf_counter()
     propagate = job.get("write_back", "shard") == "propagate"
+    context = {"search_mode": "sharding_propagation"} if propagate else {}
+    if job.get("enable_alltoall"):
+        context["enable_alltoall"] = True
     ms = setup_parallel(parallel_mode="auto_parallel" if propagate else "semi_auto_parallel",
-                        extra_context={"search_mode": "sharding_propagation"} if propagate
-                        else None)
+                        extra_context=context)
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     inputs = list(built.train_inputs)
     layout = job.get("dataset_strategy")

@@ -28,6 +28,8 @@ def job_pipeline_compile(job: dict) -> dict:
     pipeline = job["pipeline"]
     ctx = {"full_batch": True}
     ctx.update(pipeline_context(pipeline))
+    if job.get("enable_alltoall"):
+        ctx["enable_alltoall"] = True
     ms = setup_parallel(extra_context=ctx)
     from mindspore import nn, ops
     from mindspore.communication import get_group_size
