@@ -33,7 +33,12 @@ def shard_all(prims: dict, strategies: dict) -> list[str]:
     unknown = sorted(set(strategies) - set(prims))
     if unknown:
         raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
-    cleared = clear_strategies(prims)
+    import os
+    if os.environ.get("SMSG_KEEP"):
+        strategies = {k: v for k, v in strategies.items() if not prims[k].attrs.get("self_define_shard")}
+        cleared = clear_strategies({k: v for k, v in prims.items() if k in strategies})
+    else:
+        cleared = clear_strategies(prims)
     for path, strategy in sorted(strategies.items()):
         prims[path].shard(tuple(tuple(s) for s in strategy))
     return cleared
