@@ -69,6 +69,40 @@ def clear_strategies(prims: dict) -> list[str]:
     return cleared
 
 
+#: MindSpore's attribute of a primitive whose layout only the network sets
+SELF_DEFINE_SHARD = "self_define_shard"
+
+
+def fixed_by_network(prim) -> bool:
+    """Does the network fix this primitive's layout itself (prim attr ``self_define_shard``,
+    e.g. mindformers' rotary embedding and its ``Morph`` linear layers)? MindSpore then accepts
+    only the ``Layout`` the network configures: ``SelfDefineShardInfo::CheckStrategy`` refuses
+    any strategy ("only support config layout rather than strategy") and, with the layout
+    cleared, nothing replaces it ("it should not reach this function"),
+    ``frontend/parallel/ops_info/self_define_shard_info.cc``."""
+    return prim.attrs.get(SELF_DEFINE_SHARD) is True
+
+
+def replace_strategies(prims: dict, strategies: dict) -> list[str]:
+    """Put a plan's ``strategies`` (``{path: in_strategy}``, every path in ``prims``) on the
+    primitives: each one the plan sets loses the network's own ``shard()`` (a leftover
+    ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
+    :func:`fixed_by_network` keeps its layout and gets nothing; a primitive the plan does not
+    set keeps the network's own ``shard()`` (MindSpore's default cannot stand in for every one:
+    mindformers' ``OneHotExt`` with its tuple inputs: "tuple in tuple input does not support
+    GenerateBatchParallelStrategy", ``step_parallel_utils.cc``).
+
+    Returns:
+        The paths whose own ``shard()`` was replaced, sorted.
+    """
+    owned = {path: prims[path] for path in sorted(strategies)
+             if not fixed_by_network(prims[path])}
+    cleared = clear_strategies(owned)
+    for path, prim in owned.items():
+        prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
+    return cleared
+
+
 def apply_strategies(net, strategies: dict[str, list[list[int]]],
                      op_types: dict[str, str] | None = None) -> dict[str, tuple]:
     """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
@@ -95,13 +129,11 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
         if want and want != got:
             raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
                             f"plan but a {got} in the network")
-    clear_strategies(prims)
-    applied = {}
-    for path in sorted(mapping):
-        strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])
-        prims[mapping[path]].shard(strategy)
-        applied[mapping[path]] = strategy
-    return applied
+    wanted = {mapping[path]: strategies[path] for path in mapping}
+    replace_strategies(prims, wanted)
+    return {net_path: tuple(tuple(int(c) for c in cuts) for cuts in strategy)
+            for net_path, strategy in sorted(wanted.items())
+            if not fixed_by_network(prims[net_path])}
 
 
 def _context_devices() -> int | None:
