@@ -73,6 +73,12 @@ def clear_strategies(prims: dict) -> list[str]:
 SELF_DEFINE_SHARD = "self_define_shard"
 
 
+#: primitives for which MindSpore's semi-auto default does not exist, so the network's own
+#: ``shard()`` stays when the plan sets none: mindformers' ``OneHotExt`` (tuple inputs: "tuple
+#: in tuple input does not support GenerateBatchParallelStrategy", ``step_parallel_utils.cc``)
+NO_DEFAULT_LAYOUT = frozenset({"OneHotExt"})
+
+
 def fixed_by_network(prim) -> bool:
     """Does the network fix this primitive's layout itself (prim attr ``self_define_shard``,
     e.g. mindformers' rotary embedding and its ``Morph`` linear layers)? MindSpore then accepts
@@ -88,16 +94,19 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
     primitives: each one the plan sets loses the network's own ``shard()`` (a leftover
     ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
     :func:`fixed_by_network` keeps its layout and gets nothing; a primitive the plan does not
-    set keeps the network's own ``shard()`` (MindSpore's default cannot stand in for every one:
-    mindformers' ``OneHotExt`` with its tuple inputs: "tuple in tuple input does not support
-    GenerateBatchParallelStrategy", ``step_parallel_utils.cc``).
+    set loses it too (the plan predicts MindSpore's default there), unless MindSpore has no
+    default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays.
 
     Returns:
         The paths whose own ``shard()`` was replaced, sorted.
     """
     owned = {path: prims[path] for path in sorted(strategies)
              if not fixed_by_network(prims[path])}
-    cleared = clear_strategies(owned)
+    # elsewhere the network's own shard() gives way to MindSpore's default, which is what the
+    # plan predicts
+    cleared = clear_strategies({path: prim for path, prim in prims.items()
+                                if path in owned or not (fixed_by_network(prim)
+                                                         or prim.name in NO_DEFAULT_LAYOUT)})
     for path, prim in owned.items():
         prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
     return cleared
