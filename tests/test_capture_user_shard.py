@@ -27,3 +27,27 @@ def test_user_shard_captures_and_scores():
     cost = CostModel(graph, 8).check(mm, ((2, 1), (1, 4)))
     kinds = [(c.kind, c.group, c.phase, c.full_bytes) for c in cost.collectives]
     assert kinds == [("AllReduce", 2, "grad_sync", K * N // 4 * 4)]
+
+
+def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(tmp_path):
+    """``user_shard.self_defined``: its ReLU carries ``self_define_shard`` and a ``Layout`` that
+    cuts the batch 8 ways. MindSpore accepts no strategy for such a primitive
+    (``self_define_shard_info.cc``) and, with its layout cleared, rejects the compile ("tuple
+    in tuple input does not support GenerateBatchParallelStrategy", as before this fix): the
+    plan does not write it back, `check` keeps its layout and compiles. Expected collectives by
+    hand: x (16, 32) cut 8 ways on the batch throughout (the ReLU's layout and the plan's
+    data-parallel MatMul agree), w (32, 64) whole: one gradient AllReduce over 8 devices of
+    32 * 64 float32, nothing else predicted."""
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.planner import plan_graph
+
+    spec = "smsg_ms.networks.user_shard:self_defined"
+    graph = capture_network(spec)
+    plan = plan_graph(graph, 8, progress=False, network=spec, options={})
+    relu = next(d for d in plan.decisions if d.name == "relu")
+    assert not relu.shardable and "relu" not in plan.strategies
+    report = check_plan(plan, [0])
+    assert [r.error for r in report.ranks] == [None]
+    assert report.ok
+    grad = [row for row in report.ranks[0].rows if row.key == ("AllReduce", "grad_sync", 8)]
+    assert [(g.inserted, g.inserted_bytes) for g in grad] == [(1, 32 * 64 * 4)]

@@ -119,7 +119,41 @@ def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None =
     graph = parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
                         path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
     record_parallel_optimizer(graph, net)
+    locate_control_flow(graph, tag_net)
     return graph
+
+
+def control_flow_source(cell) -> str | None:
+    """``file:line`` of the first ``while``/``if``/``for`` statement in ``cell``'s ``construct``
+    (the start of ``construct`` when there is none), ``None`` without Python source."""
+    import ast
+    import textwrap
+
+    construct = type(cell).construct
+    try:
+        lines, start = inspect.getsourcelines(construct)
+        file = inspect.getsourcefile(construct)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    loops = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.While, ast.If, ast.For))]
+    return f"{file}:{start - 1 + min(loops, default=1)}"
+
+
+def locate_control_flow(graph: OpGraph, net) -> None:
+    """Add the source line (:func:`control_flow_source`) to each control-flow warning of
+    ``graph``, whose cell path is relative to ``net`` (``'<top>'``: ``net`` itself)."""
+    import re
+
+    cells = dict(net.cells_and_names())
+    cells["<top>"] = net
+    pattern = re.compile(r"^(control flow: \S+ in cell '([^']*)' \([^)]*\))")
+    for i, text in enumerate(graph.warnings):
+        match = pattern.match(text)
+        cell = cells.get(match.group(2)) if match else None
+        where = control_flow_source(cell) if cell is not None else None
+        if where:
+            graph.warnings[i] = f"{match.group(1)} at {where}{text[match.end():]}"
 
 
 def record_parallel_optimizer(graph: OpGraph, net) -> None:

@@ -150,6 +150,8 @@ def _primitive_path(tag, op_type: str, scope: str, hints, warnings: list[str],
 
 #: Primitives that mean tensor-dependent control flow survived the compile.
 CONTROL_FLOW = {"Switch", "SwitchLayer", "While", "If", "make_range"}
+#: how the warning about one of them starts (:meth:`smsg_ms.graph.model.OpGraph.control_flow`)
+CONTROL_FLOW_WARNING = "control flow: "
 
 
 class _Partial:
@@ -362,7 +364,7 @@ class _Walker:
             return
         if op_type in CONTROL_FLOW:
             cell = cell_path_of_scope(node.domain, self.wrappers) or "<top>"
-            self.warnings.append(f"control flow: {op_type} in cell '{cell}' ({node.domain}) "
+            self.warnings.append(f"{CONTROL_FLOW_WARNING}{op_type} in cell '{cell}' ({node.domain}) "
                                  "branches on a tensor value; the operators of its branches are "
                                  "not captured (rewrite with ops.select or a Python-level "
                                  "condition)")

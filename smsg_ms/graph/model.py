@@ -165,6 +165,18 @@ class OpGraph:
         """Weights, in order of first use."""
         return [t for t in self.tensors.values() if t.kind == "parameter"]
 
+    def unread_parameters(self) -> list[str]:
+        """Names of the weights in the compiled graph that no captured operator reads, sorted: a
+        weight used only where the capture could not follow (a loop or branch on a tensor
+        value), so a plan would set no layout and no gradient sync for it."""
+        return sorted(t.name for t in self.parameters() if not t.consumers)
+
+    def control_flow(self) -> list[str]:
+        """The capture's warnings about tensor-valued control flow (a ``Switch``/``While`` left in
+        the compiled graph), each naming the primitive, the cell and, where the capture found
+        it, the source line."""
+        return [w for w in self.warnings if w.startswith("control flow: ")]
+
     def producer_of(self, tensor: str) -> OpNode | None:
         p = self.tensors[tensor].producer
         return None if p is None else self.ops[p]

@@ -69,6 +69,49 @@ def clear_strategies(prims: dict) -> list[str]:
     return cleared
 
 
+#: MindSpore's attribute of a primitive whose layout only the network sets
+SELF_DEFINE_SHARD = "self_define_shard"
+
+
+#: primitives for which MindSpore's semi-auto default does not exist, so the network's own
+#: ``shard()`` stays when the plan sets none: mindformers' ``OneHotExt`` (tuple inputs: "tuple
+#: in tuple input does not support GenerateBatchParallelStrategy", ``step_parallel_utils.cc``)
+NO_DEFAULT_LAYOUT = frozenset({"OneHotExt"})
+
+
+def fixed_by_network(prim) -> bool:
+    """Does the network fix this primitive's layout itself (prim attr ``self_define_shard``,
+    e.g. mindformers' rotary embedding and its ``Morph`` linear layers)? MindSpore then accepts
+    only the ``Layout`` the network configures: ``SelfDefineShardInfo::CheckStrategy`` refuses
+    any strategy ("only support config layout rather than strategy") and, with the layout
+    cleared, nothing replaces it ("it should not reach this function"),
+    ``frontend/parallel/ops_info/self_define_shard_info.cc``."""
+    return prim.attrs.get(SELF_DEFINE_SHARD) is True
+
+
+def replace_strategies(prims: dict, strategies: dict) -> list[str]:
+    """Put a plan's ``strategies`` (``{path: in_strategy}``, every path in ``prims``) on the
+    primitives: each one the plan sets loses the network's own ``shard()`` (a leftover
+    ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
+    :func:`fixed_by_network` keeps its layout and gets nothing; a primitive the plan does not
+    set loses it too (the plan predicts MindSpore's default there), unless MindSpore has no
+    default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays.
+
+    Returns:
+        The paths whose own ``shard()`` was replaced, sorted.
+    """
+    owned = {path: prims[path] for path in sorted(strategies)
+             if not fixed_by_network(prims[path])}
+    # elsewhere the network's own shard() gives way to MindSpore's default, which is what the
+    # plan predicts
+    cleared = clear_strategies({path: prim for path, prim in prims.items()
+                                if path in owned or not (fixed_by_network(prim)
+                                                         or prim.name in NO_DEFAULT_LAYOUT)})
+    for path, prim in owned.items():
+        prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
+    return cleared
+
+
 def apply_strategies(net, strategies: dict[str, list[list[int]]],
                      op_types: dict[str, str] | None = None) -> dict[str, tuple]:
     """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
@@ -95,13 +138,11 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
         if want and want != got:
             raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
                             f"plan but a {got} in the network")
-    clear_strategies(prims)
-    applied = {}
-    for path in sorted(mapping):
-        strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])
-        prims[mapping[path]].shard(strategy)
-        applied[mapping[path]] = strategy
-    return applied
+    wanted = {mapping[path]: strategies[path] for path in mapping}
+    replace_strategies(prims, wanted)
+    return {net_path: tuple(tuple(int(c) for c in cuts) for cuts in strategy)
+            for net_path, strategy in sorted(wanted.items())
+            if not fixed_by_network(prims[net_path])}
 
 
 def _context_devices() -> int | None:

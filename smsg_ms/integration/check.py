@@ -163,13 +163,18 @@ class RankCheck:
 
 @dataclass
 class CheckReport:
+    """``unplanned``: the network's weights no captured operator reads (used only inside
+    tensor-valued control flow, :meth:`smsg_ms.graph.model.OpGraph.unread_parameters`): the plan
+    sets no layout and predicts no gradient sync for them, so the check fails."""
+
     plan: Plan
     ranks: list[RankCheck]
     has_predictions: bool
+    unplanned: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        if any(r.error for r in self.ranks):
+        if any(r.error for r in self.ranks) or self.unplanned:
             return False
         if not all(row.ok for r in self.ranks for row in r.p2p):
             return False
@@ -314,9 +319,12 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
             "enable_alltoall": plan.enable_alltoall}
 
 
-def verify_network(plan: Plan, spec: str | None = None) -> None:
+def verify_network(plan: Plan, spec: str | None = None) -> list[str]:
     """Capture ``spec`` (default the plan's network) with the plan's options and compare input
     shapes, then fingerprints.
+
+    Returns:
+        The network's weights the plan leaves unplanned (no captured operator reads them), sorted.
 
     Raises:
         PlanError: another network, other options, or the network does not build.
@@ -341,10 +349,13 @@ def verify_network(plan: Plan, spec: str | None = None) -> None:
                         f"against '{plan.network}', or plan '{spec}'")
     # the plan's own network: a changed input shape is named as such, not as another fingerprint
     check_plan_fits(plan, input_shapes=shapes, fingerprint=graph.fingerprint(), network=spec)
+    return graph.unread_parameters()
 
 
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:
-    """Compile ``plan`` on each rank in the dry-run and compare collectives.
+    """Compile ``plan`` on each rank in the dry-run and compare collectives; a plan that leaves
+    weights of the network unplanned (:attr:`CheckReport.unplanned`) fails without a compile
+    (MindSpore 2.10's dry-run compile of a ``while`` on a tensor dies with SIGSEGV).
 
     Raises:
         PlanError: the plan does not fit the network (fingerprint).
@@ -352,8 +363,10 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
     """
     from ..dryrun.runner import DryRunError, run_child
 
-    verify_network(plan, spec)
+    unplanned = verify_network(plan, spec)
     predicted = predicted_collectives(plan)
+    if unplanned:   # failed whatever MindSpore inserts (and its compile of such loops crashes)
+        return CheckReport(plan, [], bool(predicted), unplanned)
     results = []
     for rank in ranks:
         try:
@@ -372,7 +385,7 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
                 p2p=compare_point_to_point(plan, stage, out["collectives"]), stage=stage))
             continue
         results.append(RankCheck(rank, rows=compare_collectives(predicted, out["collectives"])))
-    return CheckReport(plan, results, bool(predicted))
+    return CheckReport(plan, results, bool(predicted), unplanned)
 
 
 def print_report(report: CheckReport, console) -> None:
@@ -412,6 +425,11 @@ def print_report(report: CheckReport, console) -> None:
             console.print(p2p)
     if not report.has_predictions:
         console.print("the plan holds no predicted collectives: only MindSpore's are listed")
+    if report.unplanned:
+        console.print(f"the plan sets no layout for {len(report.unplanned)} weight(s) of the "
+                      f"network: {', '.join(report.unplanned)} (no captured operator reads "
+                      "them: they are used only inside control flow on a tensor value, see "
+                      "`smsg-ms graph`)")
     console.print(summary_line(report))
 
 
@@ -423,5 +441,7 @@ def summary_line(report: CheckReport) -> str:
     if report.has_predictions:
         rows += [row for r in report.ranks for row in r.rows]
     bad = sum(1 for row in rows if not row.ok)
+    unplanned = (f", {len(report.unplanned)} unplanned weight"
+                 f"{'' if len(report.unplanned) == 1 else 's'}" if report.unplanned else "")
     return (f"check: {'passed' if report.ok else 'FAILED'} ({rejected} rejected, "
-            f"{bad} {'mismatch' if bad == 1 else 'mismatches'})")
+            f"{bad} {'mismatch' if bad == 1 else 'mismatches'}{unplanned})")

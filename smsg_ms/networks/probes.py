@@ -6,6 +6,8 @@
   can differ in shape from the others.
 * :func:`conv_bn_dropout`: Conv2d → BatchNorm2d → Dropout, cells whose primitive depends on the
   training mode (BatchNorm2d calls ``bn_train`` or ``bn_infer``; Dropout is skipped in eval).
+* :func:`tensor_loop`: a ``while`` whose condition is a tensor value, a weight read only inside
+  the loop (tensor-valued control flow: MindSpore keeps the loop in the compiled graph).
 * :func:`failing`: a spec whose function raises (``ValueError("no such width")``).
 """
 from __future__ import annotations
@@ -103,6 +105,44 @@ def conv_bn_dropout(batch: int = 4, channels: int = 8, image: int = 8, keep: flo
             return self.drop(self.bn(self.conv(x)))
 
     return Net(), (ms.Tensor(np.zeros((batch, channels, image, image), np.float32)),)
+
+
+def tensor_loop(batch: int = 8, hidden: int = 16):
+    """``h = x @ W_in``, then ``while h.sum() < limit: h = h @ W_loop``, then ``h @ W_out``;
+    every weight (hidden, hidden), ``x`` (batch, hidden). The loop's condition is a tensor value,
+    so the loop (and ``W_loop``, read only in its body) stays control flow in the compiled graph.
+
+    Paths: ``inp``, ``body.matmul`` (the loop's ``MatMul``), ``out``.
+    """
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+
+    class Body(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.weight = Parameter(np.ones((hidden, hidden), np.float32), name="w_loop")
+            self.matmul = ops.MatMul()
+
+        def construct(self, h):
+            return self.matmul(h, self.weight)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w_in = Parameter(np.ones((hidden, hidden), np.float32), name="w_in")
+            self.w_out = Parameter(np.ones((hidden, hidden), np.float32), name="w_out")
+            self.inp = ops.MatMul()
+            self.out = ops.MatMul()
+            self.body = Body()
+            self.limit = ms.Tensor(1000.0, ms.float32)
+
+        def construct(self, x):
+            h = self.inp(x, self.w_in)
+            while h.sum() < self.limit:
+                h = self.body(h)
+            return self.out(h, self.w_out)
+
+    return Net(), (ms.Tensor(np.ones((batch, hidden), np.float32)),)
 
 
 def failing(width: int = 0):

@@ -24,3 +24,34 @@ def build(batch: int = 16, k: int = 32, n: int = 64):
             return self.mm(x, self.w)
 
     return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, k), np.float32)),)}
+
+
+def self_defined(batch: int = 16, k: int = 32, n: int = 64):
+    """``y = MatMul(ReLU(x), w)`` whose ``ReLU`` (path ``relu``) fixes its own layout as
+    mindformers' rotary embedding does: prim attr ``self_define_shard`` and ``shard()`` with
+    ``Layout`` objects cutting the batch over every device (MindSpore then accepts no strategy
+    for it). ``x (batch, k)``, ``w (k, n)``; the MatMul's path is ``mm``."""
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+    from mindspore.parallel import Layout
+
+    try:
+        from mindspore.communication import get_group_size
+        devices = get_group_size()
+    except RuntimeError:  # not initialised: a capture in this process, one device
+        devices = 1
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            layout = Layout((devices, 1), ("dp", "mp"))
+            self.relu = ops.ReLU().add_prim_attr("self_define_shard", True)
+            self.relu.shard(in_strategy=(layout("dp", "None"),),
+                            out_strategy=(layout("dp", "None"),))
+            self.mm = ops.MatMul()
+            self.w = Parameter(ms.Tensor(np.ones((k, n), np.float32)), name="w")
+
+        def construct(self, x):
+            return self.mm(self.relu(x), self.w)
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, k), np.float32)),)}

@@ -83,6 +83,26 @@ def plan_graph_with(graph: OpGraph, devices: int, settings: PlanningOptions, *,
                      repeated=repeated, choice=choice, model=model, built=built)
 
 
+def refuse_uncovered(graph: OpGraph) -> None:
+    """Refuse a graph whose capture could not follow all of the network: a plan of it would
+    silently leave operators and weights without a layout (issue #14).
+
+    Raises:
+        PlanningError: the graph holds tensor-valued control flow (the message names the
+            primitive, the cell and the source line the capture found), or weights no captured
+            operator reads (named).
+    """
+    unread = graph.unread_parameters()
+    weights = (f"; weights read only there: {', '.join(unread)}" if unread else "")
+    flow = graph.control_flow()
+    if flow:
+        more = f" (and {len(flow) - 1} more)" if len(flow) > 1 else ""
+        raise PlanningError(f"cannot plan {graph.name}: {flow[0]}{more}{weights}")
+    if unread:
+        raise PlanningError(f"cannot plan {graph.name}: no captured operator reads the weights "
+                            f"{', '.join(unread)}; a plan would set no layout for them")
+
+
 def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, network_options,
           repeated, choice, model, built) -> Plan:
     from ..cost.hardware import get_hardware
@@ -93,6 +113,7 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
     from .variables import repeated_variable_groups
     from .write_back import set_write_back
 
+    refuse_uncovered(graph)
     hw = get_hardware(settings.hardware)
     exhaustive = settings.exhaustive_on(devices)
     if model is None:

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..cost.operators import passes_layout_through, priced_by_own_rule, shard_refused
+
+#: MindSpore's attribute of a primitive whose layout only the network sets: its ``shard()`` is
+#: refused (``frontend/parallel/ops_info/self_define_shard_info.cc``), so it is never written back
+SELF_DEFINE_SHARD = "self_define_shard"
 from ..cost.shared_parameters import borrowed_inputs
 from ..graph.model import OpGraph, OpNode, sorted_json
 from ..search.problem import SearchProblem
@@ -146,8 +150,10 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
                 # no cost family: the option is MindSpore's own default, so leave it to MindSpore
                 # (the fallback's in_strategy may not even be well-formed, e.g. OneHot's)
                 # a Cast's strategy changes nothing (see _transparent_cast): not written back
+                # a layout the network fixes (self_define_shard) takes no strategy either
                 known = all((model.spec(op) is not None or priced_by_own_rule(op.type))
-                            and not passes_layout_through(op.type) for op in ops)
+                            and not passes_layout_through(op.type)
+                            and not op.attrs.get(SELF_DEFINE_SHARD) for op in ops)
                 variables.append(PlanVariable(key, ops, [[m[k] for m in per_call] for k in common],
                                       common, known, signature))
                 seen[signature] = variables[-1]

@@ -63,7 +63,8 @@ def check_json(report) -> dict:
     """``smsg-ms check --json``: per rank MindSpore's rejection (``error``) or the rows of the
     side-by-side table (collective, phase, group size, predicted and inserted count and bytes of
     the group's whole tensor, ``compared``: ``False`` for the loss's), Send/Receive rows of a
-    pipelined plan, and the verdict (``ok``, ``summary``)."""
+    pipelined plan, the weights the plan leaves unplanned (``unplanned_weights``) and the verdict
+    (``ok``, ``summary``)."""
     from ..integration.check import summary_line
 
     ranks = []
@@ -79,4 +80,5 @@ def check_json(report) -> dict:
         ranks.append({"rank": r.rank, "stage": r.stage, "error": r.error, "collectives": rows,
                       "send_receive": p2p})
     return {"ok": report.ok, "summary": summary_line(report),
-            "content_hash": report.plan.content_hash, "ranks": ranks}
+            "content_hash": report.plan.content_hash, "ranks": ranks,
+            "unplanned_weights": list(report.unplanned)}

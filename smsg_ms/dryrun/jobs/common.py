@@ -2,7 +2,7 @@
 network's primitives."""
 from __future__ import annotations
 
-from ...integration.annotate import clear_strategies
+from ...integration.annotate import replace_strategies
 
 
 def setup_parallel(parallel_mode: str = "semi_auto_parallel", extra_context: dict | None = None):
@@ -23,9 +23,11 @@ def setup_parallel(parallel_mode: str = "semi_auto_parallel", extra_context: dic
 
 
 def shard_all(prims: dict, strategies: dict) -> list[str]:
-    """Replace every strategy the network carries by ``strategies`` (``{path: in_strategy}``).
+    """The plan's ``strategies`` (``{path: in_strategy}``) on the network's primitives, by
+    :func:`smsg_ms.integration.annotate.replace_strategies` (a primitive whose layout the
+    network fixes, or one the plan does not set, keeps the network's own ``shard()``).
 
-    Returns the paths whose own ``shard()`` was dropped.
+    Returns the paths whose own ``shard()`` was replaced.
 
     Raises:
         KeyError: a path the network does not have (the plan is for another network).
@@ -33,10 +35,7 @@ def shard_all(prims: dict, strategies: dict) -> list[str]:
     unknown = sorted(set(strategies) - set(prims))
     if unknown:
         raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
-    cleared = clear_strategies(prims)
-    for path, strategy in sorted(strategies.items()):
-        prims[path].shard(tuple(tuple(s) for s in strategy))
-    return cleared
+    return replace_strategies(prims, strategies)
 
 
 def executor_strategies(phase: str) -> dict:
