@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_options import (add_size_args, given_options, name_options, positive_int,  # noqa: F401
-                          positive_seconds)
+from .cli_options import (add_mindformers_arg, add_size_args, apply_mindformers_config,  # noqa: F401
+                          given_options, name_options, positive_int, positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -115,6 +115,7 @@ def cmd_plan(args) -> int:
     from .cost.hardware import get_hardware
 
     check_device_count(args.devices)
+    run = apply_mindformers_config(args)
     if args.memory is not None and not args.memory > 0:
         raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     if args.out is not None and not args.out.strip():
@@ -125,8 +126,10 @@ def cmd_plan(args) -> int:
         raise PlanError(f"--hardware: {exc}") from None
     from .networks import check_options
     check_options(args.network, _network_options(args))
-    out = args.out or default_plan_path(args.network, args.devices, name_options(args),
-                                        _plan_settings(args))
+    import os
+    out = args.out or default_plan_path(
+        os.path.basename(args.mindformers_config).rsplit(".", 1)[0] if run else args.network,
+        args.devices, name_options(args), _plan_settings(args))
     _check_writable(out)
     try:
         from . import planner
@@ -136,6 +139,7 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches and --optimizer-sharding need --pipeline (use "
                         "--pipeline 1 for one stage)")
+    graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
 
@@ -153,16 +157,23 @@ def cmd_plan(args) -> int:
         from .planner.write_back import set_write_back
         set_write_back(plan, args.write_back)
     save_plan(plan, out)
+    if run:     # the strategy checkpoint and the planned copy of the run configuration
+        from .integration.mindformers_run import write_run_outputs
+        mf = write_run_outputs(plan, args.mindformers_config, out, graph)
     from .integration.writeback import describe
     from .report.tables import print_summary
     if args.json:
         from .report.json_views import plan_json
-        emit_json(plan_json(plan, out))
+        emit_json({**plan_json(plan, out), **({"mindformers": mf} if run else {})})
         return 0
     out_console = console()
     print_summary(plan, out_console)
     out_console.print(describe(plan), markup=False)
     out_console.print(f"plan written to {out}")
+    if run:
+        out_console.print(f"strategy checkpoint written to {mf['strategy_ckpt']}\nmindformers "
+                          f"configuration written to {mf['yaml']}: parallel_config "
+                          f"{mf['settings']['parallel_config']}", markup=False)
     return 0
 
 
@@ -365,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
+    add_mindformers_arg(p)
     p.add_argument("--hardware", default="ascend910b", help="hardware preset (default ascend910b)")
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,

@@ -62,14 +62,68 @@ def given_options(args) -> dict:
 
 
 def network_options(args) -> dict:
-    """The network options: the ``--shape`` preset's, overridden by the flags given.
+    """The network options: the ``--shape`` preset's, overridden by the flags given; with
+    ``--mindformers-config`` (after :func:`apply_mindformers_config`) also ``config`` and the
+    run's global batch unless ``--batch`` is given.
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
     """
     from .networks.presets import resolve_shape
 
-    return resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    run = getattr(args, "mindformers_config", None)
+    if run:
+        from .networks.mf_run import global_batch, load_run_config
+
+        options = {"config": run, **options}
+        options.setdefault("batch", global_batch(load_run_config(run)))
+    return options
+
+
+#: the network spec of a mindformers run configuration (``--mindformers-config``)
+MINDFORMERS_SPEC = "smsg_ms.networks.mf_run:build"
+
+
+def add_mindformers_arg(p: argparse.ArgumentParser) -> None:
+    """``--mindformers-config RUN.yaml``."""
+    p.add_argument("--mindformers-config", metavar="RUN.yaml",
+                   help="a mindformers run configuration (run_mindformer.py's YAML): its "
+                        "model_config is the network (--layers and the width flags reduce it "
+                        "for a quick plan)")
+
+
+def apply_mindformers_config(args) -> dict | None:
+    """With ``--mindformers-config``: read the YAML, refuse a model that cannot be captured yet
+    (mixture of experts), set ``args.network`` to :data:`MINDFORMERS_SPEC` and the path to an
+    absolute one (the dry-run children run in another folder). Returns the parsed YAML, or
+    ``None`` without the option.
+
+    Raises:
+        smsg_ms.networks.mf_run.RunConfigError: unreadable YAML, no model, a MoE model, or a
+            network named as well.
+    """
+    import os
+
+    path = getattr(args, "mindformers_config", None)
+    if not path:
+        return None
+    from .networks import DEFAULT_NETWORK
+    from .networks.mf_run import RunConfigError, is_moe, load_run_config, model_config_of
+
+    if getattr(args, "network", None) not in (None, DEFAULT_NETWORK, MINDFORMERS_SPEC):
+        raise RunConfigError(f"give a network or --mindformers-config, not both (got "
+                             f"'{args.network}')")
+    data = load_run_config(path)
+    model_config = model_config_of(data, path)
+    if is_moe(model_config):
+        raise RunConfigError(
+            f"{os.path.basename(path)}: {model_config['architectures'][0]} is a "
+            "mixture-of-experts model, which smsg-ms cannot capture yet (its routing operators "
+            "and GroupedMatmul are not operator families; docs/networks.md)")
+    args.network = MINDFORMERS_SPEC
+    args.mindformers_config = os.path.abspath(path)
+    return data
 
 
 def name_options(args) -> dict:

@@ -256,6 +256,9 @@ def cv_efficientnet(batch: int = 8, image: int = 64):
     return _mindcv("efficientnet_b0", batch, image)
 
 
+#: public names of the helpers above, for the other mindformers specs (``mf_run``)
+import_object, token_ids, world_size, with_labels = _import, _ids, _world_size, _WithLabels
+
 #: family name → network spec, in the order of the table
 FAMILIES = {
     "LLaMA": "smsg_ms.networks.families:mf_llama",
