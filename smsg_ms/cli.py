@@ -9,7 +9,8 @@ import argparse
 import sys
 
 from .cli_options import (add_mindformers_arg, add_size_args, apply_mindformers_config,  # noqa: F401
-                          given_options, name_options, positive_int, positive_seconds)
+                          default_plan_path, given_options, name_options, positive_int,
+                          positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -49,32 +50,6 @@ def cmd_graph(args) -> int:
         return 0
     print_summary(graph, console())
     return 0
-
-
-def default_plan_path(network: str, devices: int, options: dict | None = None,
-                      settings: dict | None = None) -> str:
-    """``<network>[-<option><value>...]-<N>dev[-<setting>...].plan.json`` in the working folder
-    (``:``/``.``/``/`` → ``-``), so plans of other shapes or planning settings do not overwrite
-    each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
-
-    ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
-    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate",
-    "time_limit": 5.0}`` (any subset; a ``None`` value is left out)."""
-    def safe(text) -> str:
-        return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
-
-    shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
-    tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
-            "hardware": "{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
-    extra = ""
-    for key, fmt in tags.items():
-        value = (settings or {}).get(key)
-        if value is None:
-            continue
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        extra += "-" + safe(fmt.format(value))
-    return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"
 
 
 #: ``plan``'s default settings: a setting differing from these goes into the default file name.

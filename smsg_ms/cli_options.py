@@ -63,7 +63,7 @@ def given_options(args) -> dict:
 
 def network_options(args) -> dict:
     """The network options: the ``--shape`` preset's, overridden by the flags given; with
-    ``--mindformers-config`` (after :func:`apply_mindformers_config`) also ``config`` and the
+    ``--mindformers-config`` (after :func:`apply_mindformers_config`) also ``run_config`` and the
     run's global batch unless ``--batch`` is given.
 
     Raises:
@@ -76,7 +76,7 @@ def network_options(args) -> dict:
     if run:
         from .networks.mf_run import global_batch, load_run_config
 
-        options = {"config": run, **options}
+        options = {"run_config": run, **options}
         options.setdefault("batch", global_batch(load_run_config(run)))
     return options
 
@@ -130,3 +130,29 @@ def name_options(args) -> dict:
     """The options a default file name carries: the preset's name and the flags given."""
     shape = getattr(args, "shape", None)
     return {**({"shape": shape} if shape else {}), **given_options(args)}
+
+
+def default_plan_path(network: str, devices: int, options: dict | None = None,
+                      settings: dict | None = None) -> str:
+    """``<network>[-<option><value>...]-<N>dev[-<setting>...].plan.json`` in the working folder
+    (``:``/``.``/``/`` → ``-``), so plans of other shapes or planning settings do not overwrite
+    each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
+
+    ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
+    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate",
+    "time_limit": 5.0}`` (any subset; a ``None`` value is left out)."""
+    def safe(text) -> str:
+        return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
+
+    shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
+    tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
+            "hardware": "{}", "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
+    extra = ""
+    for key, fmt in tags.items():
+        value = (settings or {}).get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        extra += "-" + safe(fmt.format(value))
+    return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"

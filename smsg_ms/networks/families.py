@@ -257,7 +257,10 @@ def cv_efficientnet(batch: int = 8, image: int = 64):
 
 
 #: public names of the helpers above, for the other mindformers specs (``mf_run``)
-import_object, token_ids, world_size, with_labels = _import, _ids, _world_size, _WithLabels
+import_object = _import
+token_ids = _ids
+world_size = _world_size
+with_labels = _WithLabels
 
 #: family name → network spec, in the order of the table
 FAMILIES = {

@@ -1,5 +1,5 @@
 """The model a mindformers run configuration (``run_mindformer.py``'s YAML) describes, as a network
-spec: ``smsg_ms.networks.mf_run:build`` with the option ``config=PATH``.
+spec: ``smsg_ms.networks.mf_run:build`` with the option ``run_config=PATH``.
 
 The model is resolved the way mindformers 1.9.0 resolves it for ``use_legacy: False``
 (``mindformers/models/build_model.py`` ``build_model``): the ``model.model_config`` mapping (merged
@@ -106,8 +106,11 @@ def global_batch(data: dict) -> int:
 
 
 def is_moe(model_config: dict) -> bool:
-    """Whether the model routes tokens to experts (a routed-expert count above 0)."""
-    return any(int(model_config.get(k) or 0) > 0 for k in EXPERT_KEYS)
+    """Whether the model routes tokens to experts: a routed-expert count above 0, or any
+    ``moe_*`` / ``num_experts_per_tok`` key (DeepSeek-V3's YAMLs leave the expert count to the
+    configuration class's default)."""
+    return any(int(model_config.get(k) or 0) > 0 for k in EXPERT_KEYS) or any(
+        k.startswith("moe_") or k == "num_experts_per_tok" for k in model_config)
 
 
 def sized_model_config(model_config: dict, **sizes) -> dict:
@@ -127,21 +130,21 @@ def sized_model_config(model_config: dict, **sizes) -> dict:
     return out
 
 
-def build(config: str, batch: int | None = None, seq: int | None = None,
+def build(run_config: str, batch: int | None = None, seq: int | None = None,
           layers: int | None = None, hidden: int | None = None, heads: int | None = None,
           kv_heads: int | None = None, ffn: int | None = None, vocab: int | None = None):
-    """The model of the mindformers run configuration ``config`` (a YAML path), in training,
+    """The model of the mindformers run configuration ``run_config`` (a YAML path), in training,
     without the YAML's tensor parallelism (its primitives' strategies are the plan's to give).
 
     Raises:
         RunConfigError: the YAML is unreadable or names no model; a mixture-of-experts model
             (its graph cannot be captured yet: docs/networks.md); an inference-only class.
     """
-    return _build(config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
+    return _build(run_config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
                                       kv_heads=kv_heads, ffn=ffn, vocab=vocab), None)
 
 
-def build_expert(config: str, batch: int | None = None, seq: int | None = None,
+def build_expert(run_config: str, batch: int | None = None, seq: int | None = None,
                  layers: int | None = None, hidden: int | None = None, heads: int | None = None,
                  kv_heads: int | None = None, ffn: int | None = None, vocab: int | None = None,
                  data_parallel: int | None = None, model_parallel: int | None = None,
@@ -154,12 +157,12 @@ def build_expert(config: str, batch: int | None = None, seq: int | None = None,
     Raises:
         RunConfigError: as :func:`build`.
     """
-    par = load_run_config(config).get("parallel_config") or {}
+    par = load_run_config(run_config).get("parallel_config") or {}
     given = {"data_parallel": data_parallel, "model_parallel": model_parallel,
              "use_seq_parallel": use_seq_parallel}
     parallel = {k: (v if v is not None else par.get(k, 1 if k != "use_seq_parallel" else False))
                 for k, v in given.items()}
-    return _build(config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
+    return _build(run_config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
                                       kv_heads=kv_heads, ffn=ffn, vocab=vocab), parallel)
 
 
