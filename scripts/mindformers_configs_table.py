@@ -40,11 +40,12 @@ def smsg(*args, cwd) -> tuple[int, str, str]:
         proc.stderr.strip().splitlines()[-1] or ""
 
 
-def heads_of(model_config: dict) -> list[str]:
-    """8 heads with the YAML's query:KV ratio (at least 1 KV head)."""
+def heads_of(model_config: dict, mp: int) -> list[str]:
+    """8 heads, KV heads at the YAML's query:KV ratio but at least ``mp`` (mindformers wants the
+    KV heads a multiple of model_parallel)."""
     heads = int(model_config.get("num_attention_heads", 8))
     kv = int(model_config.get("num_key_value_heads") or heads)
-    return ["--heads", "8", "--kv-heads", str(max(1, 8 * kv // heads))]
+    return ["--heads", "8", "--kv-heads", str(max(1, 8 * kv // heads, mp))]
 
 
 def row(name: str, work: Path) -> str:
@@ -56,17 +57,17 @@ def row(name: str, work: Path) -> str:
     shipped = f"dp{dp} mp{mp} pp{pp} mb{par.get('micro_batch_num', 1)}"
     label = f"`{Path(name).stem}`"
     rc, out, err = smsg("score", "--mindformers-config", path, "--layers", pp, *SMALL,
-                        *heads_of(data["model"]["model_config"]), "--json", cwd=work)
+                        *heads_of(data["model"]["model_config"], mp), "--json", cwd=work)
     if rc:
         return f"| {label} | {shipped} | not yet: {err.removeprefix('smsg-ms: error: ')} | | | |"
     expert = json.loads(out)
-    sizes = ["--layers", pp, *SMALL, *heads_of(data["model"]["model_config"])]
+    sizes = ["--layers", pp, *SMALL, *heads_of(data["model"]["model_config"], mp)]
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
                         cwd=work)
     plan = json.loads(out) if rc == 0 else None
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
-                         *heads_of(data["model"]["model_config"]), "--planners", "smsg",
+                         *heads_of(data["model"]["model_config"], mp), "--planners", "smsg",
                          "--json", cwd=work)
     counts = {}
     if rc == 0:

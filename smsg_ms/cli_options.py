@@ -109,7 +109,8 @@ def apply_mindformers_config(args) -> dict | None:
     if not path:
         return None
     from .networks import DEFAULT_NETWORK
-    from .networks.mf_run import RunConfigError, is_moe, load_run_config, model_config_of
+    from .networks.mf_run import (RunConfigError, architecture, is_moe, load_run_config,
+                                  model_config_of)
 
     if getattr(args, "network", None) not in (None, DEFAULT_NETWORK, MINDFORMERS_SPEC):
         raise RunConfigError(f"give a network or --mindformers-config, not both (got "
@@ -118,7 +119,7 @@ def apply_mindformers_config(args) -> dict | None:
     model_config = model_config_of(data, path)
     if is_moe(model_config):
         raise RunConfigError(
-            f"{os.path.basename(path)}: {model_config['architectures'][0]} is a "
+            f"{os.path.basename(path)}: {architecture(model_config)} is a "
             "mixture-of-experts model, which smsg-ms cannot capture yet (its routing operators "
             "and GroupedMatmul are not operator families; docs/networks.md)")
     args.network = MINDFORMERS_SPEC
@@ -156,3 +157,4 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
             value = int(value)
         extra += "-" + safe(fmt.format(value))
     return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"
+

@@ -132,3 +132,10 @@ def test_score_refuses_context_parallel(tmp_path):
     path.write_text(yaml.safe_dump(data))
     line = _one_line_error(smsg("score", "--mindformers-config", path, cwd=tmp_path))
     assert "parallel_config.context_parallel" in line
+
+
+def test_score_refuses_partial_recompute(tmp_path):
+    # TeleChat3-36B recomputes [[14, 14], [14, 14]] = 56 of its 64 layers
+    line = _one_line_error(smsg("score", "--mindformers-config",
+                                CONFIGS / "telechat3/pretrain_telechat3_36b.yaml", cwd=tmp_path))
+    assert "recompute_config.recompute" in line and "56 of 64" in line

@@ -41,9 +41,22 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
                               "Megatron layout of smsg_ms.compare.configs has no "
                               f"{key.replace('_', ' ')} dimension)")
     recompute = (data.get("recompute_config") or {}).get("recompute", False)
+    notes = []
+    if isinstance(recompute, list):
+        # layers recomputed per stage (mindformers): all of the model's layers, or none, can be
+        # priced; a part cannot yet
+        flat = [int(x) for x in _flatten(recompute)]
+        layers = int(((data.get("model") or {}).get("model_config") or {}).get(
+            "num_hidden_layers") or 0)
+        if sum(flat) not in (0, layers):
+            raise ConfigError(f"recompute_config.recompute = {recompute!r} recomputes {sum(flat)} "
+                              f"of {layers} layers: a part cannot be priced yet (all or none)")
+        recompute = sum(flat) == layers > 0
+        notes.append(f"recompute_config.recompute = {recompute!r}: layers per stage, "
+                     f"{'all' if recompute else 'none'} of the {layers} layers")
     if not isinstance(recompute, bool):
-        raise ConfigError(f"recompute_config.recompute = {recompute!r} (layers per stage) cannot "
-                          "be priced yet: only True or False")
+        raise ConfigError(f"recompute_config.recompute = {recompute!r} cannot be priced yet: "
+                          "only True, False or layers per stage")
     runner = data.get("runner_config") or {}
     interleave = int(data.get("micro_batch_interleave_num", 1) or 1)
     micro = _int(runner, "batch_size") * interleave
@@ -52,7 +65,6 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
                     global_batch=global_batch(data), recompute=recompute,
                     optimizer_shard=bool((data.get("parallel") or {}).get(
                         "enable_parallel_optimizer", False)))
-    notes = []
     if par.get("use_seq_parallel"):
         notes.append("use_seq_parallel: priced without sequence parallelism (its AllGather/"
                      "ReduceScatter pair moves the bytes of the AllReduce it replaces; the norms' "
@@ -62,6 +74,12 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
     if (data.get("recompute_config") or {}).get("select_recompute"):
         notes.append("recompute_config.select_recompute: not priced")
     return config, notes
+
+
+def _flatten(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
 
 
 __all__ = ["config_of_run"]

@@ -17,6 +17,7 @@ same; ``batch`` defaults to the YAML's global batch (:func:`global_batch`), ``se
 """
 from __future__ import annotations
 
+import math
 import os
 
 from . import NetworkSpecError
@@ -105,6 +106,12 @@ def global_batch(data: dict) -> int:
     return batch * dp * interleave * int(runner.get("gradient_accumulation_steps", 1) or 1)
 
 
+def architecture(model_config: dict) -> str:
+    """The model class ``architectures`` names (a list or one name, as mindformers accepts)."""
+    arch = model_config["architectures"]
+    return arch if isinstance(arch, str) else arch[0]
+
+
 def is_moe(model_config: dict) -> bool:
     """Whether the model routes tokens to experts: a routed-expert count above 0, or any
     ``moe_*`` / ``num_experts_per_tok`` key (DeepSeek-V3's YAMLs leave the expert count to the
@@ -174,10 +181,10 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     mc = sized_model_config(model_config_of(data, config), **sizes)
     if is_moe(mc):
         raise RunConfigError(
-            f"{os.path.basename(config)}: {mc['architectures'][0]} is a mixture-of-experts model, "
+            f"{os.path.basename(config)}: {architecture(mc)} is a mixture-of-experts model, "
             "whose training graph smsg-ms cannot capture yet (routing operators and GroupedMatmul "
             "are not operator families; docs/networks.md)")
-    require_package("mindformers", mc["architectures"][0])
+    require_package("mindformers", architecture(mc))
     import mindspore as ms
 
     import_object("mindformers.core.context.build_context.set_context")(
@@ -190,7 +197,15 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     # mindformers' GPTModel wants data × pipeline parallel = the world size, as the trainer
     # sets them from parallel_config; the plan replaces the strategies they make
     stages = int(ms.get_auto_parallel_context("pipeline_stages"))
-    cfg.parallel_config.data_parallel = max(world_size() // stages, 1)
+    seq_len = int(mc["seq_length"])
+    batch = int(batch) if batch is not None else global_batch(data)
+    # the layouts its Morph primitives keep cut the batch data_parallel-way: a data-parallel
+    # size that divides the batch, the rest of the stage's devices model-parallel
+    per_stage = max(world_size() // stages, 1)
+    dp = math.gcd(per_stage, batch)
+    cfg.parallel_config.data_parallel = dp
+    if dp < per_stage:
+        cfg.parallel_config.model_parallel = per_stage // dp
     cfg.parallel_config.pipeline_stage = stages
     for key, value in (parallel or {}).items():
         setattr(cfg.parallel_config, key, value)
@@ -198,8 +213,6 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
                                            default_args={"config": cfg})
     if type(model).__name__.startswith("Inference"):
         raise RunConfigError(f"mindformers builds only {type(model).__name__} for "
-                             f"{mc['architectures'][0]} (inference, no training graph to plan)")
-    seq_len = int(mc["seq_length"])
-    batch = int(batch) if batch is not None else global_batch(data)
+                             f"{architecture(mc)} (inference, no training graph to plan)")
     return {"net": with_labels(model), "inputs": (token_ids(batch, seq_len),),
             "train_inputs": (token_ids(batch, seq_len), token_ids(batch, seq_len))}
