@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 
-from .cli_options import (add_pipeline_shape_args, add_size_args,  # noqa: F401
+from .cli_options import (add_mindformers_arg, add_pipeline_shape_args,  # noqa: F401
+                          add_size_args, apply_mindformers_config, default_plan_path,
                           given_options, name_options, positive_int, positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
@@ -50,33 +51,6 @@ def cmd_graph(args) -> int:
         return 0
     print_summary(graph, console())
     return 0
-
-
-def default_plan_path(network: str, devices: int, options: dict | None = None,
-                      settings: dict | None = None) -> str:
-    """``<network>[-<option><value>...]-<N>dev[-<setting>...].plan.json`` in the working folder
-    (``:``/``.``/``/`` → ``-``), so plans of other shapes or planning settings do not overwrite
-    each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
-
-    ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
-    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate",
-    "time_limit": 5.0}`` (any subset; a ``None`` value is left out)."""
-    def safe(text) -> str:
-        return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
-
-    shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
-    tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
-            "virtual_stages": "vs{}", "hardware": "{}", "devices_per_node": "dpn{}",
-            "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
-    extra = ""
-    for key, fmt in tags.items():
-        value = (settings or {}).get(key)
-        if value is None:
-            continue
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        extra += "-" + safe(fmt.format(value))
-    return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"
 
 
 #: ``plan``'s default settings: a setting differing from these goes into the default file name.
@@ -131,6 +105,7 @@ def cmd_plan(args) -> int:
     from .cost.hardware import get_hardware
 
     check_device_count(args.devices)
+    run = apply_mindformers_config(args)
     if args.memory is not None and not args.memory > 0:
         raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     if args.out is not None and not args.out.strip():
@@ -141,8 +116,10 @@ def cmd_plan(args) -> int:
         raise PlanError(f"--hardware: {exc}") from None
     from .networks import check_options
     check_options(args.network, _network_options(args))
-    out = args.out or default_plan_path(args.network, args.devices, name_options(args),
-                                        _plan_settings(args))
+    import os
+    out = args.out or default_plan_path(
+        os.path.basename(args.mindformers_config).rsplit(".", 1)[0] if run else args.network,
+        args.devices, name_options(args), _plan_settings(args))
     _check_writable(out)
     try:
         from . import planner
@@ -152,6 +129,7 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
+    graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
 
@@ -173,16 +151,23 @@ def cmd_plan(args) -> int:
         from .planner.write_back import set_write_back
         set_write_back(plan, args.write_back)
     save_plan(plan, out)
+    if run:     # the strategy checkpoint and the planned copy of the run configuration
+        from .integration.mindformers_run import write_run_outputs
+        mf = write_run_outputs(plan, args.mindformers_config, out, graph)
     from .integration.writeback import describe
     from .report.tables import print_summary
     if args.json:
         from .report.json_views import plan_json
-        emit_json(plan_json(plan, out))
+        emit_json({**plan_json(plan, out), **({"mindformers": mf} if run else {})})
         return 0
     out_console = console()
     print_summary(plan, out_console)
     out_console.print(describe(plan), markup=False)
     out_console.print(f"plan written to {out}")
+    if run:
+        out_console.print(f"strategy checkpoint written to {mf['strategy_ckpt']}\nmindformers "
+                          f"configuration written to {mf['yaml']}: parallel_config "
+                          f"{mf['settings']['parallel_config']}", markup=False)
     return 0
 
 
@@ -408,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
     p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
+    add_mindformers_arg(p)
     _add_hardware_args(p)
     p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,

@@ -66,9 +66,10 @@ _NOTED: set = set()
 
 
 def network_options(args) -> dict:
-    """The network options: the ``--shape`` preset's, overridden by the flags given. What the
-    network changes of the preset's model (:func:`~smsg_ms.networks.presets.shape_note`) is
-    printed on stderr.
+    """The network options: the ``--shape`` preset's, overridden by the flags given; with
+    ``--mindformers-config`` (after :func:`apply_mindformers_config`) also ``run_config`` and the
+    run's global batch unless ``--batch`` is given. What the network changes of the preset's
+    model (:func:`~smsg_ms.networks.presets.shape_note`) is printed on stderr.
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
@@ -82,7 +83,59 @@ def network_options(args) -> dict:
     if note and (args.network, args.shape) not in _NOTED:
         _NOTED.add((args.network, args.shape))
         print(f"note: --shape {args.shape} with '{args.network}': {note}", file=sys.stderr)
+    run = getattr(args, "mindformers_config", None)
+    if run:
+        from .networks.mf_run import global_batch, load_run_config
+
+        options = {"run_config": run, **options}
+        options.setdefault("batch", global_batch(load_run_config(run)))
     return options
+
+
+#: the network spec of a mindformers run configuration (``--mindformers-config``)
+MINDFORMERS_SPEC = "smsg_ms.networks.mf_run:build"
+
+
+def add_mindformers_arg(p: argparse.ArgumentParser) -> None:
+    """``--mindformers-config RUN.yaml``."""
+    p.add_argument("--mindformers-config", metavar="RUN.yaml",
+                   help="a mindformers run configuration (run_mindformer.py's YAML): its "
+                        "model_config is the network (--layers and the width flags reduce it "
+                        "for a quick plan)")
+
+
+def apply_mindformers_config(args) -> dict | None:
+    """With ``--mindformers-config``: read the YAML, refuse a model that cannot be captured yet
+    (mixture of experts), set ``args.network`` to :data:`MINDFORMERS_SPEC` and the path to an
+    absolute one (the dry-run children run in another folder). Returns the parsed YAML, or
+    ``None`` without the option.
+
+    Raises:
+        smsg_ms.networks.mf_run.RunConfigError: unreadable YAML, no model, a MoE model, or a
+            network named as well.
+    """
+    import os
+
+    path = getattr(args, "mindformers_config", None)
+    if not path:
+        return None
+    from .networks import DEFAULT_NETWORK
+    from .networks.mf_run import (RunConfigError, architecture, is_moe, load_run_config,
+                                  model_config_of)
+
+    if getattr(args, "network", None) not in (None, DEFAULT_NETWORK, MINDFORMERS_SPEC):
+        raise RunConfigError(f"give a network or --mindformers-config, not both (got "
+                             f"'{args.network}')")
+    data = load_run_config(path)
+    model_config = model_config_of(data, path)
+    if is_moe(model_config):
+        raise RunConfigError(
+            f"{os.path.basename(path)}: {architecture(model_config)} is a "
+            "mixture-of-experts model, which smsg-ms cannot capture yet (its routing operators "
+            "and GroupedMatmul are not operator families; docs/networks.md)")
+    args.network = MINDFORMERS_SPEC
+    args.mindformers_config = os.path.abspath(path)
+    return data
 
 
 def name_options(args) -> dict:
@@ -101,3 +154,31 @@ def add_pipeline_shape_args(p: argparse.ArgumentParser) -> None:
                    type=lambda v: v if v == "auto" else str(positive_int(v)),
                    help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
                         "plain 1F1B; auto: searched)")
+
+
+def default_plan_path(network: str, devices: int, options: dict | None = None,
+                      settings: dict | None = None) -> str:
+    """``<network>[-<option><value>...]-<N>dev[-<setting>...].plan.json`` in the working folder
+    (``:``/``.``/``/`` → ``-``), so plans of other shapes or planning settings do not overwrite
+    each other (``llama-batch16-8dev``, ``llama-8dev-p2-h100-mem80-propagate``).
+
+    ``settings``: the non-default planning settings, ``{"pipeline": "2", "hardware": "h100",
+    "memory": 80.0, "micro_batches": 4, "optimizer_sharding": "on", "write_back": "propagate",
+    "time_limit": 5.0}`` (any subset; a ``None`` value is left out)."""
+    def safe(text) -> str:
+        return "".join(c if c.isalnum() or c in "_-" else "-" for c in str(text))
+
+    shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
+    tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
+            "virtual_stages": "vs{}", "hardware": "{}", "devices_per_node": "dpn{}",
+            "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
+    extra = ""
+    for key, fmt in tags.items():
+        value = (settings or {}).get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        extra += "-" + safe(fmt.format(value))
+    return f"{safe(network)}{shape}-{devices}dev{extra}.plan.json"
+

@@ -27,6 +27,20 @@ def cmd_compare(args) -> int:
 
     from ..cli_output import emit_json, stdout_to_stderr
 
+    from ..cli_options import apply_mindformers_config
+    from .configs import ConfigError
+
+    run = apply_mindformers_config(args)
+    if args.network is None:
+        raise ConfigError("compare needs a network or --mindformers-config RUN.yaml")
+    if run is not None and args.expert is None:
+        # the run's own parallel_config, one pipeline stage: the expert row
+        par = run.get("parallel_config") or {}
+        args.expert = (int(par.get("data_parallel", 1)), int(par.get("model_parallel", 1)))
+        if args.devices is None:
+            args.devices = args.expert[0] * args.expert[1]
+    if args.devices is None:
+        raise ConfigError("compare needs --devices N")
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
     to_stdout = args.json == "-"
     # progress lines go to stderr with --json (stdout holds the JSON document only)
@@ -46,18 +60,24 @@ def cmd_compare(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from ..cli_options import apply_mindformers_config
     from ..cli_output import emit_json, working
     from .configs import ConfigError
 
     from ..cost.hardware import get_hardware
 
-    shape = _options(args)
-    if args.out and not args.configs:
-        raise ConfigError("--out goes with --configs FILE.csv")
+    run = apply_mindformers_config(args)
+    if args.network is None:
+        raise ConfigError("score needs a network or --mindformers-config RUN.yaml")
     try:
         args.hardware = get_hardware(args.hardware, args.devices_per_node)
     except ValueError as exc:
         raise ConfigError(f"--hardware: {exc}") from None
+    if run is not None:
+        return _score_run(args, run)
+    shape = _options(args)
+    if args.out and not args.configs:
+        raise ConfigError("--out goes with --configs FILE.csv")
     if args.configs:
         import sys
 
@@ -125,11 +145,44 @@ def cmd_score(args) -> int:
     return 0
 
 
+def _score_run(args, run: dict) -> int:
+    """``score --mindformers-config RUN.yaml``: the YAML's own configuration priced
+    (:func:`smsg_ms.compare.run_config.config_of_run`), at the depth and widths given."""
+    from ..cli_output import emit_json, working
+    from .configs import ConfigError
+    from .run_config import config_of_run
+    from .score_configs import score_config
+
+    if args.config or args.configs:
+        raise ConfigError("--mindformers-config carries its own configuration: no --config or "
+                          "--configs")
+    config, notes = config_of_run(run)
+    shape = _options(args)
+    shape.pop("batch", None)
+    with working(f"capturing and scoring {args.mindformers_config}", args.json):
+        result = score_config(args.network, config, devices=args.devices,
+                              hardware=args.hardware, **shape)
+    if args.json:
+        emit_json({"mindformers_config": args.mindformers_config, "config": config.text(),
+                   "notes": notes, **result})
+        return 0
+    print(f"{config.text()} (from {args.mindformers_config}): predicted step "
+          f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
+          f"device (largest stage), {result['micro_batches']} micro-batches on "
+          f"{result['devices_per_stage']} devices per stage")
+    for note in notes:
+        print(f"note: {note}")
+    return 0
+
+
 def _network_args(p, devices_required: bool = True) -> None:
-    p.add_argument("network", help="built-in name or package.module:function")
+    p.add_argument("network", nargs=None if devices_required else "?",
+                   help="built-in name or package.module:function")
     p.add_argument("--devices", type=int, required=devices_required,
                    help="device count" + ("" if devices_required else
-                                          " (with --config: must equal dp·tp·pp)"))
+                                          " (score --config: must equal dp·tp·pp; compare "
+                                          "--mindformers-config: default data_parallel·"
+                                          "model_parallel of the YAML)"))
     p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
                    help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, dgx-h100 "
                         "= h100) or a JSON/YAML description file")
@@ -141,7 +194,9 @@ def register(subparsers) -> None:
     """Add ``compare`` and ``score`` to an ``argparse`` sub-parser collection."""
     p = subparsers.add_parser("compare", help="compile a network under every planner (smsg and "
                               "MindSpore's) and measure each from the compiled graph")
-    _network_args(p)
+    _network_args(p, devices_required=False)
+    from ..cli_options import add_mindformers_arg
+    add_mindformers_arg(p)
     p.add_argument("--planners", help="comma-separated subset (default: all)")
     p.add_argument("--expert", type=_expert, help="dp,mp[,pp] of the network's own parallel "
                    "config (mindformers specs): adds the expert row")
@@ -155,10 +210,13 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_compare)
     s = subparsers.add_parser("score", help="score with smsg's cost model the strategies a "
                               "network's primitives carry (shard() in its code), or hybrid "
-                              "configurations in the Megatron layout (--config, --configs)")
+                              "configurations in the Megatron layout (--config, --configs, "
+                              "--mindformers-config)")
     _network_args(s, devices_required=False)
     s.add_argument("--devices-per-node", type=int, metavar="N",
                    help="devices per node, overriding the preset's")
+    from ..cli_options import add_mindformers_arg
+    add_mindformers_arg(s)
     s.add_argument("--json", action="store_true",
                    help="print the result as JSON on stdout (nothing else on stdout)")
     how = s.add_mutually_exclusive_group()

@@ -15,7 +15,9 @@ import numpy as np
 #: Network spec → spec of the same network whose primitives carry the expert's ``shard()``.
 EXPERT_SPECS = {"mf-llama": "smsg_ms.compare.nets:mindformers_llama_expert",
                 "smsg_ms.networks.external:mindformers_llama":
-                    "smsg_ms.compare.nets:mindformers_llama_expert"}
+                    "smsg_ms.compare.nets:mindformers_llama_expert",
+                # a mindformers run configuration with its own parallel_config (dp, mp)
+                "smsg_ms.networks.mf_run:build": "smsg_ms.networks.mf_run:build_expert"}
 
 
 def mindformers_llama_expert(data_parallel: int = 1, model_parallel: int = 1,

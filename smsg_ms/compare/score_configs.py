@@ -45,7 +45,7 @@ def _network_default(spec: str, key: str, options: dict):
         return int(options[key])
     _, func = resolve_spec(spec)
     param = inspect.signature(func).parameters.get(key)
-    if param is None or param.default is inspect.Parameter.empty:
+    if param is None or param.default in (inspect.Parameter.empty, None):
         return None
     return int(param.default)
 

@@ -54,11 +54,18 @@ def clear_strategies(prims: dict) -> list[str]:
     A plan owns the strategy of every primitive: a leftover ``out_strategy`` (mindformers sets
     them) contradicts the plan's ``in_strategy`` and MindSpore rejects the pair.
 
+    A primitive marked ``self_define_shard`` (mindformers' ``Morph`` embeddings and linears,
+    ``parallel_core/training_graph/tensor_parallel/layers.py``) keeps its layout: MindSpore
+    accepts only a layout there and, without one, stops at "For self define shard op ..., it
+    should not reach this function" (``frontend/parallel/ops_info/self_define_shard_info.cc``).
+
     Returns:
         The paths that carried one, sorted.
     """
     cleared = []
     for path, prim in sorted(prims.items()):
+        if prim.attrs.get("self_define_shard"):
+            continue
         had = False
         for attr in ("in_strategy", "out_strategy", "in_layout", "out_layout"):
             if attr in prim.attrs:

@@ -260,6 +260,12 @@ def cv_efficientnet(batch: int = 8, image: int = 64):
     return _mindcv("efficientnet_b0", batch, image)
 
 
+#: public names of the helpers above, for the other mindformers specs (``mf_run``)
+import_object = _import
+token_ids = _ids
+world_size = _world_size
+with_labels = _WithLabels
+
 #: family name → network spec, in the order of the table
 FAMILIES = {
     "LLaMA": "smsg_ms.networks.families:mf_llama",

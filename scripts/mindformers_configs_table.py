@@ -1,0 +1,108 @@
+"""The pretrain YAMLs of the mindformers 1.9.0 wheel (``configs/`` in site-packages): the shipped
+(expert) configuration beside smsg's plan for the same model and device count.
+
+Per dense YAML, through the CLI: ``score --mindformers-config`` (the YAML's own dp/mp/pp,
+micro-batches, recompute, optimizer sharding, priced by smsg's model at ``pp`` layers),
+``plan --mindformers-config --pipeline auto`` (smsg's plan on dp·mp·pp devices, the YAML's global
+batch, ``pp`` layers), and ``compare --mindformers-config --planners smsg`` (one stage of
+dp·mp devices at 2 layers: the collectives MindSpore's compiler inserts for smsg's plan and for
+the YAML's own ``shard()`` strategies). Widths reduced (:data:`SMALL`) so the CPU dry-run
+compiles in seconds; the YAML's heads:KV-heads ratio is kept.
+
+Writes the section between the markers of ``docs/benchmarks.md``.
+Run: ``PYTHONPATH=$PWD nice python scripts/mindformers_configs_table.py``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = Path(importlib.util.find_spec("mindformers").origin).parent.parent / "configs"
+YAMLS = ["qwen3/pretrain_qwen3_32b_4k.yaml", "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml",
+         "deepseek3/pretrain_deepseek3_671b.yaml", "deepseek3/pretrain_deepseek3_12b_16p_pp16.yaml",
+         "telechat3/pretrain_telechat3_36b.yaml", "general/llm_pretrain_dense_template.yaml",
+         "general/llm_pretrain_moe_template.yaml"]
+SMALL = ["--hidden", "512", "--ffn", "1024", "--vocab", "4096", "--seq", "256"]
+BEGIN, END = "<!-- mindformers-configs:begin -->", "<!-- mindformers-configs:end -->"
+
+
+def smsg(*args, cwd) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=1800)
+    return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
+        proc.stderr.strip().splitlines()[-1] or ""
+
+
+def heads_of(model_config: dict, mp: int) -> list[str]:
+    """8 heads, KV heads at the YAML's query:KV ratio but at least ``mp`` (mindformers wants the
+    KV heads a multiple of model_parallel)."""
+    heads = int(model_config.get("num_attention_heads", 8))
+    kv = int(model_config.get("num_key_value_heads") or heads)
+    return ["--heads", "8", "--kv-heads", str(max(1, 8 * kv // heads, mp))]
+
+
+def row(name: str, work: Path) -> str:
+    path = CONFIGS / name
+    data = yaml.safe_load(path.read_text())
+    par = data.get("parallel_config") or {}
+    dp, mp, pp = (int(par.get(k, 1)) for k in ("data_parallel", "model_parallel",
+                                                "pipeline_stage"))
+    shipped = f"dp{dp} mp{mp} pp{pp} mb{par.get('micro_batch_num', 1)}"
+    label = f"`{Path(name).stem}`"
+    rc, out, err = smsg("score", "--mindformers-config", path, "--layers", pp, *SMALL,
+                        *heads_of(data["model"]["model_config"], mp), "--json", cwd=work)
+    if rc:
+        return f"| {label} | {shipped} | not yet: {err.removeprefix('smsg-ms: error: ')} | | | |"
+    expert = json.loads(out)
+    sizes = ["--layers", pp, *SMALL, *heads_of(data["model"]["model_config"], mp)]
+    rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
+                        "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
+                        cwd=work)
+    plan = json.loads(out) if rc == 0 else None
+    rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
+                         *heads_of(data["model"]["model_config"], mp), "--planners", "smsg",
+                         "--json", cwd=work)
+    counts = {}
+    if rc == 0:
+        for r in json.loads(out)["rows"]:
+            counts[r["planner"]] = (r["measures"]["collectives"] if r["ok"] else
+                                    "fails: " + (r["error"] or "")[:90])
+    mib = 2 ** 20
+    smsg_cell = (f"{plan['totals']['step_seconds']:.4g} s, {plan['totals']['memory_bytes'] / mib:.0f}"
+                 f" MiB ({plan['mindformers']['settings']['parallel_config']})"
+                 if plan else f"plan fails: {err}")
+    return (f"| {label} | {shipped}: {expert['step_seconds']:.4g} s, "
+            f"{expert['memory_bytes'] / mib:.0f} MiB | {smsg_cell} | {counts.get('expert', '–')} "
+            f"| {counts.get('smsg', '–')} |")
+
+
+def main() -> int:
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / "smsg-mf-table"
+    work.mkdir(exist_ok=True)
+    lines = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
+             "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
+             "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
+    for name in YAMLS:
+        print("…", name, flush=True)
+        lines.append(row(name, work))
+        print(lines[-1], flush=True)
+    doc = ROOT / "docs" / "benchmarks.md"
+    text = doc.read_text()
+    section = "\n".join([BEGIN, *lines, END])
+    if BEGIN in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

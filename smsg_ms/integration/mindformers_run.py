@@ -1,0 +1,209 @@
+"""A plan written back as a mindformers run configuration (``smsg-ms plan --mindformers-config``):
+the user's YAML with ``parallel_config``, ``recompute_config`` and the ``parallel`` section set
+from the plan, and ``parallel.strategy_ckpt_config.load_file`` naming the plan's strategy
+checkpoint (:mod:`.strategy_files`) at the YAML's full depth.
+
+What ``parallel_config`` can say (mindformers 1.9.0: ``data_parallel · model_parallel ·
+pipeline_stage`` = the device count, ``model_parallel`` dividing the attention and key/value
+heads) is a Megatron layout; a plan of smsg may cut other axes per operator. Those per-operator
+strategies travel in the strategy checkpoint. MindSpore gives a checkpoint's strategy to an
+operator that has no ``in_strategy`` yet (``shared/docs/mindspore-notes.md``), so the layers'
+own ``shard()`` calls, made from ``parallel_config``, keep theirs.
+
+The plan is made at the depth captured (``--layers``); a decoder layer is one repeated block,
+so the strategy of layer ``i`` of the plan is that of every layer of the full model, and layer
+``k`` of ``L`` is on stage ``k·p // L`` of ``p`` (``offset`` 0).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from ..plan import Plan
+from .plan_io import PlanError, write_text_atomic
+
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+
+
+def parallel_sizes(plan: Plan, heads: int, kv_heads: int) -> tuple[int, int]:
+    """``(data_parallel, model_parallel)`` for one stage's ``d`` devices: ``dp`` = the plan's
+    batch cut of the data inputs (its dataset strategy; 1 when they are whole), raised until
+    ``mp = d / dp`` divides ``heads`` and ``kv_heads`` (mindformers' requirement)."""
+    stages = int((plan.pipeline or {}).get("stages", 1))
+    d = plan.devices // stages
+    dp = max(1, int(plan.dataset_strategy[0][0])) if plan.dataset_strategy else 1
+    for cand in range(dp, d + 1):
+        mp = d // cand
+        if d % cand == 0 and heads % mp == 0 and kv_heads % mp == 0:
+            return cand, mp
+    return d, 1
+
+
+def sequence_parallel(plan: Plan) -> bool:
+    """Whether the plan cuts the token axes of the norms' input beyond the data-input cut (what
+    mindformers calls ``use_seq_parallel``: norms sharded on the sequence)."""
+    dp = int(plan.dataset_strategy[0][0]) if plan.dataset_strategy else 1
+    for d in plan.decisions:
+        if d.op_type in ("RmsNorm", "LayerNorm") and d.strategy and len(d.strategy[0]) >= 2:
+            if math.prod(d.strategy[0][:-1]) > dp:
+                return True
+    return False
+
+
+def run_settings(plan: Plan, model_config: dict) -> dict:
+    """The plan's settings in mindformers' names: ``{"parallel_config": {...},
+    "recompute": bool, "enable_parallel_optimizer": bool, "batch_size": int}``
+    (``batch_size``: ``runner_config.batch_size``, samples per micro-batch per data-parallel
+    replica, so mindformers' global batch is the plan's)."""
+    pipe = plan.pipeline or {}
+    stages = int(pipe.get("stages", 1))
+    micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
+    dp, mp = parallel_sizes(plan, int(model_config["num_attention_heads"]),
+                            int(model_config.get("num_key_value_heads")
+                                or model_config["num_attention_heads"]))
+    global_batch = int(pipe.get("global_batch") or plan.options.get("batch") or 1)
+    if global_batch % (dp * micro):
+        raise PlanError(f"the plan's global batch {global_batch} is not a multiple of "
+                        f"data_parallel·micro_batch_num = {dp}·{micro}")
+    return {"parallel_config": {"data_parallel": dp, "model_parallel": mp,
+                                "pipeline_stage": stages, "micro_batch_num": micro,
+                                "expert_parallel": 1, "context_parallel": 1,
+                                "use_seq_parallel": sequence_parallel(plan)},
+            "recompute": any(bool(v) for v in (pipe.get("recompute") or {}).values()),
+            "enable_parallel_optimizer": bool(pipe.get("optimizer_sharding", False)),
+            "batch_size": global_batch // (dp * micro)}
+
+
+def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:
+    """A copy of the run configuration ``data`` with the plan's settings
+    (:func:`run_settings`); every other key kept. ``model_config.offset`` is reset to 0 when
+    the stage count changes (its per-stage list no longer fits); ``parallel.dataset_strategy``
+    gets the new data-parallel cut on its first axis."""
+    import copy
+
+    out = copy.deepcopy(data)
+    s = run_settings(plan, model_config)
+    par = dict(out.get("parallel_config") or {})
+    old_stages = int(par.get("pipeline_stage", 1))
+    par.update(s["parallel_config"])
+    out["parallel_config"] = par
+    rec = dict(out.get("recompute_config") or {})
+    rec["recompute"] = s["recompute"]
+    out["recompute_config"] = rec
+    runner = dict(out.get("runner_config") or {})
+    runner["batch_size"] = s["batch_size"]
+    runner["gradient_accumulation_steps"] = 1
+    out["runner_config"] = runner
+    out["micro_batch_interleave_num"] = 1
+    section = dict(out.get("parallel") or {})
+    section["enable_parallel_optimizer"] = s["enable_parallel_optimizer"]
+    ckpt = dict(section.get("strategy_ckpt_config") or {})
+    ckpt["load_file"] = str(ckpt_path)
+    section["strategy_ckpt_config"] = ckpt
+    if isinstance(section.get("dataset_strategy"), list):
+        dp = s["parallel_config"]["data_parallel"]
+        section["dataset_strategy"] = [[dp] + list(row[1:]) if isinstance(row, list) else row
+                                       for row in section["dataset_strategy"]]
+    out["parallel"] = section
+    if s["parallel_config"]["pipeline_stage"] != old_stages:
+        out["model"]["model_config"]["offset"] = 0
+    return out
+
+
+def write_run_yaml(data: dict, path: str) -> str:
+    """Write ``data`` as YAML (``yaml.safe_dump``, keys in their order) atomically to ``path``.
+    Comments and anchors of the original are not kept (PyYAML reads them away)."""
+    import yaml
+
+    return write_text_atomic(path, yaml.safe_dump(data, sort_keys=False,
+                                                  default_flow_style=None, allow_unicode=True))
+
+
+def extend_to_depth(items: dict, planned_layers: int, layers: int, stages: int) -> dict:
+    """Strategy checkpoint items (:func:`.strategy_files.strategy_ckpt_items`) of a plan made at
+    ``planned_layers`` decoder layers, extended to ``layers``: each key naming ``.layers.i.``
+    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``.
+
+    Raises:
+        PlanError: ``layers`` not a multiple of ``planned_layers`` or of ``stages``.
+    """
+    if layers % planned_layers or layers % stages:
+        raise PlanError(f"the run's {layers} layers are not a multiple of the {planned_layers} "
+                        f"layers planned and of the {stages} pipeline stages")
+    out = {}
+    for key, item in items.items():
+        m = _LAYER.search(key)
+        if m is None:
+            out[key] = item
+            continue
+        i = int(m.group(1))
+        for k in range(i, layers, planned_layers):
+            name = key[:m.start()] + f".layers.{k}." + key[m.end():]
+            out[name] = {**item, "stage": k * stages // layers}
+    return dict(sorted(out.items()))
+
+
+def write_run_strategy_ckpt(plan: Plan, graph, layers: int, path: str) -> str:
+    """The plan's strategy checkpoint at the run's full depth ``layers`` (:func:`extend_to_depth`),
+    written atomically as MindSpore's JSON format (:mod:`.strategy_files`).
+
+    Raises:
+        PlanError: as :func:`extend_to_depth`, :func:`.strategy_files.strategy_ckpt_items`.
+    """
+    from .strategy_files import strategy_ckpt_items
+
+    if not str(path).endswith(".json"):
+        raise PlanError(f"{path}: the strategy checkpoint name must end in .json")
+    stages = int((plan.pipeline or {}).get("stages", 1))
+    planned = int(plan.options.get("layers") or layers)
+    items = extend_to_depth(strategy_ckpt_items(plan, graph), planned, layers, stages)
+    data = {"current_stage": stages, "parallel_strategy_item": items}
+    return write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
+
+
+
+
+def output_paths(plan_path: str) -> tuple[str, str]:
+    """``(strategy checkpoint, run YAML)`` written beside the plan file ``X.plan.json``:
+    ``X.strategy.json`` and ``X.yaml``."""
+    base = str(plan_path)
+    for suffix in (".plan.json", ".json"):
+        if base.endswith(suffix):
+            base = base[:-len(suffix)]
+            break
+    return base + ".strategy.json", base + ".yaml"
+
+
+def write_run_outputs(plan: Plan, config: str, plan_path: str, graph=None) -> dict:
+    """Write the plan's strategy checkpoint (full depth) and the planned copy of the run
+    configuration ``config`` beside ``plan_path`` (:func:`output_paths`).
+
+    Args:
+        graph: the graph the plan was made for (captured again from the plan when ``None``).
+
+    Returns:
+        ``{"strategy_ckpt": path, "yaml": path, "settings": run_settings(...)}``.
+
+    Raises:
+        PlanError: see :func:`write_run_strategy_ckpt`, :func:`run_settings`.
+        smsg_ms.networks.mf_run.RunConfigError: the YAML no longer reads.
+    """
+    import os
+
+    from ..networks.mf_run import load_run_config, model_config_of
+
+    data = load_run_config(config)
+    model_config = model_config_of(data, config)
+    ckpt, yaml_path = output_paths(plan_path)
+    if graph is None:
+        from ..graph.capture import capture_network
+        graph = capture_network(plan.network, **plan.options)
+    write_run_strategy_ckpt(plan, graph, int(model_config["num_hidden_layers"]), ckpt)
+    write_run_yaml(planned_run(data, plan, model_config, os.path.abspath(ckpt)), yaml_path)
+    return {"strategy_ckpt": ckpt, "yaml": yaml_path,
+            "settings": run_settings(plan, model_config)}
+
+
+__all__ = ["extend_to_depth", "output_paths", "parallel_sizes", "planned_run", "run_settings",
+           "sequence_parallel", "write_run_outputs", "write_run_strategy_ckpt", "write_run_yaml"]

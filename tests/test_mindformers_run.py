@@ -1,0 +1,141 @@
+"""``--mindformers-config``: the pretrain YAMLs the mindformers 1.9.0 wheel ships (``configs/`` in
+site-packages) planned, written back, priced and refused through the CLI, in subprocesses.
+
+One dense YAML (Qwen3-32B) end to end at reduced depth and width: plan (the plan file, the
+strategy checkpoint at the YAML's full 64 layers, the planned YAML), ``check`` of the plan by
+MindSpore's compiler, and ``score`` of the YAML's own configuration. The refusals need no
+compile.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+_SPEC = importlib.util.find_spec("mindformers")
+CONFIGS = Path(_SPEC.origin).parent.parent / "configs" if _SPEC else None
+pytestmark = pytest.mark.skipif(CONFIGS is None or not CONFIGS.is_dir(),
+                                reason="mindformers 1.9.0 wheel with its configs/ not installed")
+
+QWEN3 = "qwen3/pretrain_qwen3_32b_4k.yaml"
+#: reduced widths the CPU dry-run captures in seconds (heads / KV heads keep Qwen3's 8:1 → 2:1)
+SMALL = ["--hidden", "512", "--heads", "8", "--kv-heads", "4", "--ffn", "1024", "--vocab", "4096",
+         "--seq", "256"]
+
+
+def smsg(*args, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    """``plan --mindformers-config`` of Qwen3-32B on 8 devices at 2 layers, global batch 8."""
+    folder = tmp_path_factory.mktemp("mfrun")
+    out = folder / "qwen3.plan.json"
+    proc = smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8, "--layers", 2,
+                "--batch", 8, *SMALL, "--out", out, "--json", cwd=folder)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return folder, out, json.loads(proc.stdout)
+
+
+def test_plan_writes_plan_checkpoint_and_yaml(planned):
+    folder, out, result = planned
+    original = yaml.safe_load((CONFIGS / QWEN3).read_text())
+    ckpt, run = folder / "qwen3.strategy.json", folder / "qwen3.yaml"
+    assert out.is_file() and ckpt.is_file() and run.is_file()
+    assert result["mindformers"]["yaml"] == str(run)
+    written = yaml.safe_load(run.read_text())
+    # the user's other keys are kept as they were
+    assert set(written) >= set(original)
+    for key in ("optimizer", "lr_schedule", "train_dataset", "callbacks", "context", "trainer"):
+        assert written[key] == original[key], key
+    model = written["model"]["model_config"]
+    assert model["num_hidden_layers"] == 64 and model["hidden_size"] == 5120
+    par = written["parallel_config"]
+    # mindformers runs dp·mp·pp = the device count, mp dividing the written model's heads (64)
+    # and KV heads (8): the YAML keeps Qwen3-32B's widths, the reduced ones were for the capture
+    assert par["data_parallel"] * par["model_parallel"] * par["pipeline_stage"] == 8
+    assert 64 % par["model_parallel"] == 0 and 8 % par["model_parallel"] == 0
+    # one stage planned: the YAML's per-stage offsets [-1, -1, 1, 1] (4 stages) no longer fit
+    assert par["pipeline_stage"] == 1 and model["offset"] == 0
+    # mindformers' global batch (runner batch_size · dp · micro_batch_num) is the 8 planned
+    assert written["runner_config"]["batch_size"] * par["data_parallel"] * \
+        par["micro_batch_num"] == 8
+    section = written["parallel"]
+    assert section["strategy_ckpt_config"]["load_file"] == str(ckpt)
+    assert section["strategy_ckpt_config"]["save_file"] == "./ckpt_strategy.ckpt"
+    assert all(row[0] == par["data_parallel"] for row in section["dataset_strategy"])
+    # the checkpoint names every one of the YAML's 64 layers, though 2 were captured
+    items = json.loads(ckpt.read_text())["parallel_strategy_item"]
+    layers = {int(m.group(1)) for k in items for m in [re.search(r"\.layers\.(\d+)\.", k)] if m}
+    assert layers == set(range(64))
+
+
+def test_check_compiles_the_plan(planned):
+    folder, out, _ = planned
+    proc = smsg("check", out, "--json", cwd=folder)
+    report = json.loads(proc.stdout)
+    # MindSpore's compiler accepts every strategy (collective counts may still differ: the
+    # mindformers Morph layers keep their own layouts, docs/networks.md)
+    assert [r["error"] for r in report["ranks"]] == [None], proc.stderr[-1000:]
+    assert report["ranks"][0]["collectives"]
+
+
+def test_score_prices_the_yaml_configuration(tmp_path):
+    proc = smsg("score", "--mindformers-config", CONFIGS / QWEN3, "--layers", 4, *SMALL, "--json",
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    # by hand from the YAML: data_parallel 1, model_parallel 4, pipeline_stage 4, batch_size 1,
+    # micro_batch_num 4 → global batch 1·1·4 = 4; recompute True; no optimizer sharding
+    assert result["config"] == ("dp=1,tp=4,pp=4,micro_batch=1,global_batch=4,recompute=true,"
+                                "optimizer_shard=false")
+    assert result["micro_batches"] == 4 and result["devices_per_stage"] == 4
+    assert result["step_seconds"] > 0 and result["memory_bytes"] > 0
+
+
+def _one_line_error(proc) -> str:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("smsg-ms: error:"), proc.stderr[-1000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml",
+                                  "deepseek3/pretrain_deepseek3_671b.yaml"])
+def test_moe_yaml_refused_in_one_line(name, tmp_path):
+    line = _one_line_error(smsg("plan", "--mindformers-config", CONFIGS / name, cwd=tmp_path))
+    assert "mixture-of-experts" in line
+    assert not list(tmp_path.iterdir())      # nothing written
+
+
+def test_template_without_model_folder_refused(tmp_path):
+    line = _one_line_error(smsg("plan", "--mindformers-config",
+                                CONFIGS / "general/llm_pretrain_dense_template.yaml",
+                                cwd=tmp_path))
+    assert "pretrained_model_dir" in line
+
+
+def test_score_refuses_context_parallel(tmp_path):
+    data = yaml.safe_load((CONFIGS / QWEN3).read_text())
+    data["parallel_config"]["context_parallel"] = 2
+    path = tmp_path / "cp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    line = _one_line_error(smsg("score", "--mindformers-config", path, cwd=tmp_path))
+    assert "parallel_config.context_parallel" in line
+
+
+def test_score_refuses_partial_recompute(tmp_path):
+    # TeleChat3-36B recomputes [[14, 14], [14, 14]] = 56 of its 64 layers
+    line = _one_line_error(smsg("score", "--mindformers-config",
+                                CONFIGS / "telechat3/pretrain_telechat3_36b.yaml", cwd=tmp_path))
+    assert "recompute_config.recompute" in line and "56 of 64" in line
