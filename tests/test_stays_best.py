@@ -91,3 +91,24 @@ def test_some_end_is_finite(gpt_case):
     _, _, _, _, ranges = gpt_case
     bw = ranges[0]
     assert bw["high"] < math.inf or bw["low"] > 0.0, bw
+
+
+def test_explain_stays_best_through_the_cli(tmp_path, capsys, gpt_case):
+    # the plan file's network is captured again and its plan reproduced: the ranges printed are
+    # those of the plan's own choice, each containing the preset (factor 1)
+    import json
+
+    from smsg_ms.cli import main
+
+    plan = tmp_path / "p.json"
+    assert main(["plan", "gpt", "--devices", "8", "--batch", "8", "--layers", "1", "--hidden",
+                 "256", "--heads", "4", "--seq", "128", "--vocab", "1024", "--hardware", "a100",
+                 "--out", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["explain", str(plan), "--stays-best", "--json"]) == 0
+    ranges = json.loads(capsys.readouterr().out)["stays_best"]
+    assert [r["parameter"] for r in ranges] == ["bandwidth", "latency"]
+    for r in ranges:        # null: no upper end
+        assert r["low"] <= 1.0 <= (math.inf if r["high"] is None else r["high"])
+    # the same network and preset as gpt_case: a deviation overtakes below some bandwidth
+    assert ranges[0]["low"] > 0.0 and ranges[0]["below"] is not None

@@ -153,4 +153,45 @@ def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
     return out
 
 
-__all__ = ["PARAMETERS", "deviation_terms", "factor_range", "scale_flat", "stays_best"]
+def plan_stays_best(plan) -> list[dict]:
+    """:func:`stays_best` of a single-stage :class:`~smsg_ms.plan.Plan` read from a file: its
+    network is captured again with the plan's options, the problem rebuilt under the plan's
+    hardware preset and solved again; the solution must give the plan's strategies (the
+    planner is deterministic), with the options every device used first (the planner's
+    default), then those that leave devices idle (``exhaustive``).
+
+    Raises:
+        ValueError: a pipelined plan, or a plan the search does not reproduce (made by another
+            version of the cost model, or under a memory limit: re-plan it).
+        smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
+    """
+    from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
+    from ..graph.capture import capture_network
+    from ..search import solve
+    from .problem import build_problem
+
+    if plan.pipeline:
+        raise ValueError("the range where a plan stays best is computed for single-stage plans "
+                         "only (this plan is pipelined)")
+    graph = capture_network(plan.network, **plan.options)
+    hardware = get_hardware(plan.hardware)
+    wanted = {name: [list(s) for s in strategy] for name, strategy in plan.strategies.items()}
+    for fully in (True, False):
+        def build(hw, fully=fully):
+            return build_problem(graph, CostModel(graph, plan.devices, hw,
+                                                  fully_use_devices=fully))
+
+        problem, variables = build(hardware)
+        choice = [int(c) for c in solve(problem, progress=False).choice]
+        got = {var.name: [list(s) for s in var.options[choice[vi]][0].strategy]
+               for vi, var in enumerate(variables) if var.written_back}
+        if got == wanted:
+            return stays_best(graph, plan.devices, hardware, choice, build=build)
+    raise ValueError("the search does not reproduce this plan's strategies under the cost model "
+                     "here (another smsg-ms version, or a memory limit): re-plan it to see where "
+                     "it stays best")
+
+
+__all__ = ["PARAMETERS", "deviation_terms", "factor_range", "plan_stays_best", "scale_flat",
+           "stays_best"]
