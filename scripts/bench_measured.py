@@ -87,6 +87,11 @@ def summarize(rows) -> dict:
             best_m = min(range(len(ok)), key=lambda k: (meas[k], k))
             entry.update(tau=kendall_tau(pred, meas), regret=top1_regret(pred, meas),
                          predicted_best=_label(ok[best_p]), measured_best=_label(ok[best_m]))
+            smallest = min(m["micro_batch"] for m in ok)
+            if len({m["micro_batch"] for m in ok}) > 1:
+                entry["smallest_micro_batch_best"] = {
+                    "predicted": ok[best_p]["micro_batch"] == smallest,
+                    "measured": ok[best_m]["micro_batch"] == smallest}
             entry["meets_floors"] = bool(entry["tau"] >= TAU_FLOOR
                                          and entry["regret"] <= REGRET_CEILING)
         groups.append(entry)
@@ -101,6 +106,11 @@ def summarize(rows) -> dict:
         "regret_mean": (sum(g["regret"] for g in scored) / len(scored)) if scored else float("nan"),
         "regret_max": max((g["regret"] for g in scored), default=float("nan")),
         "groups_meeting_floors": sum(g.get("meets_floors", False) for g in scored),
+        "micro_batch_groups": sum("smallest_micro_batch_best" in g for g in scored),
+        "smallest_micro_batch_predicted_best": sum(
+            g.get("smallest_micro_batch_best", {}).get("predicted", False) for g in scored),
+        "smallest_micro_batch_measured_best": sum(
+            g.get("smallest_micro_batch_best", {}).get("measured", False) for g in scored),
     }
     return {"groups": groups, "overall": overall}
 
@@ -175,7 +185,11 @@ def section(summary, data_files, png: str, stamp: str) -> str:
         f"groups; tau pair-weighted {_fmt(ov['tau_pair_weighted'])}, mean {_fmt(ov['tau_mean'])}, "
         f"lowest {_fmt(ov['tau_min'])}; regret mean {_fmt(ov['regret_mean'], True)}, largest "
         f"{_fmt(ov['regret_max'], True)}; {ov['groups_meeting_floors']}/{ov['groups_scored']} "
-        "groups meet both floors.", "",
+        "groups meet both floors. Of the "
+        f"{ov['micro_batch_groups']} groups whose rows differ in micro-batch size, the "
+        "configuration predicted fastest has the group's smallest micro-batch in "
+        f"{ov['smallest_micro_batch_predicted_best']}, the one measured fastest in "
+        f"{ov['smallest_micro_batch_measured_best']}.", "",
         f"![predicted against measured]({png})", "",
         "| group | hardware | devices | global batch | layers x hidden | rows | tau | regret | "
         "predicted best | measured best | floors |",
