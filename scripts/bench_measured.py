@@ -243,16 +243,19 @@ def main(argv=None) -> int:
     if args.only:
         rows = [r for r in rows if args.only in r["group"]]
     start = time.perf_counter()
+    scoring_wall = None
     if args.from_json:
+        previous = json.loads(Path(args.from_json).read_text())
+        scoring_wall = previous.get("scoring_wall_seconds")
         cached = {(r["group"], r["dp"], r["tp"], r["pp"], r["micro_batch"]): r
-                  for r in json.loads(Path(args.from_json).read_text())["rows"]}
+                  for r in previous["rows"]}
         rows = [{**r, "predicted_seconds": cached[(r["group"], r["dp"], r["tp"], r["pp"],
                                                    r["micro_batch"])]["predicted_seconds"],
                  "error": cached[(r["group"], r["dp"], r["tp"], r["pp"],
                                   r["micro_batch"])]["error"]} for r in rows]
     else:
         rows = predict(rows)
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - start if scoring_wall is None else scoring_wall
     summary = summarize(rows)
     for g in summary["groups"]:
         print(f"{g['group']:40s} {g['scored']:2d}/{g['rows']:2d} rows  tau {_fmt(g.get('tau')):>5s}"
@@ -264,11 +267,12 @@ def main(argv=None) -> int:
           f"groups meet the floors ({wall:.0f} s)")
     stamp = (f"{datetime.date.today().isoformat()}, {wall:.0f} s on "
              f"{platform.machine()} with {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
-             + (", predictions from " + args.from_json if args.from_json else ""))
+             + (", report redrawn from " + args.from_json if args.from_json else ""))
     png = Path(args.plot)
     png.parent.mkdir(parents=True, exist_ok=True)
     plot(rows, summary, png)
     payload = {"data": files, "floors": {"tau": TAU_FLOOR, "regret": REGRET_CEILING},
+               "scoring_wall_seconds": wall,
                "rows": rows, **summary}
     Path(args.json).write_text(json.dumps(payload, indent=1, sort_keys=True, default=str) + "\n")
     md = Path(args.markdown)
