@@ -239,13 +239,27 @@ def cmd_explain(args) -> int:
     if args.plot:
         from .report.plots import plot_plan
         plot_plan(plan, args.plot)
+    ranges = None
+    if args.stays_best:
+        from .planner.stays_best import plan_stays_best
+        ranges = plan_stays_best(plan)
     if args.json:
         from .report.json_views import explain_json
-        emit_json(explain_json(plan, show_all=args.all))
+        data = explain_json(plan, show_all=args.all)
+        if ranges is not None:     # JSON has no infinity: an unbounded end is null
+            data["stays_best"] = [{k: (None if v == float("inf") else v) for k, v in r.items()}
+                                  for r in ranges]
+        emit_json(data)
         return 0
     out_console = console()
     print_explain(plan, out_console, show_all=args.all)
     out_console.print(describe(plan), markup=False)
+    if ranges is not None:
+        from .report.explain_view import stays_best_lines
+        out_console.print("stays the best of its single-operator deviations, as factors of the "
+                          f"{plan.hardware} preset:", markup=False)
+        for line in stays_best_lines(ranges):
+            out_console.print(f"  {line}", markup=False)
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
@@ -421,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="show every block instance (default: a primitive with one strategy "
                         "in every instance of its block is shown once)")
+    p.add_argument("--stays-best", action="store_true",
+                   help="also the range of the preset's bandwidth and latency (as factors) over "
+                        "which the plan stays the cheapest of its single-operator deviations, and "
+                        "which takes over beyond each end (captures the network again)")
     _add_json_arg(p)
     p.set_defaults(func=cmd_explain)
 

@@ -279,3 +279,31 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
             console.print(line, overflow="fold")
     for note in d.notes:
         say(f"note: {note}", "  ", "    ")
+
+
+def _fmt_factor(x: float) -> str:
+    if x == 0.0:
+        return "0"
+    if x == float("inf"):
+        return "∞"
+    return f"{x:.3g}"
+
+
+def stays_best_lines(ranges: list[dict]) -> list[str]:
+    """One line per hardware parameter (and level) of
+    :func:`smsg_ms.planner.stays_best.stays_best`: the factor range of the preset over which
+    the plan stays the cheapest of its single-operator deviations, and the deviation that takes
+    over beyond each end."""
+    out = []
+    for r in ranges:
+        name = r["parameter"] + ("" if r["level"] is None else f" ({r['level']})")
+        ends = []
+        for side, word in (("below", "below"), ("above", "above")):
+            who = r[side]
+            if who is not None:
+                bound = _fmt_factor(r["low"] if side == "below" else r["high"])
+                ends.append(f"{word} x{bound}: {who['variable']} takes "
+                            f"{fmt_strategy(who['strategy'])}")
+        tail = "; ".join(ends) if ends else "no other strategy takes over at any factor"
+        out.append(f"{name} x{_fmt_factor(r['low'])} to x{_fmt_factor(r['high'])} ({tail})")
+    return out

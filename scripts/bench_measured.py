@@ -1,0 +1,285 @@
+"""smsg's predicted step time against published measured iteration times (issue #16, item 5).
+
+Reads the measured-data CSVs (``benchmarks/measured/*.csv``, format in
+:mod:`smsg_ms.compare.measured` and ``benchmarks/measured/README.md``), prices every row with
+smsg's public scoring of a hybrid configuration (:func:`smsg_ms.compare.score_configs.score_rows`,
+what ``smsg-ms score gpt --configs`` runs: the built-in ``gpt`` network at the row's shape, the
+row's ``hardware`` preset, its dp/tp/pp, micro-batch, global batch, recompute and optimizer
+sharding; a 2-byte dtype row is captured in float16), and reports per group of configurations
+doing the same work Kendall's tau between predicted and measured times and the top-1 regret
+(measured time of the predicted best over the measured best, minus one). Floors (#16): tau at
+least 0.85, regret at most 5 %. Layers are not reduced: every row is captured at its own depth
+(the pipeline stages need ``pp | layers``), so nothing is extrapolated.
+
+Writes ``docs/measured.json`` (every row with its prediction, per-group and overall figures),
+``docs/measured.png`` (predicted against measured, log-log, one colour per group; and both
+divided by the group's fastest) and the section "Checked against published measurements" of
+``docs/benchmarks.md`` (replaced in place, other sections kept).
+
+Usage: ``PYTHONPATH=. python scripts/bench_measured.py [--data FILE.csv ...] [--only TEXT]
+[--from-json docs/measured.json]`` (``--from-json``: no scoring, the report from a previous run).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+TAU_FLOOR = 0.85
+REGRET_CEILING = 0.05
+SECTION = "## Checked against published measurements"
+_DTYPE = {"bf16": "float16", "fp16": "float16", "fp32": "float32"}
+_SCORE_KEYS = ("devices", "global_batch", "micro_batch", "tp", "dp", "pp", "layers", "hidden",
+               "heads", "seq", "vocab")
+
+
+def predict(rows, progress=print) -> list[dict]:
+    """``rows`` with ``predicted_seconds`` (None on error) and ``error`` added: one
+    ``score_rows`` run per (hardware, dtype), so captures are shared by the rows of a shape."""
+    from smsg_ms.compare.score_configs import score_rows
+
+    out = [dict(r) for r in rows]
+    by_kind: dict[tuple, list[int]] = {}
+    for k, r in enumerate(rows):
+        by_kind.setdefault((r["hardware"], _DTYPE[r["dtype"]]), []).append(k)
+    for (hardware, dtype), members in sorted(by_kind.items()):
+        texts = [{**{c: str(rows[k][c]) for c in _SCORE_KEYS},
+                  "recompute": str(rows[k]["recompute"]).lower(),
+                  "optimizer_shard": str(rows[k]["optimizer_shard"]).lower()} for k in members]
+        start = time.perf_counter()
+        for n, scored in enumerate(score_rows("gpt", texts, hardware=hardware, dtype=dtype)):
+            k = members[n]
+            out[k]["predicted_seconds"] = (float(scored["step_seconds"])
+                                           if scored["step_seconds"] else None)
+            out[k]["error"] = scored["error"]
+            progress(f"  [{hardware}] {n + 1}/{len(members)} {rows[k]['group']} "
+                     f"dp{rows[k]['dp']} tp{rows[k]['tp']} pp{rows[k]['pp']} "
+                     f"mb{rows[k]['micro_batch']}: {scored['step_seconds'] or scored['error']} "
+                     f"({time.perf_counter() - start:.0f} s)")
+    return out
+
+
+def summarize(rows) -> dict:
+    """Per-group and overall figures of predicted rows (rows with an error are left out of the
+    figures and listed)."""
+    from smsg_ms.compare.measured import group_rows, kendall_tau, pair_weighted_tau, top1_regret
+
+    groups = []
+    for name, members in group_rows(rows).items():
+        ok = [m for m in members if m.get("predicted_seconds") is not None]
+        entry = {"group": name, "rows": len(members), "scored": len(ok),
+                 "hardware": members[0]["hardware"], "devices": members[0]["devices"],
+                 "global_batch": members[0]["global_batch"],
+                 "shape": f"{members[0]['layers']}x{members[0]['hidden']}",
+                 "errors": [f"dp{m['dp']} tp{m['tp']} pp{m['pp']} mb{m['micro_batch']}: "
+                            f"{m['error']}" for m in members if m.get("predicted_seconds") is None]}
+        if len(ok) >= 2:
+            pred = [m["predicted_seconds"] for m in ok]
+            meas = [m["measured_seconds"] for m in ok]
+            best_p = min(range(len(ok)), key=lambda k: (pred[k], k))
+            best_m = min(range(len(ok)), key=lambda k: (meas[k], k))
+            entry.update(tau=kendall_tau(pred, meas), regret=top1_regret(pred, meas),
+                         predicted_best=_label(ok[best_p]), measured_best=_label(ok[best_m]))
+            smallest = min(m["micro_batch"] for m in ok)
+            if len({m["micro_batch"] for m in ok}) > 1:
+                entry["smallest_micro_batch_best"] = {
+                    "predicted": ok[best_p]["micro_batch"] == smallest,
+                    "measured": ok[best_m]["micro_batch"] == smallest}
+            entry["meets_floors"] = bool(entry["tau"] >= TAU_FLOOR
+                                         and entry["regret"] <= REGRET_CEILING)
+        groups.append(entry)
+    scored = [g for g in groups if "tau" in g]
+    taus = [g["tau"] for g in scored if not math.isnan(g["tau"])]
+    overall = {
+        "groups": len(groups), "groups_scored": len(scored),
+        "rows": sum(g["rows"] for g in groups), "rows_scored": sum(g["scored"] for g in groups),
+        "tau_pair_weighted": pair_weighted_tau([(g["tau"], g["scored"]) for g in scored]),
+        "tau_mean": sum(taus) / len(taus) if taus else float("nan"),
+        "tau_min": min(taus) if taus else float("nan"),
+        "regret_mean": (sum(g["regret"] for g in scored) / len(scored)) if scored else float("nan"),
+        "regret_max": max((g["regret"] for g in scored), default=float("nan")),
+        "groups_meeting_floors": sum(g.get("meets_floors", False) for g in scored),
+        "micro_batch_groups": sum("smallest_micro_batch_best" in g for g in scored),
+        "smallest_micro_batch_predicted_best": sum(
+            g.get("smallest_micro_batch_best", {}).get("predicted", False) for g in scored),
+        "smallest_micro_batch_measured_best": sum(
+            g.get("smallest_micro_batch_best", {}).get("measured", False) for g in scored),
+    }
+    return {"groups": groups, "overall": overall}
+
+
+def _label(row) -> str:
+    return f"dp{row['dp']} tp{row['tp']} pp{row['pp']} mb{row['micro_batch']}"
+
+
+def _fmt(x, pct=False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:.1f} %" if pct else f"{x:.2f}"
+
+
+def plot(rows, summary, path: Path) -> None:
+    """Two panels, one colour per group: predicted against measured seconds (log-log), and both
+    divided by the group's fastest (the order is what the floors judge)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from smsg_ms.compare.measured import group_rows
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.5))
+    cmap = plt.get_cmap("tab20")
+    for n, (name, members) in enumerate(group_rows(rows).items()):
+        ok = [m for m in members if m.get("predicted_seconds") is not None]
+        if not ok:
+            continue
+        meas = [m["measured_seconds"] for m in ok]
+        pred = [m["predicted_seconds"] for m in ok]
+        colour = cmap(n % 20)
+        ax1.scatter(meas, pred, s=18, color=colour, label=name)
+        ax2.scatter([x / min(meas) for x in meas], [y / min(pred) for y in pred], s=18,
+                    color=colour)
+    lo = min(min(m["measured_seconds"], m.get("predicted_seconds") or math.inf) for m in rows)
+    hi = max(max(m["measured_seconds"], m.get("predicted_seconds") or 0) for m in rows)
+    ax1.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("measured s / iteration")
+    ax1.set_ylabel("smsg predicted s / iteration")
+    ax1.set_title("absolute (dashed: predicted = measured)")
+    ax2.set_xlabel("measured / group's fastest measured")
+    ax2.set_ylabel("predicted / group's fastest predicted")
+    ov = summary["overall"]
+    ax2.set_title(f"within group: pair-weighted tau {_fmt(ov['tau_pair_weighted'])}, "
+                  f"max regret {_fmt(ov['regret_max'], True)}")
+    ax1.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def section(summary, data_files, png: str, stamp: str) -> str:
+    ov = summary["overall"]
+    lines = [
+        SECTION + " (`scripts/bench_measured.py`)", "",
+        f"Generated by `python scripts/bench_measured.py` ({stamp}). Every row of "
+        f"{', '.join(f'`{f}`' for f in data_files)} is a published measured iteration time of a "
+        "Megatron-style hybrid configuration, with its source (see "
+        "`benchmarks/measured/README.md`); rows of a group do the same work (model, global batch, "
+        "devices, hardware, day of measurement). Each row is priced by `smsg-ms score gpt` "
+        "(`smsg_ms.compare.score_configs.score_rows`) at the row's shape (every layer captured), "
+        "hardware preset, dp/tp/pp, micro-batch, recompute and optimizer sharding. Per group: "
+        "Kendall's tau-b of predicted against measured, and the top-1 regret (measured time of the "
+        "configuration predicted fastest over the fastest measured, minus one; predicted ties "
+        f"charged the slowest). Floors (#16 item 5): tau ≥ {TAU_FLOOR}, regret ≤ "
+        f"{100 * REGRET_CEILING:.0f} %.", "",
+        f"**Overall:** {ov['rows_scored']}/{ov['rows']} rows scored in {ov['groups_scored']} "
+        f"groups; tau pair-weighted {_fmt(ov['tau_pair_weighted'])}, mean {_fmt(ov['tau_mean'])}, "
+        f"lowest {_fmt(ov['tau_min'])}; regret mean {_fmt(ov['regret_mean'], True)}, largest "
+        f"{_fmt(ov['regret_max'], True)}; {ov['groups_meeting_floors']}/{ov['groups_scored']} "
+        "groups meet both floors. Of the "
+        f"{ov['micro_batch_groups']} groups whose rows differ in micro-batch size, the "
+        "configuration predicted fastest has the group's smallest micro-batch in "
+        f"{ov['smallest_micro_batch_predicted_best']}, the one measured fastest in "
+        f"{ov['smallest_micro_batch_measured_best']}.", "",
+        f"![predicted against measured]({png})", "",
+        "| group | hardware | devices | global batch | layers x hidden | rows | tau | regret | "
+        "predicted best | measured best | floors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in summary["groups"]:
+        lines.append(f"| {g['group']} | {g['hardware']} | {g['devices']} | {g['global_batch']} | "
+                     f"{g['shape']} | {g['scored']}/{g['rows']} | {_fmt(g.get('tau'))} | "
+                     f"{_fmt(g.get('regret'), True)} | {g.get('predicted_best', '–')} | "
+                     f"{g.get('measured_best', '–')} | "
+                     f"{'met' if g.get('meets_floors') else 'missed'} |")
+    errors = [f"- {g['group']}: {e}" for g in summary["groups"] for e in g["errors"]]
+    if errors:
+        lines += ["", "Rows smsg could not score (left out of the figures):", *errors]
+    return "\n".join(lines) + "\n"
+
+
+def update_markdown(path: Path, text: str) -> None:
+    """Replace the section starting with :data:`SECTION` (up to the next ``## `` heading) in
+    ``path``, or append it; the other sections are kept."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(SECTION)
+    if start < 0:
+        new = old.rstrip("\n") + ("\n\n" if old else "") + text
+    else:
+        end = old.find("\n## ", start + len(SECTION))
+        new = old[:start] + text + ("\n" + old[end + 1:] if end >= 0 else "")
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", nargs="*", help="measured-data CSVs (default: "
+                    "benchmarks/measured/*.csv)")
+    ap.add_argument("--only", help="only groups whose name contains this text")
+    ap.add_argument("--from-json", help="no scoring: the predictions of a previous run's JSON")
+    ap.add_argument("--json", default="docs/measured.json")
+    ap.add_argument("--plot", default="docs/measured.png")
+    ap.add_argument("--markdown", default="docs/benchmarks.md")
+    args = ap.parse_args(argv)
+
+    from smsg_ms.compare.measured import load_measured
+    from smsg_ms.cost.hardware import PRESETS
+
+    files = args.data or sorted(glob.glob("benchmarks/measured/*.csv"))
+    if not files:
+        raise SystemExit("no measured-data CSV found (benchmarks/measured/*.csv)")
+    rows = [r for f in files for r in load_measured(f, presets=set(PRESETS))]
+    if args.only:
+        rows = [r for r in rows if args.only in r["group"]]
+    start = time.perf_counter()
+    scoring_wall = None
+    if args.from_json:
+        previous = json.loads(Path(args.from_json).read_text())
+        scoring_wall = previous.get("scoring_wall_seconds")
+        cached = {(r["group"], r["dp"], r["tp"], r["pp"], r["micro_batch"]): r
+                  for r in previous["rows"]}
+        rows = [{**r, "predicted_seconds": cached[(r["group"], r["dp"], r["tp"], r["pp"],
+                                                   r["micro_batch"])]["predicted_seconds"],
+                 "error": cached[(r["group"], r["dp"], r["tp"], r["pp"],
+                                  r["micro_batch"])]["error"]} for r in rows]
+    else:
+        rows = predict(rows)
+    wall = time.perf_counter() - start if scoring_wall is None else scoring_wall
+    summary = summarize(rows)
+    for g in summary["groups"]:
+        print(f"{g['group']:40s} {g['scored']:2d}/{g['rows']:2d} rows  tau {_fmt(g.get('tau')):>5s}"
+              f"  regret {_fmt(g.get('regret'), True):>7s}  {'met' if g.get('meets_floors') else 'missed'}")
+    ov = summary["overall"]
+    print(f"overall: tau pair-weighted {_fmt(ov['tau_pair_weighted'])}, mean "
+          f"{_fmt(ov['tau_mean'])}; regret mean {_fmt(ov['regret_mean'], True)}, max "
+          f"{_fmt(ov['regret_max'], True)}; {ov['groups_meeting_floors']}/{ov['groups_scored']} "
+          f"groups meet the floors ({wall:.0f} s)")
+    stamp = (f"{datetime.date.today().isoformat()}, {wall:.0f} s on "
+             f"{platform.machine()} with {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+             + (", report redrawn from " + args.from_json if args.from_json else ""))
+    png = Path(args.plot)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plot(rows, summary, png)
+    payload = {"data": files, "floors": {"tau": TAU_FLOOR, "regret": REGRET_CEILING},
+               "scoring_wall_seconds": wall,
+               "rows": rows, **summary}
+    Path(args.json).write_text(json.dumps(payload, indent=1, sort_keys=True, default=str) + "\n")
+    md = Path(args.markdown)
+    update_markdown(md, section(summary, files, os.path.relpath(png, md.parent), stamp))
+    print(f"wrote {args.json}, {png}, section of {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Over which range of the hardware's bandwidth and latency a plan stays the best of its
+candidates (issue #16, item 6): the symbolic ``g`` and ``l`` of the BSP model, used.
+
+Every cost of the search problem is, for one hardware parameter ``θ`` scaled by a factor ``f``
+and the others fixed, affine in ``1/f`` (bandwidth: ``bytes / (f·bandwidth)``) or in ``f``
+(latency: ``f·latency`` per synchronisation), by :func:`smsg_ms.cost.api.collective_seconds`
+and :meth:`smsg_ms.cost.model.CostModel.breakdown` (``w/peak + h/bandwidth + L·latency``). So
+the problem priced twice, at the preset (``f = 1``) and with ``θ`` doubled (``f = 2``), gives
+each option's and each edge's cost as ``a + b·s(f)`` exactly (``s(f) = 1/f`` or ``f``).
+
+The candidates are the plans the search weighed against the chosen one around it: every
+single-variable deviation (one primitive switched to another of its options with finite cost,
+the others kept, as the plan's runner-ups). The chosen plan stays the best of them while every
+deviation's extra cost ``Δa + Δb·s(f)`` is non-negative: an interval of ``f``, whose ends are
+set by the deviation that becomes cheaper beyond each (``None``: no candidate overtakes on that
+side).
+
+The parameters are named by :data:`PARAMETERS` and a ``level``: the flat preset has one level
+(``None``); a hardware description in levels adds one entry per level by giving
+:func:`stays_best` a ``scale(hardware, parameter, level, factor)`` that scales that level only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+#: hardware parameters scaled, with how a cost depends on the factor ``f``
+PARAMETERS = {"bandwidth": lambda f: 1.0 / f, "latency": lambda f: f}
+
+
+def scale_flat(hardware, parameter: str, level, factor: float):
+    """``hardware`` (a flat :class:`smsg_ms.cost.hardware.Hardware`) with ``parameter``
+    multiplied by ``factor``; ``level`` must be ``None`` (one level).
+
+    Raises:
+        ValueError: a level other than ``None``, or an unknown parameter.
+    """
+    if level is not None:
+        raise ValueError(f"flat hardware {hardware.name!r} has no level {level!r}")
+    if parameter not in PARAMETERS:
+        raise ValueError(f"unknown hardware parameter {parameter!r}")
+    return dataclasses.replace(hardware, **{parameter: getattr(hardware, parameter) * factor})
+
+
+def _local_costs(problem, choice, vi, incident) -> np.ndarray:
+    """Cost of each option of variable ``vi`` with every other variable at ``choice``: its own
+    cost plus its edges to its neighbours' chosen options (seconds)."""
+    local = problem.variables[vi].cost.astype(float).copy()
+    for e in incident:
+        if e.u == vi:
+            local = local + e.cost[:, choice[e.v]]
+        else:
+            local = local + e.cost[choice[e.u], :]
+    return local
+
+
+def deviation_terms(problems: tuple, choice: list[int], s_values: tuple[float, float]):
+    """``[(variable index, option, Δa, Δb)]``: each single-variable deviation's extra cost over
+    ``choice`` as ``Δa + Δb·s``, from the same problem priced at ``s = s_values[0]`` and
+    ``s = s_values[1]`` (``problems``: two :class:`~smsg_ms.search.problem.SearchProblem` with
+    the same variables, options and edges). Infinite (forbidden) options are left out."""
+    p0, p1 = problems
+    s0, s1 = s_values
+    incident: list[list] = [[] for _ in p0.variables]
+    for k, e in enumerate(p0.edges):
+        incident[e.u].append(k)
+        incident[e.v].append(k)
+    out = []
+    for vi, var in enumerate(p0.variables):
+        if len(var.keys) < 2:
+            continue
+        c0 = _local_costs(p0, choice, vi, [p0.edges[k] for k in incident[vi]])
+        c1 = _local_costs(p1, choice, vi, [p1.edges[k] for k in incident[vi]])
+        d0, d1 = c0 - c0[choice[vi]], c1 - c1[choice[vi]]
+        for o in range(len(var.keys)):
+            if o == choice[vi] or not (math.isfinite(d0[o]) and math.isfinite(d1[o])):
+                continue
+            # rounding of two sums of seconds is no dependence on the factor
+            noise = 1e-9 * max(abs(c0[o]), abs(c0[choice[vi]]), abs(c1[o]), abs(c1[choice[vi]]))
+            slope = 0.0 if abs(d1[o] - d0[o]) <= noise else (d1[o] - d0[o]) / (s1 - s0)
+            intercept = d0[o] - slope * s0
+            out.append((vi, o, 0.0 if abs(intercept) <= noise else float(intercept),
+                        float(slope)))
+    return out
+
+
+def factor_range(terms, s_of, tol: float = 1e-12):
+    """The factors ``f > 0`` where every ``Δa + Δb·s_of(f) ≥ 0``, with ``s_of`` monotone
+    (``1/f`` or ``f``): ``(low, high, index of the term binding low, index binding high)``,
+    ``low = 0`` / ``high = inf`` and the index ``None`` where no term binds. ``tol``: a slope
+    below ``tol·|Δa|`` counts as none (the term does not depend on ``f``).
+
+    Derivation: a term with ``Δb > 0`` holds for ``s ≥ −Δa/Δb``, one with ``Δb < 0`` for
+    ``s ≤ Δa/(−Δb)``; ``s = 1/f`` turns a bound on ``s`` into the opposite bound on ``f``.
+    """
+    increasing = s_of(2.0) > s_of(1.0)
+    low, high, low_by, high_by = 0.0, math.inf, None, None
+    for k, (a, b, *_rest) in enumerate(terms):
+        if abs(b) <= tol * max(abs(a), 1e-300):
+            continue
+        s_star = -a / b
+        if s_star <= 0:
+            continue                       # holds (or fails) for every f > 0: no end
+        f_star = s_star if increasing else 1.0 / s_star
+        # which side of f_star the term holds on
+        holds_above_s = b > 0              # s >= s_star
+        holds_above_f = holds_above_s == increasing
+        if holds_above_f:
+            if f_star > low:
+                low, low_by = f_star, k
+        elif f_star < high:
+            high, high_by = f_star, k
+    return low, high, low_by, high_by
+
+
+def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
+               scale=scale_flat, levels=(None,)) -> list[dict]:
+    """For each parameter of :data:`PARAMETERS` and each level: the factor range over which
+    ``choice`` stays the cheapest of its single-variable deviations, and which deviation takes
+    over beyond each end.
+
+    ``build(hardware) -> (SearchProblem, variables)`` prices the problem of ``graph`` on
+    ``devices`` under a hardware (the same variables and options each time, as
+    :func:`smsg_ms.planner.build_problem` of a :class:`~smsg_ms.cost.model.CostModel` gives);
+    ``scale``: see :func:`scale_flat`.
+
+    Returns ``[{"parameter", "level", "low", "high", "below", "above"}]`` with ``low``/``high``
+    factors of the preset (``0.0`` / ``inf`` when nothing overtakes on that side) and
+    ``below``/``above`` ``{"variable", "strategy"}`` of the deviation that takes over beyond
+    that end (``None`` when none does).
+    """
+    base, variables = build(hardware)
+    out = []
+    for parameter, s_of in PARAMETERS.items():
+        for level in levels:
+            doubled, _ = build(scale(hardware, parameter, level, 2.0))
+            terms = deviation_terms((base, doubled), choice, (s_of(1.0), s_of(2.0)))
+            low, high, low_by, high_by = factor_range([(a, b) for _, _, a, b in terms], s_of)
+
+            def who(k):
+                if k is None:
+                    return None
+                vi, o = terms[k][0], terms[k][1]
+                return {"variable": base.variables[vi].name,
+                        "strategy": [list(s) for s in base.variables[vi].keys[o]]
+                        if isinstance(base.variables[vi].keys[o], tuple) else
+                        base.variables[vi].keys[o]}
+
+            out.append({"parameter": parameter, "level": level, "low": low, "high": high,
+                        "below": who(low_by), "above": who(high_by)})
+    return out
+
+
+def plan_stays_best(plan) -> list[dict]:
+    """:func:`stays_best` of a single-stage :class:`~smsg_ms.plan.Plan` read from a file: its
+    network is captured again with the plan's options, the problem rebuilt under the plan's
+    hardware preset and solved again; the solution must give the plan's strategies (the
+    planner is deterministic), with the options every device used first (the planner's
+    default), then those that leave devices idle (``exhaustive``).
+
+    Raises:
+        ValueError: a pipelined plan, or a plan the search does not reproduce (made by another
+            version of the cost model, or under a memory limit: re-plan it).
+        smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
+    """
+    from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
+    from ..graph.capture import capture_network
+    from ..search import solve
+    from .problem import build_problem
+
+    if plan.pipeline:
+        raise ValueError("the range where a plan stays best is computed for single-stage plans "
+                         "only (this plan is pipelined)")
+    graph = capture_network(plan.network, **plan.options)
+    hardware = get_hardware(plan.hardware)
+    wanted = {name: [list(s) for s in strategy] for name, strategy in plan.strategies.items()}
+    for fully in (True, False):
+        def build(hw, fully=fully):
+            return build_problem(graph, CostModel(graph, plan.devices, hw,
+                                                  fully_use_devices=fully))
+
+        problem, variables = build(hardware)
+        choice = [int(c) for c in solve(problem, progress=False).choice]
+        got = {var.name: [list(s) for s in var.options[choice[vi]][0].strategy]
+               for vi, var in enumerate(variables) if var.written_back}
+        if got == wanted:
+            return stays_best(graph, plan.devices, hardware, choice, build=build)
+    raise ValueError("the search does not reproduce this plan's strategies under the cost model "
+                     "here (another smsg-ms version, or a memory limit): re-plan it to see where "
+                     "it stays best")
+
+
+__all__ = ["PARAMETERS", "deviation_terms", "factor_range", "plan_stays_best", "scale_flat",
+           "stays_best"]

@@ -1,0 +1,114 @@
+"""Where a plan stays the best of its candidates (#16 item 6): the factor range of the bandwidth
+and the latency, checked by hand on the interval arithmetic and, on a real captured network, by
+pricing the problem afresh at factors just inside and just outside each end."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from smsg_ms.planner.stays_best import PARAMETERS, factor_range, scale_flat, stays_best
+
+
+def test_factor_range_by_hand():
+    s_bw = PARAMETERS["bandwidth"]          # s = 1/f
+    # Δ0 = -1 + 2/f >= 0  <=>  f <= 2;  Δ1 = 3 - 1/f >= 0  <=>  f >= 1/3;  Δ2 = 5 + 1/f: always
+    low, high, low_by, high_by = factor_range([(-1.0, 2.0), (3.0, -1.0), (5.0, 1.0)], s_bw)
+    assert (low, high, low_by, high_by) == (pytest.approx(1 / 3), pytest.approx(2.0), 1, 0)
+    s_lat = PARAMETERS["latency"]           # s = f
+    # Δ0 = 1 - 0.5 f >= 0 <=> f <= 2; Δ1 = -0.2 + 0.4 f >= 0 <=> f >= 0.5; Δ2 = 0.3 - 0.1 f: f <= 3
+    low, high, low_by, high_by = factor_range([(1.0, -0.5), (-0.2, 0.4), (0.3, -0.1)], s_lat)
+    assert (low, high, low_by, high_by) == (pytest.approx(0.5), pytest.approx(2.0), 1, 0)
+    # nothing depends on f: the whole half-line, no candidate takes over
+    assert factor_range([(1.0, 0.0)], s_lat) == (0.0, math.inf, None, None)
+
+
+def test_scale_flat_refuses_levels():
+    from smsg_ms.cost.hardware import get_hardware
+
+    hw = get_hardware("a100")
+    assert scale_flat(hw, "bandwidth", None, 2.0).bandwidth == 2 * hw.bandwidth
+    with pytest.raises(ValueError, match="no level"):
+        scale_flat(hw, "bandwidth", "node", 2.0)
+
+
+@pytest.fixture(scope="module")
+def gpt_case(captured):
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.cost.model import CostModel
+    from smsg_ms.planner import build_problem
+    from smsg_ms.search import solve
+
+    graph = captured("gpt", batch=8, layers=1, hidden=256, heads=4, seq=128, vocab=1024)
+    hw = get_hardware("a100")
+
+    def build(hardware):
+        return build_problem(graph, CostModel(graph, 8, hardware))
+
+    problem, _ = build(hw)
+    choice = list(solve(problem, progress=False).choice)
+    return graph, hw, build, choice, stays_best(graph, 8, hw, choice, build=build)
+
+
+def _deviations(problem, choice):
+    """Every single-variable deviation of ``choice`` (variable, option, full assignment)."""
+    for vi, var in enumerate(problem.variables):
+        for o in range(len(var.keys)):
+            if o != choice[vi]:
+                yield vi, o, choice[:vi] + [o] + choice[vi + 1:]
+
+
+def _cheaper_deviations(build, hardware, choice):
+    problem, _ = build(hardware)
+    base = problem.total(choice)
+    return [(problem.variables[vi].name, o) for vi, o, dev in _deviations(problem, choice)
+            if problem.total(dev) < base * (1 - 1e-9)]
+
+
+def test_ranges_hold_when_priced_afresh(gpt_case):
+    graph, hw, build, choice, ranges = gpt_case
+    assert [(r["parameter"], r["level"]) for r in ranges] == [("bandwidth", None),
+                                                              ("latency", None)]
+    for r in ranges:
+        assert r["low"] <= 1.0 <= r["high"], r
+        inside = [f for f in (r["low"] * 1.02, 1.0, min(r["high"] * 0.98, 1e6)) if f > 0]
+        for f in inside:       # the plan stays the cheapest of its deviations
+            assert not _cheaper_deviations(build, scale_flat(hw, r["parameter"], None, f),
+                                           choice), (r, f)
+        for end, side, f in (("high", "above", r["high"] * 1.02), ("low", "below",
+                                                                   r["low"] * 0.98)):
+            if r[side] is None:
+                assert r[end] in (0.0, math.inf)
+                continue
+            # just beyond the end the named deviation is cheaper, priced afresh
+            cheaper = _cheaper_deviations(build, scale_flat(hw, r["parameter"], None, f), choice)
+            assert r[side]["variable"] in {name for name, _ in cheaper}, (r, f, cheaper)
+
+
+def test_some_end_is_finite(gpt_case):
+    # a decoder layer whose matrices trade compute for collectives: scaling the bandwidth far
+    # enough must make some other strategy the better one
+    _, _, _, _, ranges = gpt_case
+    bw = ranges[0]
+    assert bw["high"] < math.inf or bw["low"] > 0.0, bw
+
+
+def test_explain_stays_best_through_the_cli(tmp_path, capsys, gpt_case):
+    # the plan file's network is captured again and its plan reproduced: the ranges printed are
+    # those of the plan's own choice, each containing the preset (factor 1)
+    import json
+
+    from smsg_ms.cli import main
+
+    plan = tmp_path / "p.json"
+    assert main(["plan", "gpt", "--devices", "8", "--batch", "8", "--layers", "1", "--hidden",
+                 "256", "--heads", "4", "--seq", "128", "--vocab", "1024", "--hardware", "a100",
+                 "--out", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["explain", str(plan), "--stays-best", "--json"]) == 0
+    ranges = json.loads(capsys.readouterr().out)["stays_best"]
+    assert [r["parameter"] for r in ranges] == ["bandwidth", "latency"]
+    for r in ranges:        # null: no upper end
+        assert r["low"] <= 1.0 <= (math.inf if r["high"] is None else r["high"])
+    # the same network and preset as gpt_case: a deviation overtakes below some bandwidth
+    assert ranges[0]["low"] > 0.0 and ranges[0]["below"] is not None
