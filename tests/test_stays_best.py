@@ -23,13 +23,17 @@ def test_factor_range_by_hand():
     assert factor_range([(1.0, 0.0)], s_lat) == (0.0, math.inf, None, None)
 
 
-def test_scale_flat_refuses_levels():
+def test_scale_scales_one_level_or_every_level():
     from smsg_ms.cost.hardware import get_hardware
 
-    hw = get_hardware("a100")
-    assert scale_flat(hw, "bandwidth", None, 2.0).bandwidth == 2 * hw.bandwidth
+    hw = get_hardware("a100")            # dgx-a100: NVLink inside a node, InfiniBand across
+    every = scale_flat(hw, "bandwidth", None, 2.0)
+    assert [lv.bandwidth for lv in every.levels] == [2 * lv.bandwidth for lv in hw.levels]
+    inner = scale_flat(hw, "latency", 0, 3.0)
+    assert inner.levels[0].latency == 3 * hw.levels[0].latency
+    assert inner.levels[1:] == hw.levels[1:]
     with pytest.raises(ValueError, match="no level"):
-        scale_flat(hw, "bandwidth", "node", 2.0)
+        scale_flat(hw, "bandwidth", len(hw.levels), 2.0)
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +47,11 @@ def gpt_case(captured):
     hw = get_hardware("a100")
 
     def build(hardware):
-        return build_problem(graph, CostModel(graph, 8, hardware))
+        return build_problem(graph, CostModel(graph, 64, hardware))
 
     problem, _ = build(hw)
     choice = list(solve(problem, progress=False).choice)
-    return graph, hw, build, choice, stays_best(graph, 8, hw, choice, build=build)
+    return graph, hw, build, choice, stays_best(graph, 64, hw, choice, build=build)
 
 
 def _deviations(problem, choice):
@@ -86,8 +90,9 @@ def test_ranges_hold_when_priced_afresh(gpt_case):
 
 
 def test_some_end_is_finite(gpt_case):
-    # a decoder layer whose matrices trade compute for collectives: scaling the bandwidth far
-    # enough must make some other strategy the better one
+    # 64 devices over 8 nodes: the attention's batch cut needs gradient sync across nodes, the
+    # head cut collectives; scaling the bandwidth far enough must make another strategy better
+    # (at 8 devices, one node, the plan stays best at every factor: its sync is hidden)
     _, _, _, _, ranges = gpt_case
     bw = ranges[0]
     assert bw["high"] < math.inf or bw["low"] > 0.0, bw
@@ -101,13 +106,15 @@ def test_explain_stays_best_through_the_cli(tmp_path, capsys, gpt_case):
     from smsg_ms.cli import main
 
     plan = tmp_path / "p.json"
-    assert main(["plan", "gpt", "--devices", "8", "--batch", "8", "--layers", "1", "--hidden",
+    assert main(["plan", "gpt", "--devices", "64", "--batch", "8", "--layers", "1", "--hidden",
                  "256", "--heads", "4", "--seq", "128", "--vocab", "1024", "--hardware", "a100",
                  "--out", str(plan)]) == 0
     capsys.readouterr()
     assert main(["explain", str(plan), "--stays-best", "--json"]) == 0
     ranges = json.loads(capsys.readouterr().out)["stays_best"]
-    assert [r["parameter"] for r in ranges] == ["bandwidth", "latency"]
+    # every level together, then each level of dgx-a100 (node, cluster) alone
+    assert [(r["parameter"], r["level_name"]) for r in ranges] == [
+        (p, lv) for p in ("bandwidth", "latency") for lv in ("every level", "node", "cluster")]
     for r in ranges:        # null: no upper end
         assert r["low"] <= 1.0 <= (math.inf if r["high"] is None else r["high"])
     # the same network and preset as gpt_case: a deviation overtakes below some bandwidth

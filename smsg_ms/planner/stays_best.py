@@ -31,17 +31,21 @@ PARAMETERS = {"bandwidth": lambda f: 1.0 / f, "latency": lambda f: f}
 
 
 def scale_flat(hardware, parameter: str, level, factor: float):
-    """``hardware`` (a flat :class:`smsg_ms.cost.hardware.Hardware`) with ``parameter``
-    multiplied by ``factor``; ``level`` must be ``None`` (one level).
+    """``hardware`` (a :class:`smsg_ms.cost.hardware.Machine`) with ``parameter`` (a link
+    figure of :data:`PARAMETERS`) multiplied by ``factor`` on level ``level`` (an index into
+    ``hardware.levels``, innermost first), or on every level when ``level`` is ``None``.
 
     Raises:
-        ValueError: a level other than ``None``, or an unknown parameter.
+        ValueError: a level the machine does not have, or an unknown parameter.
     """
-    if level is not None:
-        raise ValueError(f"flat hardware {hardware.name!r} has no level {level!r}")
     if parameter not in PARAMETERS:
         raise ValueError(f"unknown hardware parameter {parameter!r}")
-    return dataclasses.replace(hardware, **{parameter: getattr(hardware, parameter) * factor})
+    if level is not None and not 0 <= level < len(hardware.levels):
+        raise ValueError(f"hardware {hardware.name!r} has no level {level!r}")
+    levels = tuple(dataclasses.replace(lv, **{parameter: getattr(lv, parameter) * factor})
+                   if level is None or k == level else lv
+                   for k, lv in enumerate(hardware.levels))
+    return dataclasses.replace(hardware, levels=levels)
 
 
 def _local_costs(problem, choice, vi, incident) -> np.ndarray:
@@ -135,22 +139,86 @@ def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
     out = []
     for parameter, s_of in PARAMETERS.items():
         for level in levels:
-            doubled, _ = build(scale(hardware, parameter, level, 2.0))
-            terms = deviation_terms((base, doubled), choice, (s_of(1.0), s_of(2.0)))
-            low, high, low_by, high_by = factor_range([(a, b) for _, _, a, b in terms], s_of)
+            def priced(f, parameter=parameter, level=level):
+                return build(scale(hardware, parameter, level, f))[0]
 
-            def who(k):
-                if k is None:
+            doubled = priced(2.0)
+            terms = deviation_terms((base, doubled), choice, (s_of(1.0), s_of(2.0)))
+            low, high, _, _ = factor_range([(a, b) for _, _, a, b in terms], s_of)
+            low, below = refine_end(priced, choice, low, upward=False)
+            high, above = refine_end(priced, choice, high, upward=True)
+
+            def who(dev):
+                if dev is None:
                     return None
-                vi, o = terms[k][0], terms[k][1]
+                vi, o = dev
+                key = base.variables[vi].keys[o]
                 return {"variable": base.variables[vi].name,
-                        "strategy": [list(s) for s in base.variables[vi].keys[o]]
-                        if isinstance(base.variables[vi].keys[o], tuple) else
-                        base.variables[vi].keys[o]}
+                        "strategy": [list(x) for x in key] if isinstance(key, tuple) else key}
 
             out.append({"parameter": parameter, "level": level, "low": low, "high": high,
-                        "below": who(low_by), "above": who(high_by)})
+                        "below": who(below), "above": who(above)})
     return out
+
+
+def cheapest_deviation(problem, choice: list[int]):
+    """``(variable index, option)`` of the single-variable deviation cheaper than ``choice``
+    by the most (relative margin 1e-9), or ``None`` when ``choice`` is the cheapest of them."""
+    incident: list[list] = [[] for _ in problem.variables]
+    for e in problem.edges:
+        incident[e.u].append(e)
+        incident[e.v].append(e)
+    best, gain = None, 0.0
+    for vi, var in enumerate(problem.variables):
+        if len(var.keys) < 2:
+            continue
+        local = _local_costs(problem, choice, vi, incident[vi])
+        here = local[choice[vi]]
+        for o in np.argsort(local, kind="stable")[:1]:
+            d = here - local[o]
+            if o != choice[vi] and d > 1e-9 * max(abs(here), 1e-300) and d > gain:
+                best, gain = (vi, int(o)), d
+    return best
+
+
+#: bisection steps of :func:`refine_end` (factor precision ``2^(range/2^STEPS)``)
+STEPS = 14
+#: the factors searched: ``[1/LIMIT, LIMIT]``
+LIMIT = 1e6
+
+
+def refine_end(priced, choice: list[int], estimate: float, *, upward: bool):
+    """The end of the factor range on one side of 1, found by pricing the problem afresh.
+
+    ``estimate`` (from the affine terms of :func:`deviation_terms`) is exact where every cost is
+    affine in the factor; the overlap of gradient synchronisation with the backward pass
+    (``max(0, sync − backward)``) and hierarchical collectives make some costs only piecewise
+    affine, so the end is bracketed around ``estimate`` and bisected in ``log f``
+    (:data:`STEPS` steps). Returns ``(end, (variable, option) taking over beyond it)``, or
+    ``(inf or 0, None)`` when nothing overtakes up to :data:`LIMIT`.
+    """
+    outer = LIMIT if upward else 1.0 / LIMIT
+    start = estimate if 0 < estimate < math.inf else outer
+    start = min(max(start, 1.0 / LIMIT), LIMIT)
+    good, bad, dev = 1.0, None, None
+    probe = start * (1.02 if upward else 0.98)
+    while True:
+        d = cheapest_deviation(priced(probe), choice)
+        if d is not None:
+            bad, dev = probe, d
+            break
+        good = probe
+        if probe == outer:
+            return (math.inf if upward else 0.0), None
+        probe = min(probe * 8, outer) if upward else max(probe / 8, outer)
+    for _ in range(STEPS):
+        mid = math.sqrt(good * bad)
+        d = cheapest_deviation(priced(mid), choice)
+        if d is None:
+            good = mid
+        else:
+            bad, dev = mid, d
+    return math.sqrt(good * bad), dev
 
 
 def plan_stays_best(plan) -> list[dict]:
@@ -187,7 +255,12 @@ def plan_stays_best(plan) -> list[dict]:
         got = {var.name: [list(s) for s in var.options[choice[vi]][0].strategy]
                for vi, var in enumerate(variables) if var.written_back}
         if got == wanted:
-            return stays_best(graph, plan.devices, hardware, choice, build=build)
+            ranges = stays_best(graph, plan.devices, hardware, choice, build=build,
+                                levels=(None, *range(len(hardware.levels))))
+            for r in ranges:
+                r["level_name"] = ("every level" if r["level"] is None
+                                   else hardware.levels[r["level"]].name)
+            return ranges
     raise ValueError("the search does not reproduce this plan's strategies under the cost model "
                      "here (another smsg-ms version, or a memory limit): re-plan it to see where "
                      "it stays best")

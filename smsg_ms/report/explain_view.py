@@ -296,7 +296,8 @@ def stays_best_lines(ranges: list[dict]) -> list[str]:
     over beyond each end."""
     out = []
     for r in ranges:
-        name = r["parameter"] + ("" if r["level"] is None else f" ({r['level']})")
+        level = r.get("level_name", r["level"])
+        name = r["parameter"] + ("" if level is None else f" ({level})")
         ends = []
         for side, word in (("below", "below"), ("above", "above")):
             who = r[side]
