@@ -71,8 +71,12 @@ def test_two_processes_make_the_single_process_plan(graph_file):
     assert one["stats"]["workers"] == 1
     assert two["stats"]["worker_seconds"] > 0
     assert two["plan"] == one["plan"]            # byte for byte: hash, records, strategies
-    # pairs the search prunes are not solved by the workers either
-    assert two["stats"]["stage_solves"] == one["stats"]["stage_solves"]
+    # pairs the search prunes are not solved by the workers either, except where a process
+    # takes a pair while the pair that prunes it still runs on the other one (the board says
+    # "beaten" only of finished pairs): with two processes, at most the one pair taken beside
+    # the first (the queue is costliest first, and the first pair finished prunes the rest)
+    assert one["stats"]["stage_solves"] <= two["stats"]["stage_solves"]
+    assert two["stats"]["stage_solves"] <= one["stats"]["stage_solves"] + 1
 
 
 def test_a_failing_worker_loses_nothing(graph_file):
