@@ -75,7 +75,9 @@ def print_summary(graph: OpGraph, console=None) -> None:
                       + ", ".join(f"{t} ×{n}" for t, n in s["functional"]))
     if s["unknown"]:
         total = sum(n for _, n in s["unknown"])
-        console.print(f"[yellow]warning:[/] {total} operators of {len(s['unknown'])} types unknown "
+        kinds = len(s["unknown"])
+        console.print(f"[yellow]warning:[/] {total} operator{'s' if total != 1 else ''} of "
+                      f"{kinds} type{'s' if kinds != 1 else ''} unknown "
                       "to the cost model (batch-parallel layout only): "
                       + ", ".join(f"{t} ×{n}" for t, n in s["unknown"]), markup=True,
                       highlight=False)
