@@ -36,9 +36,9 @@ def _x_gathers(plan) -> dict[str, int]:
 
 @pytest.mark.parametrize("mm2,add,x_gathered_for", [
     # (2,1) and (2,4) are further splits of the (2,1) data set: nothing to move
-    (((2, 1), (1, 4)), ((2, 4), (2, 4)), set()),
+    (((2, 1), (4, 1)), ((2, 4), (2, 4)), set()),     # mm2's weight is (out, in)
     # a replicated reader needs the whole x: one AllGather over the 2 data-set shards
-    (((1, 1), (1, 8)), ((1, 8), (1, 8)), {"mm2"}),
+    (((1, 1), (8, 1)), ((1, 8), (1, 8)), {"mm2"}),
 ])
 def test_every_reader_priced_and_checked(mm2, add, x_gathered_for):
     plan = _forced(((2, 4), (4, 1)), mm2, add)

@@ -1,4 +1,4 @@
-"""A data input read by two primitives: ``x → MatMul(w1)`` and ``x → MatMul(w2)``, summed.
+"""A data input read by two primitives: ``x → MatMul(w1)`` and ``x → MatMul(w2ᵀ)``, summed.
 
 ``x (batch, width)`` float32; labels ``(batch, width)`` for an MSE loss. The two readers may take
 ``x`` in different layouts; MindSpore's data set gives ``x`` one layout (``dataset_strategy``,
@@ -20,7 +20,10 @@ def build(batch: int = 64, width: int = 256):
             self.w1 = Parameter(ms.Tensor(np.zeros((width, width), np.float32)), name="w1")
             self.w2 = Parameter(ms.Tensor(np.zeros((width, width), np.float32)), name="w2")
             self.mm1 = ops.MatMul()
-            self.mm2 = ops.MatMul()
+            # w2 stored (out, in) as Dense keeps it: the two weights' gradients are different
+            # expressions (x^T·g and g^T·x); with both plain, MindSpore computes x^T·g once for
+            # both (common subexpression) and inserts one gradient AllReduce under data parallel
+            self.mm2 = ops.MatMul(transpose_b=True)
             self.add = ops.Add()
 
         def construct(self, x):
