@@ -234,12 +234,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from smsg_ms.compare.measured import load_measured
-    from smsg_ms.cost.hardware import PRESETS
+    from smsg_ms.cost.hardware import ALIASES, PRESETS
 
     files = args.data or sorted(glob.glob("benchmarks/measured/*.csv"))
     if not files:
         raise SystemExit("no measured-data CSV found (benchmarks/measured/*.csv)")
-    rows = [r for f in files for r in load_measured(f, presets=set(PRESETS))]
+    rows = [r for f in files for r in load_measured(f, presets=set(PRESETS) | set(ALIASES))]
     if args.only:
         rows = [r for r in rows if args.only in r["group"]]
     start = time.perf_counter()

@@ -11,7 +11,10 @@ import pytest
 
 from smsg_ms.compare.measured import (MEASURED_COLUMNS, MeasuredDataError, kendall_tau,
                                       load_measured, pair_weighted_tau, top1_regret)
-from smsg_ms.cost.hardware import PRESETS
+from smsg_ms.cost.hardware import ALIASES, PRESETS
+
+#: the names a row may give: presets and their aliases (a100 = dgx-a100)
+NAMES = set(PRESETS) | set(ALIASES)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "measured", "*.csv")))
@@ -31,7 +34,7 @@ def test_measured_rows_are_well_formed(path):
     for row in rows:
         assert set(MEASURED_COLUMNS) <= set(row)
         assert row["source"].strip(), row
-        assert row["hardware"] in PRESETS, row["hardware"]
+        assert row["hardware"] in NAMES, row["hardware"]
         for key in ("layers", "hidden", "heads", "seq", "vocab", "devices", "global_batch",
                     "micro_batch", "tp", "dp", "pp"):
             assert int(row[key]) > 0, (key, row)
@@ -48,7 +51,7 @@ def test_measured_rows_are_well_formed(path):
         configs = [(m["dp"], m["tp"], m["pp"], m["micro_batch"], m["recompute"]) for m in members]
         assert len(set(configs)) == len(configs), f"{name} lists a configuration twice"
     # and the loader accepts it
-    assert len(load_measured(path, presets=set(PRESETS))) == len(rows)
+    assert len(load_measured(path, presets=NAMES)) == len(rows)
 
 
 def test_kendall_tau_by_hand():
@@ -107,4 +110,4 @@ def _row(**over):
 ])
 def test_bad_measured_data_is_refused(tmp_path, rows, message):
     with pytest.raises(MeasuredDataError, match=message):
-        load_measured(_write(tmp_path, rows), presets=set(PRESETS))
+        load_measured(_write(tmp_path, rows), presets=NAMES)
