@@ -27,7 +27,10 @@ RUN = dict(stages=2, micro_batches=2, optimizer_sharding=False, recompute=False,
 @functools.lru_cache(maxsize=None)
 def _plans():
     free = plan_network_pipelined("llama", 8, **RUN)
-    limit = 0.8 * free.pipeline["stage_memory_bytes"][0]
+    # below stage 0's free plan, so its stage plan must be solved again within the limit; not
+    # so far below that no stage plan fits (under the machine model with launch latency and
+    # overlap the free stage plans are leaner than before: 0.8 left none)
+    limit = 0.85 * free.pipeline["stage_memory_bytes"][0]
     tight = plan_network_pipelined("llama", 8, memory_gib=limit / 2**30, **RUN)
     return free, tight, limit
 
