@@ -100,7 +100,6 @@ def _check_writable(path: str) -> None:
 def cmd_plan(args) -> int:
     from .devices import check_device_count
     from .integration.plan_io import PlanError, save_plan
-    from .networks import resolve_spec
 
     from .cost.hardware import get_hardware
 
@@ -174,9 +173,6 @@ def cmd_plan(args) -> int:
 def _memory_hint(graph, network: str) -> str:
     """What to try when one stage does not fit: pipeline stages where the network has repeated
     blocks and a global batch to split, else more memory or devices."""
-    import inspect
-
-    from .networks import check_options
     from .planner import PipelinePlanningError
     from .planner.stages import block_of_ops
 
@@ -184,17 +180,25 @@ def _memory_hint(graph, network: str) -> str:
         blocks = len(block_of_ops(graph)[0])
     except PipelinePlanningError:
         blocks = 0
-    takes_batch = "batch" in inspect.signature(check_options(network, {})[1]).parameters
-    if blocks > 1 and takes_batch:
+    if blocks > 1 and _batch_parameter(network) is not None:
         return (f"the network has {blocks} repeated blocks: --pipeline auto also searches "
                 "pipeline stages, micro-batches, recompute and optimizer sharding")
     return "give more --devices or a larger --memory (one stage is all this network allows)"
 
 
+def _batch_parameter(network: str):
+    """The ``batch`` parameter of the network's function (``inspect.Parameter``), or ``None``
+    when it takes none: pipelining re-captures the network per micro-batch size."""
+    import inspect
+
+    from .networks import resolve_spec
+
+    return inspect.signature(resolve_spec(network)[1]).parameters.get("batch")
+
+
 def _plan_pipelined(args):
     """``--pipeline auto|P``: the outer pipeline search (``--batch`` is the global batch)."""
     from .integration.plan_io import PlanError
-    from .networks import resolve_spec
     from .planner import plan_network_pipelined
 
     stages = args.pipeline if args.pipeline == "auto" else None
@@ -204,11 +208,9 @@ def _plan_pipelined(args):
         except ValueError:
             raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
                             f"{args.pipeline!r}") from None
-    import inspect
-
     options = _network_options(args)
     batch = options.pop("batch", None)
-    param = inspect.signature(resolve_spec(args.network)[1]).parameters.get("batch")
+    param = _batch_parameter(args.network)
     if param is None:       # the search re-captures the network per micro-batch size
         raise PlanError(f"--pipeline needs a network with a 'batch' option (it is captured "
                         f"once per micro-batch size); '{args.network}' has none")

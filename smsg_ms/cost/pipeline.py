@@ -196,12 +196,10 @@ class Links:
         """One Send of ``nbytes`` to the neighbour stage."""
         if nbytes <= 0:
             return 0.0
-        # a Send pairs two devices; ring_volume counts its whole tensor
-        if self.machine is not None:
-            return self.machine.collective_seconds("Send", 2, nbytes,
-                                                   ((2, self.stage_devices),))
-        return collective_seconds("Send", (2,), nbytes,
-                                  ((self.p2p_bandwidth or self.bandwidth, self.latency),))
+        # a Send pairs two devices (rank r and r + stage_devices); ring_volume counts its
+        # whole tensor
+        return self._seconds("Send", 2, nbytes, ((2, self.stage_devices),),
+                             bandwidth=self.p2p_bandwidth)
 
     def grad_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded) -> float:
         """Gradient synchronisation of one parameter once per step: AllReduce ``2(r−1)/r·S``, or
@@ -219,10 +217,17 @@ class Links:
     def group_seconds(self, kind: str, param: ParamSlice, size: float, syncs: int = 1) -> float:
         """One ``kind`` collective over the replicas of ``param`` (``size`` bytes, the whole
         group's tensor), placed on the machine's levels when there is one."""
+        return self._seconds(kind, param.replicas, size, param.span, syncs)
+
+    def _seconds(self, kind: str, group: int, size: float, span, syncs: int = 1,
+                 bandwidth: float | None = None) -> float:
+        """One ``kind`` collective over ``group`` devices placed by ``span`` on the machine's
+        levels; without a machine, on the one flat level (``bandwidth``, default
+        :attr:`bandwidth`)."""
         if self.machine is not None:
-            return self.machine.collective_seconds(kind, param.replicas, size, param.span, syncs)
-        return collective_seconds(kind, (param.replicas,), size,
-                                  ((self.bandwidth, self.latency),), syncs)
+            return self.machine.collective_seconds(kind, group, size, span, syncs)
+        return collective_seconds(kind, (group,), size,
+                                  ((bandwidth or self.bandwidth, self.latency),), syncs)
 
     def micro_sync_seconds(self, param: ParamSlice, grad_bytes: float, sharded) -> float:
         """Per micro-batch: at level 2 the gradient's ReduceScatter ``(r−1)/r·S`` (MindSpore

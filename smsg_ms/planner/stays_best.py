@@ -48,6 +48,16 @@ def scale_flat(hardware, parameter: str, level, factor: float):
     return dataclasses.replace(hardware, levels=levels)
 
 
+def _incident(problem) -> list[list[int]]:
+    """Per variable, the indices of the edges touching it (the same in every pricing of one
+    problem: the edges do not depend on the hardware)."""
+    incident: list[list[int]] = [[] for _ in problem.variables]
+    for k, e in enumerate(problem.edges):
+        incident[e.u].append(k)
+        incident[e.v].append(k)
+    return incident
+
+
 def _local_costs(problem, choice, vi, incident) -> np.ndarray:
     """Cost of each option of variable ``vi`` with every other variable at ``choice``: its own
     cost plus its edges to its neighbours' chosen options (seconds)."""
@@ -67,10 +77,7 @@ def deviation_terms(problems: tuple, choice: list[int], s_values: tuple[float, f
     the same variables, options and edges). Infinite (forbidden) options are left out."""
     p0, p1 = problems
     s0, s1 = s_values
-    incident: list[list] = [[] for _ in p0.variables]
-    for k, e in enumerate(p0.edges):
-        incident[e.u].append(k)
-        incident[e.v].append(k)
+    incident = _incident(p0)
     out = []
     for vi, var in enumerate(p0.variables):
         if len(var.keys) < 2:
@@ -164,15 +171,12 @@ def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
 def cheapest_deviation(problem, choice: list[int]):
     """``(variable index, option)`` of the single-variable deviation cheaper than ``choice``
     by the most (relative margin 1e-9), or ``None`` when ``choice`` is the cheapest of them."""
-    incident: list[list] = [[] for _ in problem.variables]
-    for e in problem.edges:
-        incident[e.u].append(e)
-        incident[e.v].append(e)
+    incident = _incident(problem)
     best, gain = None, 0.0
     for vi, var in enumerate(problem.variables):
         if len(var.keys) < 2:
             continue
-        local = _local_costs(problem, choice, vi, incident[vi])
+        local = _local_costs(problem, choice, vi, [problem.edges[k] for k in incident[vi]])
         here = local[choice[vi]]
         for o in np.argsort(local, kind="stable")[:1]:
             d = here - local[o]
