@@ -11,7 +11,8 @@ import sys
 
 from .cli_options import (add_mindformers_arg, add_pipeline_shape_args,  # noqa: F401
                           add_size_args, apply_mindformers_config, default_plan_path,
-                          given_options, name_options, positive_int, positive_seconds)
+                          given_options, machine_of, name_options, positive_int,
+                          positive_seconds)
 from .cli_output import emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -101,18 +102,13 @@ def cmd_plan(args) -> int:
     from .devices import check_device_count
     from .integration.plan_io import PlanError, save_plan
 
-    from .cost.hardware import get_hardware
-
     check_device_count(args.devices)
     run = apply_mindformers_config(args)
     if args.memory is not None and not args.memory > 0:
         raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     if args.out is not None and not args.out.strip():
         raise PlanError("--out must name a file, got an empty name")
-    try:
-        args.machine = get_hardware(args.hardware, args.devices_per_node)
-    except ValueError as exc:
-        raise PlanError(f"--hardware: {exc}") from None
+    args.machine = machine_of(args, PlanError)
     from .networks import check_options
     check_options(args.network, _network_options(args))
     import os

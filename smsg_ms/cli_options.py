@@ -21,6 +21,23 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def machine_of(args, error=ValueError):
+    """The :class:`~smsg_ms.cost.hardware.Machine` of ``--hardware`` and ``--devices-per-node``.
+
+    Raises:
+        ``error``: an unknown preset or a bad description file, in one line naming every bad
+            field (the file reader gives one line per field; the CLI prints one line).
+    """
+    from .cost.hardware import get_hardware
+
+    try:
+        return get_hardware(args.hardware, args.devices_per_node)
+    except ValueError as exc:
+        head, *fields = str(exc).splitlines()
+        raise error(f"--hardware: {head} {'; '.join(f.strip() for f in fields)}".rstrip()
+                    ) from None
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:

@@ -60,19 +60,14 @@ def cmd_compare(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from ..cli_options import apply_mindformers_config
+    from ..cli_options import apply_mindformers_config, machine_of
     from ..cli_output import emit_json, working
     from .configs import ConfigError
-
-    from ..cost.hardware import get_hardware
 
     run = apply_mindformers_config(args)
     if args.network is None:
         raise ConfigError("score needs a network or --mindformers-config RUN.yaml")
-    try:
-        args.hardware = get_hardware(args.hardware, args.devices_per_node)
-    except ValueError as exc:
-        raise ConfigError(f"--hardware: {exc}") from None
+    args.hardware = machine_of(args, ConfigError)
     if run is not None:
         return _score_run(args, run)
     shape = _options(args)
