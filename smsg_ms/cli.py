@@ -9,11 +9,13 @@ import argparse
 import os
 import sys
 
-from .cli_options import (add_mindformers_arg, add_pipeline_shape_args,  # noqa: F401
-                          add_size_args, apply_mindformers_config, default_plan_path,
-                          given_options, machine_of, name_options, positive_int,
-                          positive_seconds)
-from .cli_output import emit_json, stdout_to_stderr, working
+from .cli_check import register as register_check
+from .cli_explain import register as register_explain
+from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
+                          add_pipeline_shape_args, add_size_args, apply_mindformers_config,
+                          default_plan_path, given_options, machine_of, name_options,
+                          positive_int, positive_seconds)
+from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
 from .search.effort import DEFAULT_SECONDS as DEFAULT_TIME_LIMIT
@@ -24,19 +26,6 @@ def _add_network_args(p: argparse.ArgumentParser) -> None:
                    help=f"built-in name ({', '.join(sorted(BUILTINS))}) or package.module:function "
                         f"(default: {DEFAULT_NETWORK})")
     add_size_args(p)
-
-
-def console():
-    """A ``rich`` console whose closed stdout raises ``BrokenPipeError`` (to :func:`main`,
-    which exits 0) instead of rich's default ``SystemExit(1)``."""
-    from rich.console import Console
-
-    class PipeConsole(Console):
-        def on_broken_pipe(self) -> None:
-            self.quiet = True
-            raise BrokenPipeError("stdout closed")
-
-    return PipeConsole()
 
 
 def cmd_graph(args) -> int:
@@ -84,20 +73,6 @@ def _add_hardware_args(p) -> None:
                    help="devices per node, overriding the preset's (default: the preset's)")
 
 
-def _check_writable(path: str) -> None:
-    import os
-
-    from .integration.plan_io import PlanError
-
-    if os.path.isdir(path):
-        raise PlanError(f"cannot write {path}: it is a folder; name a file (--out DIR/NAME.json)")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise PlanError(f"cannot write {path}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise PlanError(f"cannot write {path}: folder {folder} is not writable")
-
-
 def cmd_plan(args) -> int:
     from .devices import check_device_count
     from .integration.plan_io import PlanError, save_plan
@@ -115,7 +90,7 @@ def cmd_plan(args) -> int:
     out = args.out or default_plan_path(
         os.path.basename(args.mindformers_config).rsplit(".", 1)[0] if run else args.network,
         args.devices, name_options(args), _plan_settings(args))
-    _check_writable(out)
+    check_writable(out)
     try:
         from . import planner
     except ImportError as exc:     # a broken installation (e.g. numpy missing)
@@ -225,97 +200,6 @@ def _plan_pipelined(args):
                                   **options)
 
 
-def cmd_explain(args) -> int:
-    from .integration.plan_io import load_plan
-    from .report.explain_view import print_explain
-
-    plan = load_plan(args.file)
-    if args.plot:
-        _check_writable(args.plot)
-    from .integration.writeback import describe
-
-    if args.plot:
-        from .report.plots import plot_plan
-        plot_plan(plan, args.plot)
-    ranges = None
-    if args.stays_best:
-        from .planner.stays_best import plan_stays_best
-        ranges = plan_stays_best(plan)
-    if args.json:
-        from .report.json_views import explain_json
-        data = explain_json(plan, show_all=args.all)
-        if ranges is not None:     # JSON has no infinity: an unbounded end is null
-            data["stays_best"] = [{k: (None if v == float("inf") else v) for k, v in r.items()}
-                                  for r in ranges]
-        emit_json(data)
-        return 0
-    out_console = console()
-    print_explain(plan, out_console, show_all=args.all)
-    out_console.print(describe(plan), markup=False)
-    if ranges is not None:
-        from .report.explain_view import stays_best_lines
-        out_console.print("stays the best of its single-operator deviations, as factors of the "
-                          f"{plan.hardware} preset:", markup=False)
-        for line in stays_best_lines(ranges):
-            out_console.print(f"  {line}", markup=False)
-    if args.plot:
-        print(f"plot written to {args.plot}")
-    return 0
-
-
-def cmd_check(args) -> int:
-    from .integration.check import check_plan, print_report
-    from .integration.plan_io import load_plan
-    from .report.tables import count
-
-    from .integration.strategy_check import read_strategy_file
-
-    if read_strategy_file(args.file) is not None:
-        return _check_strategy_file(args)
-    if args.devices is not None or given_options(args) or args.shape:
-        from .integration.plan_io import PlanError
-        raise PlanError("--devices and network options are for a strategy file: a plan file "
-                        "carries its own")
-    plan = load_plan(args.file)
-    ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
-    if args.rank is None and not args.all_ranks and plan.pipeline:
-        from .integration.pipeline import ranks_per_stage
-        ranks = ranks_per_stage(plan.devices, int(plan.pipeline["stages"]))
-    if not all(0 <= r < plan.devices for r in ranks):
-        from .integration.plan_io import PlanError
-        raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
-    with working(f"compiling {count(len(ranks), 'rank')} with MindSpore's parallel compiler",
-                 args.json):
-        report = check_plan(plan, ranks, spec=args.network)
-    if args.json:
-        from .report.json_views import check_json
-        emit_json(check_json(report))
-        return 0 if report.ok else 1
-    print_report(report, console())
-    return 0 if report.ok else 1
-
-
-def _check_strategy_file(args) -> int:
-    """``check STRATEGY.json --network SPEC --devices N``: :mod:`smsg_ms.integration.
-    strategy_check`."""
-    from .integration.plan_io import PlanError
-    from .integration.strategy_check import check_strategy_file, print_strategy_report
-
-    if not args.network or args.devices is None:
-        raise PlanError(f"{args.file} is a strategy file, which names no network or device "
-                        "count: give --network and --devices")
-    options = _network_options(args)
-    with working(f"compiling {args.network} with {args.file}", args.json):
-        report = check_strategy_file(args.file, args.network, args.devices, options)
-    if args.json:
-        emit_json({"ok": True, "file": report.path, "network": report.network,
-                   "devices": report.devices, "strategies": report.strategies,
-                   "collectives": report.collectives})
-        return 0
-    print_strategy_report(report, console())
-    return 0
-
-
 def cmd_dryrun(args) -> int:
     """``dryrun SCRIPT [--ranks N] [--rank R] [-- ARGS]``: :mod:`smsg_ms.integration.
     script_dryrun`."""
@@ -361,7 +245,7 @@ def cmd_export(args) -> int:
     from .integration.strategy_files import write_strategy_ckpt
 
     plan = load_plan(args.file)
-    _check_writable(args.out)
+    check_writable(args.out)
     graph = capture_network(args.network or plan.network, **plan.options)
     write_strategy_ckpt(plan, graph, args.out)
     from .integration.strategy_files import load_context
@@ -381,11 +265,6 @@ def cmd_export(args) -> int:
     return 0
 
 
-def _add_json_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true",
-                   help="print the result as JSON on stdout (nothing else on stdout)")
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (the house rule for bad input)."""
 
@@ -399,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("graph", help="capture a network and summarise its operator graph")
     _add_network_args(p)
-    _add_json_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_graph)
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
@@ -424,37 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
                         "functional calls are predicted to communicate")
-    _add_json_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
-    p.add_argument("file", help="plan file")
-    p.add_argument("--plot", metavar="PNG", help="also draw time and memory per layer")
-    p.add_argument("--all", action="store_true",
-                   help="show every block instance (default: a primitive with one strategy "
-                        "in every instance of its block is shown once)")
-    p.add_argument("--stays-best", action="store_true",
-                   help="also the range of the preset's bandwidth and latency (as factors) over "
-                        "which the plan stays the cheapest of its single-operator deviations, and "
-                        "which takes over beyond each end (captures the network again)")
-    _add_json_arg(p)
-    p.set_defaults(func=cmd_explain)
-
-    p = sub.add_parser("check", help="compile a plan with MindSpore's parallel compiler "
-                                     "(CPU dry-run) and compare collectives")
-    p.add_argument("file", help="plan file")
-    ranks = p.add_mutually_exclusive_group()
-    ranks.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: "
-                                                "the first rank of every stage)")
-    ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
-    p.add_argument("--network", help="network spec to check against (default: the plan's; "
-                                      "required for a strategy file)")
-    p.add_argument("--devices", type=positive_int,
-                   help="device count (strategy file only: FILE may also be a MindSpore "
-                        "strategy checkpoint, e.g. from export)")
-    add_size_args(p)
-    _add_json_arg(p)
-    p.set_defaults(func=cmd_check)
+    register_explain(sub)
+    register_check(sub)
 
     p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
     p.add_argument("file", help="plan file")
@@ -472,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     # not pass "--" on); they reach the script untouched
     p.set_defaults(args=[])
     p.epilog = "the script's own arguments follow --: smsg-ms dryrun train.py --ranks 8 -- --lr 0.1"
-    _add_json_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_dryrun)
 
     from .compare.cli import register as register_compare

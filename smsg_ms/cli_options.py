@@ -49,6 +49,12 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_json_arg(p: argparse.ArgumentParser) -> None:
+    """``--json``: the command's result as JSON, alone on stdout."""
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON on stdout (nothing else on stdout)")
+
+
 def add_size_args(p: argparse.ArgumentParser) -> None:
     """``--batch --seq --layers``, the width flags and ``--shape``."""
     from .networks.presets import SHAPES

@@ -68,3 +68,33 @@ def working(label: str, json_mode: bool = False):
 
         with Console(stderr=True).status(label):
             yield
+
+
+def console():
+    """A ``rich`` console whose closed stdout raises ``BrokenPipeError`` (to :func:`main`,
+    which exits 0) instead of rich's default ``SystemExit(1)``."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError("stdout closed")
+
+    return PipeConsole()
+
+
+def check_writable(path: str) -> None:
+    """Refuse an output path before any work: a folder, a missing folder or one not writable.
+
+    Raises:
+        smsg_ms.integration.plan_io.PlanError: the one-line reason.
+    """
+    from .integration.plan_io import PlanError
+
+    if os.path.isdir(path):
+        raise PlanError(f"cannot write {path}: it is a folder; name a file (--out DIR/NAME.json)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise PlanError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise PlanError(f"cannot write {path}: folder {folder} is not writable")

@@ -1,0 +1,68 @@
+"""``smsg-ms explain``: per-operator strategies, costs and runner-ups of a plan file, with
+``--plot`` and ``--stays-best`` (moved out of :mod:`smsg_ms.cli`, which registers it)."""
+from __future__ import annotations
+
+from .cli_options import add_json_arg
+from .cli_output import check_writable, console, emit_json
+
+
+def register(sub) -> None:
+    """Add ``explain`` to an ``argparse`` sub-parser collection."""
+    p = sub.add_parser("explain", help="per-operator strategies, costs and runner-ups of a plan")
+    p.add_argument("file", help="plan file")
+    p.add_argument("--plot", metavar="PNG", help="also draw time and memory per layer")
+    p.add_argument("--all", action="store_true",
+                   help="show every block instance (default: a primitive with one strategy "
+                        "in every instance of its block is shown once)")
+    p.add_argument("--stays-best", action="store_true",
+                   help="also the range of the preset's bandwidth and latency (as factors) over "
+                        "which the plan stays the cheapest of its single-operator deviations, and "
+                        "which takes over beyond each end (captures the network again)")
+    add_json_arg(p)
+    p.set_defaults(func=cmd_explain)
+
+
+def cmd_explain(args) -> int:
+    """``explain FILE``: the plan's view (:mod:`smsg_ms.report.explain_view`), or its JSON; with
+    ``--plot PNG`` the plot; with ``--stays-best`` the factor ranges of
+    :func:`smsg_ms.planner.stays_best.plan_stays_best`. Returns the exit status (0).
+
+    Raises:
+        smsg_ms.integration.plan_io.PlanError: an unreadable plan, an unwritable ``--plot``.
+        ValueError: ``--stays-best`` on a plan it cannot reproduce.
+    """
+    from .integration.plan_io import load_plan
+    from .report.explain_view import print_explain
+
+    plan = load_plan(args.file)
+    if args.plot:
+        check_writable(args.plot)
+    from .integration.writeback import describe
+
+    if args.plot:
+        from .report.plots import plot_plan
+        plot_plan(plan, args.plot)
+    ranges = None
+    if args.stays_best:
+        from .planner.stays_best import plan_stays_best
+        ranges = plan_stays_best(plan)
+    if args.json:
+        from .report.json_views import explain_json
+        data = explain_json(plan, show_all=args.all)
+        if ranges is not None:     # JSON has no infinity: an unbounded end is null
+            data["stays_best"] = [{k: (None if v == float("inf") else v) for k, v in r.items()}
+                                  for r in ranges]
+        emit_json(data)
+        return 0
+    out_console = console()
+    print_explain(plan, out_console, show_all=args.all)
+    out_console.print(describe(plan), markup=False)
+    if ranges is not None:
+        from .report.explain_view import stays_best_lines
+        out_console.print("stays the best of its single-operator deviations, as factors of the "
+                          f"{plan.hardware} preset:", markup=False)
+        for line in stays_best_lines(ranges):
+            out_console.print(f"  {line}", markup=False)
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
