@@ -24,18 +24,39 @@ def positive_seconds(text: str) -> float:
 def machine_of(args, error=ValueError):
     """The :class:`~smsg_ms.cost.hardware.Machine` of ``--hardware`` and ``--devices-per-node``.
 
+    ``--devices-per-node N`` must be a positive integer, and with ``--devices D`` the devices
+    must fill whole nodes (``N`` divides ``D``) or fit in part of one (``D < N``, as a preset's
+    node does for ``--devices 4``): the cost model places rank ``r`` on node ``r // N``
+    (:meth:`~smsg_ms.cost.hardware.Machine.fanout`), so a last node partly filled would price
+    groups across it as if the node were whole.
+
     Raises:
         ``error``: an unknown preset or a bad description file, in one line naming every bad
-            field (the file reader gives one line per field; the CLI prints one line).
+            field (the file reader gives one line per field; the CLI prints one line); a bad
+            ``--devices-per-node``, in a line starting ``--devices-per-node:``.
     """
     from .cost.hardware import get_hardware
 
+    per_node, devices = args.devices_per_node, getattr(args, "devices", None)
+    if per_node is not None and per_node < 1:
+        raise error(f"--devices-per-node: devices per node must be a positive integer, got "
+                    f"{per_node}")
+    if per_node is not None and isinstance(devices, int) and devices > per_node \
+            and devices % per_node:
+        raise error(f"--devices-per-node: {per_node} devices per node do not divide --devices "
+                    f"{devices} (the devices must fill whole nodes, or fit in one)")
     try:
-        return get_hardware(args.hardware, args.devices_per_node)
+        machine = get_hardware(args.hardware)
     except ValueError as exc:
         head, *fields = str(exc).splitlines()
         raise error(f"--hardware: {head} {'; '.join(f.strip() for f in fields)}".rstrip()
                     ) from None
+    if per_node is None:
+        return machine
+    try:
+        return machine.with_devices_per_node(per_node)
+    except ValueError as exc:      # a single-level machine: no node to resize
+        raise error(f"--devices-per-node: {exc}") from None
 
 
 def positive_int(text: str) -> int:

@@ -98,6 +98,33 @@ def test_malformed_argument_is_one_line(work):
     assert files(work) == []
 
 
+def test_devices_per_node_must_fill_whole_nodes_or_fit_in_one(capsys):
+    """Rank r sits on node r // N (MindSpore's rank order, cost/hardware.py fanout): 8 devices
+    on nodes of 3 leave the third node with 2, which the cost model would price as a whole
+    node; 4 devices on nodes of 8 are half of one node, as the presets already allow."""
+    from smsg_ms.cli import main
+    from smsg_ms.cli_options import machine_of
+
+    def of(devices, per_node, hardware="a100"):
+        return machine_of(argparse.Namespace(hardware=hardware, devices=devices,
+                                             devices_per_node=per_node))
+
+    assert of(4, 8).devices_per_node == 8 and of(16, 8).devices_per_node == 8
+    assert of(24, 4).devices_per_node == 4 and of(None, 3).devices_per_node == 3
+    for devices, per_node in ((8, 3), (16, 6), (24, 16)):
+        with pytest.raises(ValueError, match=rf"^--devices-per-node: {per_node} devices per "
+                                             rf"node do not divide --devices {devices} "):
+            of(devices, per_node)
+    for per_node in (0, -2):
+        with pytest.raises(ValueError, match="^--devices-per-node: devices per node must be"):
+            of(8, per_node)
+    # score reads the same flags through the same helper: one line, exit 1, before any capture
+    assert main(["score", "mlp", "--devices", "8", "--devices-per-node", "3"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["smsg-ms: error: --devices-per-node: 3 devices per node do not divide "
+                   "--devices 8 (the devices must fill whole nodes, or fit in one)"]
+
+
 def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):
     one_line_error(smsg(["plan", "mlp", "--out", ""], work), "--out", "empty")
     # the preset is checked before the network is even looked up (so before any capture)
@@ -110,8 +137,14 @@ def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):
                                     "bandwidth: 1.0e+9, latency: 1.0e-5}\n")
     one_line_error(smsg(["plan", "nosuch", "--hardware", "mine.yaml"], work), "mine.yaml",
                    "launch_latency must be a positive number, got -1")
-    one_line_error(smsg(["plan", "nosuch", "--devices-per-node", "0"], work),
+    # a bad --devices-per-node is named as itself, not as --hardware
+    bad = smsg(["plan", "nosuch", "--devices-per-node", "0"], work)
+    one_line_error(bad, "smsg-ms: error: --devices-per-node: ",
                    "devices per node must be a positive integer, got 0")
+    assert "--hardware" not in bad.stderr
+    # 8 devices on nodes of 3 leave a node partly filled: refused, in one line
+    one_line_error(smsg(["plan", "nosuch", "--devices", "8", "--devices-per-node", "3"], work),
+                   "smsg-ms: error: --devices-per-node: ", "do not divide --devices 8")
     (work / "mine.yaml").unlink()
     assert files(work) == []
 
