@@ -86,7 +86,8 @@ def test_tables_keep_their_labels_at_80_columns(tmp_path):
     assert max(len(line) for line in lines) <= 80
     labels = ["block", "primitive", "strategy", "quantity", "value", "stage", "blocks",
               "recompute", "time / micro-batch", "memory / device", "attention.merge_transpose",
-              "feed_forward.w2.matmul", "computation", "gradient sync", "optimizer state"]
+              "feed_forward.w2.matmul", "computation", "gradient sync", "optimizer state",
+              "with gradient sync", "(no gradient sync)"]
     assert words_intact(proc.stdout, labels) == []
     check = smsg(["check", "p.json"], tmp_path, columns=80)
     assert max(len(line) for line in check.stdout.splitlines()) <= 80

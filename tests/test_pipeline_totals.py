@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import pytest
 from rich.console import Console
@@ -41,6 +42,13 @@ def test_one_stage_one_micro_batch_equals_plain_step(captured):
     assert piped.pipeline["step_seconds"] == pytest.approx(want, rel=1e-9)
     assert piped.totals["step_seconds"] == pytest.approx(want, rel=1e-9)
     assert piped.totals["micro_batch_step_seconds"] == pytest.approx(want, rel=1e-9)
+    # t_0 = step − sync (module docstring): the pipeline table's time per micro-batch is without
+    # the gradient sync, the totals' stage-plan step with it; each is labelled so
+    sync = plain.totals["grad_sync"]       # the exposed part (0 s when fully hidden)
+    assert piped.pipeline["stage_seconds"][0] == pytest.approx(want - sync, rel=1e-9)
+    text = _text(piped)
+    assert "step (stage plan) / micro-batch, with gradient sync" in text, text
+    assert re.search(r"time / micro-batch.*\n.*\(no gradient sync\)", text), text
 
 
 def test_two_stages_headline_is_the_super_step():
@@ -58,7 +66,8 @@ def test_two_stages_headline_is_the_super_step():
     assert rec["step_seconds"] >= 3 * slowest
     text = _text(plan)
     assert "step = 1F1B super-step" in text
-    assert "step (stage plan) / micro-batch" in text
+    assert "step (stage plan) / micro-batch, with gradient sync" in text, text
+    assert "(no gradient sync)" in text, text
     assert "compute / micro-batch" in text or "computation / micro-batch" in text, text
     assert "parameters (stage plan)" in text and "parameters / micro-batch" not in text, text
     assert "not divisible by 4 devices of a stage" in text, text

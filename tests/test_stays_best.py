@@ -98,20 +98,41 @@ def test_some_end_is_finite(gpt_case):
     assert bw["high"] < math.inf or bw["low"] > 0.0, bw
 
 
-def test_explain_stays_best_through_the_cli(tmp_path, capsys, gpt_case):
-    # the plan file's network is captured again and its plan reproduced: the ranges printed are
-    # those of the plan's own choice, each containing the preset (factor 1)
+GPT_FLAGS = ["gpt", "--devices", "64", "--batch", "8", "--layers", "1", "--hidden", "256",
+             "--heads", "4", "--seq", "128", "--vocab", "1024", "--hardware", "a100"]
+
+
+@pytest.fixture(scope="module")
+def through_the_cli(tmp_path_factory):
+    """``through_the_cli(*plan_flags)``: ``smsg-ms plan`` of the gpt_case network with the
+    flags, then ``explain --stays-best --json`` of the plan file, in this process: (the plan
+    read back, the JSON's ``stays_best`` rows); once per set of flags."""
+    import contextlib
+    import io
     import json
 
     from smsg_ms.cli import main
+    from smsg_ms.integration.plan_io import load_plan
 
-    plan = tmp_path / "p.json"
-    assert main(["plan", "gpt", "--devices", "64", "--batch", "8", "--layers", "1", "--hidden",
-                 "256", "--heads", "4", "--seq", "128", "--vocab", "1024", "--hardware", "a100",
-                 "--out", str(plan)]) == 0
-    capsys.readouterr()
-    assert main(["explain", str(plan), "--stays-best", "--json"]) == 0
-    ranges = json.loads(capsys.readouterr().out)["stays_best"]
+    folder, done = tmp_path_factory.mktemp("stays_best"), {}
+
+    def run(*flags):
+        if flags not in done:
+            plan = folder / f"p{len(done)}.json"
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(["plan", *GPT_FLAGS, *flags, "--out", str(plan)]) == 0
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert main(["explain", str(plan), "--stays-best", "--json"]) == 0
+            done[flags] = (load_plan(str(plan)), json.loads(out.getvalue())["stays_best"])
+        return done[flags]
+    return run
+
+
+def test_explain_stays_best_through_the_cli(through_the_cli):
+    # the plan file's network is captured again and its plan reproduced: the ranges printed are
+    # those of the plan's own choice, each containing the preset (factor 1)
+    _, ranges = through_the_cli()
     # every level together, then each level of dgx-a100 (node, cluster) alone
     assert [(r["parameter"], r["level_name"]) for r in ranges] == [
         (p, lv) for p in ("bandwidth", "latency") for lv in ("every level", "node", "cluster")]
@@ -119,3 +140,17 @@ def test_explain_stays_best_through_the_cli(tmp_path, capsys, gpt_case):
         assert r["low"] <= 1.0 <= (math.inf if r["high"] is None else r["high"])
     # the same network and preset as gpt_case: a deviation overtakes below some bandwidth
     assert ranges[0]["low"] > 0.0 and ranges[0]["below"] is not None
+
+
+def test_explain_stays_best_of_a_one_stage_pipeline_auto_plan(through_the_cli):
+    """``--pipeline auto`` on a one-layer network can only choose one stage (one block to
+    split), and with the whole batch fitting, one micro-batch of 8: its stage plan is the
+    single-stage problem (64 devices, batch 8), so when its strategies are the single-stage
+    plan's, the ranges must be the single-stage plan's too (explain refused the plan before:
+    "computed for single-stage plans only")."""
+    single, single_ranges = through_the_cli()
+    piped, ranges = through_the_cli("--pipeline", "auto")
+    rec = piped.pipeline
+    assert (rec["stages"], rec["micro_batches"], piped.options["batch"]) == (1, 1, 8)
+    assert piped.devices == 64 and piped.strategies == single.strategies
+    assert ranges == single_ranges

@@ -230,10 +230,13 @@ def plan_stays_best(plan) -> list[dict]:
     network is captured again with the plan's options, the problem rebuilt under the plan's
     hardware preset and solved again; the solution must give the plan's strategies (the
     planner is deterministic), with the options every device used first (the planner's
-    default), then those that leave devices idle (``exhaustive``).
+    default), then those that leave devices idle (``exhaustive``). A ``--pipeline auto`` plan
+    that chose one stage is a single-stage plan: its strategies are those of its stage plan on all
+    ``plan.devices`` devices at the micro-batch size its options hold (``batch``), the problem
+    rebuilt here.
 
     Raises:
-        ValueError: a pipelined plan, or a plan the search does not reproduce (made by another
+        ValueError: a plan of two or more pipeline stages, or a plan the search does not reproduce (made by another
             version of the cost model, or under a memory limit: re-plan it).
         smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
     """
@@ -243,7 +246,7 @@ def plan_stays_best(plan) -> list[dict]:
     from ..search import solve
     from .problem import build_problem
 
-    if plan.pipeline:
+    if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
         raise ValueError("the range where a plan stays best is computed for single-stage plans "
                          "only (this plan is pipelined)")
     graph = capture_network(plan.network, **plan.options)

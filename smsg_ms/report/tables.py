@@ -128,6 +128,13 @@ LABELS = {
 }
 
 
+#: a pipelined plan's per-micro-batch step of the stage plan counts the gradient sync, unlike
+#: the pipeline table's per-stage time (``stage_seconds``; the sync is added once per step)
+WITH_SYNC = {"micro_batch_step_seconds": ", with gradient sync"}
+#: the pipeline table's column: a stage's forward and backward of one micro-batch
+STAGE_TIME_COLUMN = "time / micro-batch\n(no gradient sync)"
+
+
 #: Order of the totals rows: the step first, then time by kind, then memory.
 TOTALS_ORDER = ("step_seconds", "lower_bound_seconds", "optimality_gap", "pipeline_step_seconds", "micro_batch_step_seconds", "relative_to_data_parallel",
                 "data_parallel_step_seconds",
@@ -178,7 +185,8 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
             flat.append((key, LABELS.get(key, key), value))
     if plan.pipeline:      # all but the super-step are the stage plan's, for one micro-batch
         flat = [(k, label if k == "step_seconds" else f"{label} (stage plan)"
-                 if is_memory_key(k) else f"{label} / micro-batch", v) for k, label, v in flat]
+                 if is_memory_key(k) else f"{label} / micro-batch{WITH_SYNC.get(k, '')}", v)
+                for k, label, v in flat]
     unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
     rows = []
     for key, label, value in flat:
@@ -304,7 +312,7 @@ def print_pipeline(plan: Plan, console) -> None:
     table = Table(title=title, min_width=len(title))
     for col in ("stage", "blocks", "recompute"):
         table.add_column(col)
-    for col in ("time / micro-batch", "memory / device"):
+    for col in (STAGE_TIME_COLUMN, "memory / device"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in pipeline_rows(plan):
         table.add_row(*row)
