@@ -95,6 +95,39 @@ def test_tables_keep_their_labels_at_80_columns(tmp_path):
                                        "ins. MiB", "verdict"]) == [], check.stdout
 
 
+def test_check_table_keeps_its_rows_whole_at_80_columns():
+    """The widest rows the check prints (a 13-letter kind, a loss phase, a 4-digit group,
+    thousands of MiB, "MISMATCH (bytes)" and "loss (not compared)") at 80 columns: rich crops a
+    table wider than the terminal on the right (before the fix the last border and the verdict
+    were cut, MiB values ended in "…"), so every table line must end in a border and every word
+    must be whole. MiB by hand: 54321.4 MiB → 54321, 1234.4 → 1234, 5 GiB = 5120 MiB."""
+    import io
+
+    from rich.console import Console
+
+    from smsg_ms.integration.check import CheckReport, CollectiveRow, RankCheck, print_report
+
+    mib = 2 ** 20
+    rows = [CollectiveRow(("ReduceScatter", "grad_sync (loss)", 1024), 120, 54321.4 * mib, 120,
+                          int(1234.4 * mib)),
+            CollectiveRow(("AllReduce", "backward", 8), 3, 5120 * mib, 4, 5120 * mib),
+            CollectiveRow(("AllGather", "forward", 16), 3, 5120 * mib, 3, 4096 * mib)]
+    out = io.StringIO()
+    print_report(CheckReport(plan=None, ranks=[RankCheck(0, rows=rows)], has_predictions=True),
+                 Console(file=out, width=80))
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, text
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert len(table) >= 8 and all(line[-1] in "┓┃┩│┘" for line in table), text
+    assert "…" not in text
+    assert words_intact(text, ["collective", "phase", "group", "pred. MiB", "ins. MiB",
+                               "verdict", "ReduceScatter", "grad_sync (loss)", "1024", "54321",
+                               "1234", "5120", "4096", "MISMATCH (bytes)", "MISMATCH",
+                               "loss (not compared)"]) == [], text
+    assert lines[-1] == "check: FAILED (0 rejected, 2 mismatches)"
+
+
 def test_quiet_in_a_pipe_and_a_spinner_on_a_terminal(tmp_path):
     piped = smsg(["graph", "llama", "--layers", "2"], tmp_path)
     assert piped.returncode == 0 and "capturing llama" not in piped.stderr

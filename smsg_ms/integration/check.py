@@ -397,12 +397,14 @@ def print_report(report: CheckReport, console) -> None:
             console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}")
             continue
         table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
-        # each column at least as wide as its longest header word: at 80 columns rich then
-        # wraps headers and values between words, never inside one ("verdi/ct")
-        for col in ("collective", "phase", "group", "pred.", "pred. MiB", "ins.", "ins. MiB"):
-            left = col in ("collective", "phase")
-            table.add_column(col, justify="left" if left else "right", no_wrap=left,
-                             min_width=max(len(w) for w in col.split()))
+        # 80 columns hold the widest rows ("ReduceScatter", "grad_sync (loss)", 5-digit MiB,
+        # "MISMATCH (bytes)"): kinds and numbers never wrap (MiB keep 4 significant digits,
+        # their headers take two lines); the phase and the verdict wrap between words, each at
+        # least as wide as its longest word ("grad_sync", "MISMATCH"), never inside one
+        for col in ("collective", "phase", "group", "pred.", "pred.\nMiB", "ins.", "ins.\nMiB"):
+            table.add_column(col, justify="left" if col in ("collective", "phase") else "right",
+                             no_wrap=col != "phase",
+                             min_width=len("grad_sync") if col == "phase" else None)
         table.add_column("verdict", min_width=len("MISMATCH"))
         for row in r.rows:
             kind, phase, size = row.key
@@ -410,8 +412,8 @@ def print_report(report: CheckReport, console) -> None:
                     "-" if not report.has_predictions else
                     "MISMATCH (bytes)" if row.predicted == row.inserted else "MISMATCH")
             table.add_row(kind, phase, str(size), str(row.predicted),
-                          f"{row.predicted_bytes / 2**20:.3f}", str(row.inserted),
-                          f"{row.inserted_bytes / 2**20:.3f}", mark)
+                          mib(row.predicted_bytes), str(row.inserted), mib(row.inserted_bytes),
+                          mark)
         console.print(table)
         if r.p2p:
             p2p = Table(title=f"rank {r.rank} (stage {r.stage}): predicted vs inserted "
@@ -431,6 +433,17 @@ def print_report(report: CheckReport, console) -> None:
                       "them: they are used only inside control flow on a tensor value, see "
                       "`smsg-ms graph`)")
     console.print(summary_line(report))
+
+
+def mib(nbytes: float) -> str:
+    """``nbytes`` in MiB with 4 significant digits and no exponent, at most 5 characters below
+    100 000 MiB: ``0.125``, ``12.50``, ``999.9``, ``1235``, ``54321`` (the check's 1 % byte
+    tolerance, :attr:`CollectiveRow.bytes_agree`, needs no more digits to show)."""
+    value = nbytes / 2**20
+    for digits, below in ((3, 10), (2, 100), (1, 1000)):
+        if round(value, digits) < below:
+            return f"{value:.{digits}f}"
+    return f"{value:.0f}"
 
 
 def summary_line(report: CheckReport) -> str:
