@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_cost_families import net_cases, strategies
+from test_cost_families import capture_cache, net_cases, strategies
 from test_cost_vs_mindspore import assert_bank_matches
 
 from smsg_ms.cost.api import StrategyError
@@ -83,12 +83,16 @@ def test_one_dimensional_indices_need_rows_cut():
     assert spec.rule({"v": 8}, 8) is None
 
 
-@pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
-def test_check_raises_iff_mindspore_rejects(i):
-    from smsg_ms.graph.capture import capture_network
+@pytest.fixture(scope="module")
+def one_case_graph():
+    """The rejected cases' one-case networks, each captured once (they share shapes)."""
+    return capture_cache(SPEC)
 
+
+@pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
+def test_check_raises_iff_mindspore_rejects(one_case_graph, i):
     one = REJECTED[i:i + 1]
-    graph = capture_network(SPEC, cases=net_cases(one))
+    graph = one_case_graph(one)
     with pytest.raises(StrategyError, match="Embedding"):
         CostModel(graph, DEVICES).check(_op(graph, 0), tuple(tuple(s) for s in one[0][4]))
     with pytest.raises(dryrun.DryRunError) as info:

@@ -126,6 +126,24 @@ def net_cases(cases):
             for c in cases]
 
 
+def capture_cache(spec: str):
+    """``get(cases)``: the capture of ``spec`` built from ``net_cases(cases)``, once per distinct
+    network: cases that differ only in their strategy (which the capture does not read) share
+    one capture."""
+    import json
+
+    from smsg_ms.graph.capture import capture_network
+
+    graphs = {}
+
+    def get(cases):
+        key = json.dumps(net_cases(cases), sort_keys=True)
+        if key not in graphs:
+            graphs[key] = capture_network(spec, cases=net_cases(cases))
+        return graphs[key]
+    return get
+
+
 def strategies(cases):
     out = {}
     for i, (_, _, _, ins, strat, *_args) in enumerate(cases):

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from test_cost_families import net_cases, strategies
+from test_cost_families import capture_cache, net_cases, strategies
 from test_cost_vs_mindspore import _key, mirror, observed, predicted
 
 from smsg_ms.cost.api import StrategyError
@@ -101,12 +101,16 @@ def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, reason):
         CostModel(accepted_bank, DEVICES).check(_op(accepted_bank, 0), strategy)
 
 
-@pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
-def test_check_raises_iff_mindspore_rejects(i):
-    from smsg_ms.graph.capture import capture_network
+@pytest.fixture(scope="module")
+def one_case_graph():
+    """The rejected cases' one-case networks, each captured once (they share shapes)."""
+    return capture_cache(SPEC)
 
+
+@pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
+def test_check_raises_iff_mindspore_rejects(one_case_graph, i):
     one = REJECTED[i:i + 1]
-    graph = capture_network(SPEC, cases=net_cases(one))
+    graph = one_case_graph(one)
     with pytest.raises(StrategyError):
         CostModel(graph, DEVICES).check(_op(graph, 0), tuple(tuple(s) for s in one[0][4]))
     with pytest.raises(dryrun.DryRunError) as info:

@@ -15,19 +15,23 @@ SPEC = "smsg_ms.networks.input_readers:build"
 OPTIONS = {"batch": 64, "width": 256}
 
 
-@functools.lru_cache(maxsize=None)
-def _forced(mm1, mm2, add):
-    """The plan with these strategies (searched nothing: ``plan_graph(choice=...)``)."""
+@pytest.fixture(scope="module")
+def forced(captured):
+    """``forced(mm1, mm2, add)``: the plan with these strategies (searched nothing:
+    ``plan_graph(choice=...)``), of one capture of the network shared by every case."""
     from smsg_ms.cost.model import CostModel
-    from smsg_ms.graph.capture import capture_network
     from smsg_ms.planner import plan_graph
     from smsg_ms.planner.problem import build_problem
 
-    graph = capture_network(SPEC, **OPTIONS)
-    _, variables = build_problem(graph, CostModel(graph, 8, "ascend910b"))
-    want = {"mm1": mm1, "mm2": mm2, "add": add}
-    choice = [[tuple(map(tuple, k)) for k in v.keys].index(want[v.name]) for v in variables]
-    return plan_graph(graph, 8, choice=choice, network=SPEC, options=OPTIONS)
+    graph = captured(SPEC, **OPTIONS)
+
+    @functools.lru_cache(maxsize=None)
+    def plan(mm1, mm2, add):
+        _, variables = build_problem(graph, CostModel(graph, 8, "ascend910b"))
+        want = {"mm1": mm1, "mm2": mm2, "add": add}
+        choice = [[tuple(map(tuple, k)) for k in v.keys].index(want[v.name]) for v in variables]
+        return plan_graph(graph, 8, choice=choice, network=SPEC, options=OPTIONS)
+    return plan
 
 
 def _x_gathers(plan) -> dict[str, int]:
@@ -40,8 +44,8 @@ def _x_gathers(plan) -> dict[str, int]:
     # a replicated reader needs the whole x: one AllGather over the 2 data-set shards
     (((1, 1), (8, 1)), ((1, 8), (1, 8)), {"mm2"}),
 ])
-def test_every_reader_priced_and_checked(mm2, add, x_gathered_for):
-    plan = _forced(((2, 4), (4, 1)), mm2, add)
+def test_every_reader_priced_and_checked(forced, mm2, add, x_gathered_for):
+    plan = forced(((2, 4), (4, 1)), mm2, add)
     # the first reader cuts two dimensions of x; MindSpore's data set holds one
     assert plan.dataset_strategy == [[2, 1]]
     assert {k for k, n in _x_gathers(plan).items() if n} == x_gathered_for

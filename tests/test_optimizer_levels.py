@@ -28,32 +28,39 @@ NET = {"layers": 4, "seq": 256, "hidden": 128, "heads": 4, "ffn": 256, "vocab": 
 MICRO = 4
 
 
-@functools.lru_cache(maxsize=None)
-def _plan():
+@pytest.fixture(scope="module")
+def level2_plan(capture_of):
+    """The network planned at level 2 (its captures shared with tests/test_pipeline_check.py's
+    plans of the same network)."""
     from smsg_ms.planner import plan_network_pipelined
 
     return plan_network_pipelined("llama", 8, global_batch=64, stages=2, micro_batches=MICRO,
-                                  optimizer_sharding="level2", **NET)
+                                  optimizer_sharding="level2", capture=capture_of("llama", **NET),
+                                  **NET)
 
 
-@functools.lru_cache(maxsize=None)
-def _checked(level: str):
-    """The level-2 plan (the stage plan does not depend on the level: every weight replicated),
-    its record at ``level``, checked on the first stage (level 2: the embedding table) or the
-    last (level 3: the head): one compile each."""
-    plan = copy.deepcopy(_plan())
-    plan.pipeline = dict(plan.pipeline, optimizer_level=level)
-    plan.seal()
-    return plan, check_plan(plan, ranks_per_stage(8, 2)[:1] if level == "level2" else
-                            ranks_per_stage(8, 2)[1:])
+@pytest.fixture(scope="module")
+def checked(level2_plan):
+    """``checked(level)``: the level-2 plan (the stage plan does not depend on the level: every
+    weight replicated), its record at ``level``, checked on the first stage (level 2: the
+    embedding table) or the last (level 3: the head): one compile each."""
+    @functools.lru_cache(maxsize=None)
+    def run(level: str):
+        plan = copy.deepcopy(level2_plan)
+        plan.pipeline = dict(plan.pipeline, optimizer_level=level)
+        plan.seal()
+        return plan, check_plan(plan, ranks_per_stage(8, 2)[:1] if level == "level2" else
+                                ranks_per_stage(8, 2)[1:])
+    return run
 
 
 @pytest.mark.parametrize("level,matmul_gathers,lookup_gathers,scatters", [
     ("level2", 1, 1, MICRO), ("level3", 2 * MICRO, MICRO, MICRO)])
-def test_level_collectives_match_mindspore(level, matmul_gathers, lookup_gathers, scatters):
+def test_level_collectives_match_mindspore(checked, level, matmul_gathers, lookup_gathers,
+                                          scatters):
     """Per stage 2 blocks of 7 sharded MatMul weights plus the embedding table (stage 0, read
     by a Gather: at level 3 not gathered again for the backward pass) or the head (stage 1)."""
-    plan, report = _checked(level)
+    plan, report = checked(level)
     assert plan.pipeline["optimizer_level"] == level
     for r in report.ranks:
         assert r.error is None, r.error

@@ -25,13 +25,21 @@ NET = {"layers": 4, "seq": 256, "hidden": 128, "heads": 4, "ffn": 256, "vocab": 
 BLOCK_SHARDED, BLOCK_NORMS = 7, 2
 
 
-@functools.lru_cache(maxsize=None)
-def _checked(devices: int, stages: int):
+@pytest.fixture(scope="module")
+def checked(capture_of):
+    """``checked(devices, stages)``: the plan of NET and its check, once per pair; the plans
+    share the network's captures."""
     from smsg_ms.planner import plan_network_pipelined
 
-    plan = plan_network_pipelined("llama", devices, global_batch=64, stages=stages,
-                                  micro_batches=4, optimizer_sharding=True, **NET)
-    return plan, check_plan(plan, ranks_per_stage(devices, stages))
+    capture = capture_of("llama", **NET)
+
+    @functools.lru_cache(maxsize=None)
+    def run(devices: int, stages: int):
+        plan = plan_network_pipelined("llama", devices, global_batch=64, stages=stages,
+                                      micro_batches=4, optimizer_sharding=True, capture=capture,
+                                      **NET)
+        return plan, check_plan(plan, ranks_per_stage(devices, stages))
+    return run
 
 
 def _derived(stage: int, stages: int) -> tuple[int, int]:
@@ -46,8 +54,8 @@ def _derived(stage: int, stages: int) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("devices,stages", [(8, 2), (16, 4)])
-def test_optimizer_sharding_collectives_match_mindspore(devices, stages):
-    plan, report = _checked(devices, stages)
+def test_optimizer_sharding_collectives_match_mindspore(checked, devices, stages):
+    plan, report = checked(devices, stages)
     assert plan.pipeline["stages"] == stages and plan.pipeline["optimizer_sharding"] is True
     assert [r.stage for r in report.ranks] == list(range(stages))
     for r in report.ranks:
@@ -67,9 +75,9 @@ def test_optimizer_sharding_collectives_match_mindspore(devices, stages):
         assert report.ok
 
 
-def test_sharded_parameters_in_record():
+def test_sharded_parameters_in_record(checked):
     """The record names exactly the weights derived above, each with 4 shards."""
-    plan, _ = _checked(8, 2)
+    plan, _ = checked(8, 2)
     sharded = plan.pipeline["optimizer_sharded"]
     assert set(sharded.values()) == {4}
     assert len(sharded) == 2 * 1 + NET["layers"] * BLOCK_SHARDED     # embedding, head
@@ -173,14 +181,16 @@ def test_gradient_accumulation_one_stage_matches_mindspore():
     assert sum(n for k, n in got.items() if k[1] == "forward") == m * per_micro + sharded
 
 
-def test_gradient_accumulation_when_the_batch_does_not_fit():
+def test_gradient_accumulation_when_the_batch_does_not_fit(capture_of):
     """Derived: one micro-batch of ``b/m`` samples stores ``1/m`` of the activations, so with a
     memory limit between the 2-micro-batch and the whole-batch need (recompute and optimizer
     sharding off, so the whole batch has no other way to shrink), one stage must accumulate
     (``m >= 2``) and fit; without a limit the whole batch (``m = 1``) is never slower."""
     from smsg_ms.planner import plan_network_pipelined
 
-    opts = dict(GA_NET, seq=256, optimizer_sharding=False, recompute=False)
+    net = dict(GA_NET, seq=256)
+    opts = dict(net, optimizer_sharding=False, recompute=False,
+                capture=capture_of("llama", **net))       # the three plans share the captures
     whole = plan_network_pipelined("llama", 8, global_batch=16, stages=1, **opts)
     two = plan_network_pipelined("llama", 8, global_batch=16, stages=1, micro_batches=2, **opts)
     assert whole.pipeline["micro_batches"] == 1 and two.pipeline["micro_batches"] == 2
@@ -196,7 +206,7 @@ def test_gradient_accumulation_when_the_batch_does_not_fit():
 
 
 # ---- what optimizer sharding slices: MindSpore's compiled parameter shapes -------------------
-def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
+def test_optimizer_sharding_memory_matches_compiled_parameter_shapes(checked):
     """Stage 0 of the 2-stage plan above, compiled by MindSpore: per weight, the elements one
     device holds of the weight itself, of its optimizer state (Momentum's ``moments.*``) and of
     its gradient accumulator (``accu_grads.*``) are read off the compiled parameters; the memory
@@ -211,7 +221,7 @@ def test_optimizer_sharding_memory_matches_compiled_parameter_shapes():
     from smsg_ms.planner.stage_costs import StageCosts
     from smsg_ms.planner.stages import parameter_slices
 
-    plan, _ = _checked(8, 2)
+    plan, _ = checked(8, 2)
     out = run_child(plan_compile_job(plan), devices=8, rank=0)
     compiled = {p["name"]: prod(p["shape"]) for p in out["parameters"]}
     on_stage = sorted(p["name"] for p in out["parameters"]

@@ -12,8 +12,6 @@ stored activation byte counts once per micro-batch in flight.
 """
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from smsg_ms.planner import plan_network_pipelined
@@ -24,14 +22,20 @@ RUN = dict(stages=2, micro_batches=2, optimizer_sharding=False, recompute=False,
            **NET)
 
 
-@functools.lru_cache(maxsize=None)
-def _plans():
-    free = plan_network_pipelined("llama", 8, **RUN)
+@pytest.fixture(scope="module")
+def capture(capture_of):
+    """The network's captures, shared by every plan of this module."""
+    return capture_of("llama", **NET)
+
+
+@pytest.fixture(scope="module")
+def plans(capture):
+    free = plan_network_pipelined("llama", 8, capture=capture, **RUN)
     # below stage 0's free plan, so its stage plan must be solved again within the limit; not
     # so far below that no stage plan fits (under the machine model with launch latency and
     # overlap the free stage plans are leaner than before: 0.8 left none)
     limit = 0.85 * free.pipeline["stage_memory_bytes"][0]
-    tight = plan_network_pipelined("llama", 8, memory_gib=limit / 2**30, **RUN)
+    tight = plan_network_pipelined("llama", 8, memory_gib=limit / 2**30, capture=capture, **RUN)
     return free, tight, limit
 
 
@@ -46,15 +50,15 @@ def _stage_bytes(plan) -> list[float]:
     return out
 
 
-def test_free_plan_does_not_fit_the_limit():
-    free, _, limit = _plans()
+def test_free_plan_does_not_fit_the_limit(plans):
+    free, _, limit = plans
     assert "stage_plan_memory_limit" not in free.pipeline
     assert _stage_bytes(free)[0] == pytest.approx(free.pipeline["stage_memory_bytes"][0])
     assert _stage_bytes(free)[0] > limit
 
 
-def test_stage_plan_solved_within_the_limit():
-    free, tight, limit = _plans()
+def test_stage_plan_solved_within_the_limit(plans):
+    free, tight, limit = plans
     assert tight.pipeline["stage_plan_memory_limit"] == pytest.approx(limit)
     assert list(tight.pipeline["stage_of_block"].values()) == [0, 1]
     need = _stage_bytes(tight)
@@ -66,18 +70,18 @@ def test_stage_plan_solved_within_the_limit():
     assert any(free.strategies[k] != tight.strategies[k] for k in first)
 
 
-def test_nothing_fits_names_the_limit():
+def test_nothing_fits_names_the_limit(capture):
     from smsg_ms.search.pipeline import NoFeasiblePipeline
 
     with pytest.raises(NoFeasiblePipeline, match="GiB per device"):
-        plan_network_pipelined("llama", 8, memory_gib=1e-4, **RUN)
+        plan_network_pipelined("llama", 8, memory_gib=1e-4, capture=capture, **RUN)
 
 
-def test_tiny_time_limit_still_fits():
+def test_tiny_time_limit_still_fits(plans, capture):
     """With almost no search work allowed, the memory-limited stage solves keep their best
     fitting plan: still within the limit, and no faster than the exact one."""
-    _, tight, limit = _plans()
+    _, tight, limit = plans
     bounded = plan_network_pipelined("llama", 8, memory_gib=limit / 2**30, time_limit=1e-9,
-                                     **RUN)
+                                     capture=capture, **RUN)
     assert all(n <= limit for n in _stage_bytes(bounded))
     assert bounded.pipeline["step_seconds"] >= tight.pipeline["step_seconds"] * (1 - 1e-12)

@@ -116,7 +116,7 @@ def test_bad_pipeline_flags_one_line(tmp_path):
     assert not list(tmp_path.glob("*.plan.json"))
 
 
-def test_auto_picks_one_stage_for_small_model_big_batch():
+def test_auto_picks_one_stage_for_small_model_big_batch(capture_of):
     """A 2-layer LLaMA, global batch 32 on 8 devices, 4 micro-batches for p > 1.
 
     Derivation: every candidate does the same FLOPs per device per step (the batch is spread over
@@ -129,7 +129,8 @@ def test_auto_picks_one_stage_for_small_model_big_batch():
     """
     from smsg_ms.planner import plan_network_pipelined
 
-    opts = dict(layers=2, seq=64)
+    net = dict(layers=2, seq=64)
+    opts = dict(net, capture=capture_of("llama", **net))     # both plans share the captures
     auto = plan_network_pipelined("llama", 8, global_batch=32, stages="auto", micro_batches=4,
                                   **opts)
     assert auto.pipeline["stages"] == 1 and auto.pipeline["micro_batches"] == 1

@@ -30,14 +30,14 @@ def _text(plan) -> str:
     return out.getvalue()
 
 
-def test_one_stage_one_micro_batch_equals_plain_step(captured):
+def test_one_stage_one_micro_batch_equals_plain_step(captured, capture_of):
     plain = plan_graph(captured("llama", batch=BATCH, **OPTIONS), 4, memory_gib=math.inf)
     # the case the two models disagreed on: the plan synchronises gradients (with one
     # micro-batch, no accumulation, both hide it behind the backward pass alike)
     assert any(c.get("phase") == "grad_sync" for d in plain.decisions for c in d.collectives)
     piped = plan_network_pipelined("llama", 4, stages=1, micro_batches=1,
                                    optimizer_sharding=False, global_batch=BATCH,
-                                   **OPTIONS)
+                                   capture=capture_of("llama", **OPTIONS), **OPTIONS)
     want = plain.totals["step_seconds"]
     assert piped.pipeline["step_seconds"] == pytest.approx(want, rel=1e-9)
     assert piped.totals["step_seconds"] == pytest.approx(want, rel=1e-9)
@@ -51,14 +51,14 @@ def test_one_stage_one_micro_batch_equals_plain_step(captured):
     assert re.search(r"time / micro-batch.*\n.*\(no gradient sync\)", text), text
 
 
-def test_two_stages_headline_is_the_super_step():
+def test_two_stages_headline_is_the_super_step(capture_of):
     """8 devices, p = 2, m = 2, global batch 4: micro-batch 2 on a stage's 4 devices. The
     super-step spans (m + p − 1) = 3 slots of the slowest stage, so it exceeds the stage
     plan's one-micro-batch step; totals show it first, the rest per micro-batch, and the
     missing data-parallel baseline names the stage's 4 devices (2 % 4 != 0)."""
     plan = plan_network_pipelined("llama", 8, stages=2, micro_batches=2,
                                   optimizer_sharding=False, global_batch=BATCH,
-                                   **OPTIONS)
+                                  capture=capture_of("llama", **OPTIONS), **OPTIONS)
     rec = plan.pipeline
     assert (rec["stages"], rec["micro_batches"], rec["devices_per_stage"]) == (2, 2, 4)
     assert plan.totals["step_seconds"] == rec["step_seconds"]
