@@ -31,15 +31,27 @@ def self_defined(batch: int = 16, k: int = 32, n: int = 64):
     mindformers' rotary embedding does: prim attr ``self_define_shard`` and ``shard()`` with
     ``Layout`` objects cutting the batch over every device (MindSpore then accepts no strategy
     for it). ``x (batch, k)``, ``w (k, n)``; the MatMul's path is ``mm``."""
+    return _relu_matmul(batch, k, n, None)
+
+
+def written_for_eight(batch: int = 16, k: int = 32, n: int = 64):
+    """:func:`self_defined` with the ReLU's device matrix written by hand for 8 devices,
+    ``Layout((8, 1), ("dp", "mp"))`` whatever the run, as mindformers GLM2's ``tile_kv`` writes
+    ``Layout((1, 4, 1, 2), ...)``."""
+    return _relu_matmul(batch, k, n, 8)
+
+
+def _relu_matmul(batch: int, k: int, n: int, devices: int | None):
     import mindspore as ms
     from mindspore import Parameter, nn, ops
     from mindspore.parallel import Layout
 
-    try:
-        from mindspore.communication import get_group_size
-        devices = get_group_size()
-    except RuntimeError:  # not initialised: a capture in this process, one device
-        devices = 1
+    if devices is None:
+        try:
+            from mindspore.communication import get_group_size
+            devices = get_group_size()
+        except RuntimeError:  # not initialised: a capture in this process, one device
+            devices = 1
 
     class Net(nn.Cell):
         def __init__(self):
