@@ -2,10 +2,11 @@
 ``ops.rotary_position_embedding``; ``x`` 4-D in BNSD, BSND or SBND, ``cos``/``sin`` the same
 rank with size-1 dimensions broadcast, e.g. ``11SD``), ``y = x·cos + rotate(x)·sin``.
 
-MindSpore's rule (``RotaryPositionEmbeddingInfo``, ``ops_info/rotary_position_embedding_info.cc``
-in MindSpore 2.10; the source is not in the public mirror this was written from, so the rule was
-established against MindSpore's own compiler in the dry-run, ``tests/test_cost_fused_llm_ops.py``,
-and agrees with the layout table of ``mindspore.ops.rotary_position_embedding``): the head
+MindSpore's rule (class ``RotaryPositionEmbeddingInfo`` of MindSpore 2.10's parallel frontend,
+named in its messages; its ``ops_info/*_info.cc`` source is not in the mirror this was written
+from, so the rule was established against MindSpore's own compiler in the dry-run,
+``tests/test_cost_fused_llm_ops.py``, and agrees with the layout table of
+``mindspore.ops.rotary_position_embedding``): the head
 dimension ``D`` (last) is never cut (rotate-half and interleaved modes pair elements across
 ``D``); every other dimension of ``x`` is a batch letter; ``cos``/``sin`` take ``x``'s cut on
 each dimension they span and 1 on a broadcast one. No collective of its own; ``cos``/``sin``
