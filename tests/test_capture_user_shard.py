@@ -76,7 +76,7 @@ def test_a_kept_layout_written_for_eight_devices_is_fitted_to_four():
 def test_fitted_device_matrix_by_hand():
     """Outer axes give up an excess first; a shortfall goes to the outermost axis no tensor map
     names; otherwise nothing (derivations in ``smsg_ms/integration/kept_layouts.py``)."""
-    from smsg_ms.integration.kept_layouts import fitted_device_matrix
+    from smsg_ms.cost.kept_layout import fitted_device_matrix
 
     # GLM2's tile_kv (dp, cp, rep, mp) = (1, 4, 1, 2), rep unused, in a stage of 4: 8/4 = 2
     # taken from the outermost axis that has a factor 2 (cp)
@@ -88,3 +88,25 @@ def test_fitted_device_matrix_by_hand():
     assert fitted_device_matrix((2, 2), 8, {0, 1}) is None
     assert fitted_device_matrix((3,), 4, {0}) is None
     assert fitted_device_matrix((4, 2), 8, {0}) is None
+
+
+def test_a_kept_layout_is_the_one_choice_of_its_primitive():
+    """``user_shard.columns_for_eight``: the ReLU keeps ``x`` (16, 32) cut (1, 8) (columns).
+    The capture records that layout; the plan's only option for the ReLU is it, so the
+    prediction prices what MindSpore does around it (the data input re-cut into it, the MatMul
+    after it) and equals what the compile inserts (``report.ok``). Before this, the ReLU was
+    priced at the batch cut the planner preferred and MindSpore's extra collectives were
+    unpredicted."""
+    from smsg_ms.cost.kept_layout import KEPT_LAYOUT_ATTR
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.planner import plan_graph
+
+    spec = "smsg_ms.networks.user_shard:columns_for_eight"
+    graph = capture_network(spec)
+    (relu,) = [op for op in graph.ops if op.type == "ReLU"]
+    assert KEPT_LAYOUT_ATTR in relu.attrs
+    assert [o.strategy for o in CostModel(graph, 8).options(relu)] == [((1, 8),)]
+    plan = plan_graph(graph, 8, progress=False, network=spec, options={})
+    report = check_plan(plan, [0])
+    assert [r.error for r in report.ranks] == [None]
+    assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]

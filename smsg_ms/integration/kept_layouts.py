@@ -9,61 +9,15 @@ GLM2's ``tile_kv``: ``Layout((1, 4, 1, 2), ...)``, 8 devices whatever the run) t
 in any other stage size, and the plan cannot replace such a layout with a strategy
 (``self_define_shard_info.cc`` accepts only a layout).
 
-The fit keeps every tensor map and changes the device matrix only:
-
-* more devices in the matrix than in the stage: each axis from the outermost (first) one on is
-  divided by the common factor it shares with the excess. MindSpore numbers the ranks of a
-  device matrix with its last axis varying fastest (``frontend/parallel/device_matrix.cc``, ``DeviceMatrix::GetDevicesAlongDim``), so the
-  outer axes span the farthest ranks: those a pipeline gives to other stages. Fewer cuts keep
-  every cut dimension divisible.
-* fewer: the outermost axis no tensor map names (a replica axis) is multiplied by the shortfall:
-  the slices stay as they were, more devices hold each.
-* neither divides the other, or no replica axis to grow: left as it is (MindSpore's own error
-  then names the layout).
+The fit keeps every tensor map and changes the device matrix only
+(:func:`smsg_ms.cost.kept_layout.fitted_device_matrix`; neither divisible: left as it is, and
+MindSpore's own error then names the layout).
 """
 from __future__ import annotations
 
-from math import gcd, prod
+from ..cost.kept_layout import fitted_device_matrix, used_axes
 
 LAYOUT_ATTRS = ("in_layout", "out_layout")
-
-
-def _used_axes(layouts) -> set[int]:
-    """Device-matrix axes (counted from the left) any tensor map names; MindSpore's tensor maps
-    count axes from the right (``-1``: not cut; a tuple: several axes on one dimension)."""
-    used: set[int] = set()
-    for layout in layouts:
-        rank = len(layout["device_matrix"])
-        for entry in layout["tensor_map"]:
-            for axis in entry if isinstance(entry, (tuple, list)) else (entry,):
-                if axis >= 0:
-                    used.add(rank - 1 - axis)
-    return used
-
-
-def fitted_device_matrix(matrix: tuple, devices: int, used: set[int]) -> tuple | None:
-    """``matrix`` (device counts per axis, outermost first) fitted to ``devices`` (see the module
-    docstring); ``None`` when it cannot be fitted (or needs no change).
-
-    Example: ``(1, 4, 1, 2)`` into 4 devices → ``(1, 2, 1, 2)``; into 16 with axis 2 a replica
-    axis → ``(1, 4, 2, 2)``."""
-    total = prod(matrix)
-    if total == devices or devices < 1:
-        return None
-    dm = list(matrix)
-    if total % devices == 0:
-        excess = total // devices
-        for i, n in enumerate(dm):
-            g = gcd(n, excess)
-            dm[i], excess = n // g, excess // g
-        return tuple(dm) if excess == 1 else None
-    if devices % total == 0:
-        free = [i for i in range(len(dm)) if i not in used]
-        if not free:
-            return None
-        dm[free[0]] *= devices // total
-        return tuple(dm)
-    return None
 
 
 def fit_kept_layouts(prims: dict, stage_devices: int) -> dict[str, tuple]:
@@ -83,7 +37,7 @@ def fit_kept_layouts(prims: dict, stage_devices: int) -> dict[str, tuple]:
         matrices = {tuple(lay["device_matrix"]) for lay in layouts}
         if len(matrices) != 1:
             continue
-        new = fitted_device_matrix(matrices.pop(), stage_devices, _used_axes(layouts))
+        new = fitted_device_matrix(matrices.pop(), stage_devices, used_axes(layouts))
         if new is None:
             continue
         for attr in LAYOUT_ATTRS:

@@ -41,7 +41,14 @@ def written_for_eight(batch: int = 16, k: int = 32, n: int = 64):
     return _relu_matmul(batch, k, n, 8)
 
 
-def _relu_matmul(batch: int, k: int, n: int, devices: int | None):
+def columns_for_eight(batch: int = 16, k: int = 32, n: int = 64):
+    """:func:`self_defined` whose ReLU keeps a layout that cuts the columns of ``x`` 8 ways,
+    ``Layout((1, 8), ("dp", "mp"))("None", "mp")``, written for 8 devices (a layout the
+    planner would not choose for it: the MatMul after it contracts over the cut columns)."""
+    return _relu_matmul(batch, k, n, 8, columns=True)
+
+
+def _relu_matmul(batch: int, k: int, n: int, devices: int | None, columns: bool = False):
     import mindspore as ms
     from mindspore import Parameter, nn, ops
     from mindspore.parallel import Layout
@@ -56,10 +63,10 @@ def _relu_matmul(batch: int, k: int, n: int, devices: int | None):
     class Net(nn.Cell):
         def __init__(self):
             super().__init__()
-            layout = Layout((devices, 1), ("dp", "mp"))
+            layout = Layout((1, devices) if columns else (devices, 1), ("dp", "mp"))
+            cut = layout("None", "mp") if columns else layout("dp", "None")
             self.relu = ops.ReLU().add_prim_attr("self_define_shard", True)
-            self.relu.shard(in_strategy=(layout("dp", "None"),),
-                            out_strategy=(layout("dp", "None"),))
+            self.relu.shard(in_strategy=(cut,), out_strategy=(cut,))
             self.mm = ops.MatMul()
             self.w = Parameter(ms.Tensor(np.ones((k, n), np.float32)), name="w")
 
