@@ -51,3 +51,62 @@ def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(tmp_path):
     assert report.ok
     grad = [row for row in report.ranks[0].rows if row.key == ("AllReduce", "grad_sync", 8)]
     assert [(g.inserted, g.inserted_bytes) for g in grad] == [(1, 32 * 64 * 4)]
+
+
+def test_a_kept_layout_written_for_eight_devices_is_fitted_to_four():
+    """``user_shard.written_for_eight``: the ReLU's layout is ``Layout((8, 1))`` whatever the
+    run (as mindformers GLM2's ``tile_kv`` writes ``(1, 4, 1, 2)``). On 4 devices MindSpore
+    refused it before this fix ("The configured device_matrix {8, 1} accumulate value 8 dose
+    not equal to the device number in one stage 4"); fitted, its outer axis gives up the
+    excess: ``(4, 1)``, the batch cut 4 ways, which is the plan's data-parallel MatMul. Expected
+    by hand as in the test above, at 4 devices: one gradient AllReduce over 4 devices of
+    32 * 64 float32, nothing else."""
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.planner import plan_graph
+
+    spec = "smsg_ms.networks.user_shard:written_for_eight"
+    plan = plan_graph(capture_network(spec), 4, progress=False, network=spec, options={})
+    report = check_plan(plan, [0])
+    assert [r.error for r in report.ranks] == [None]
+    assert report.ok
+    grad = [row for row in report.ranks[0].rows if row.key == ("AllReduce", "grad_sync", 4)]
+    assert [(g.inserted, g.inserted_bytes) for g in grad] == [(1, 32 * 64 * 4)]
+
+
+def test_fitted_device_matrix_by_hand():
+    """Outer axes give up an excess first; a shortfall goes to the outermost axis no tensor map
+    names; otherwise nothing (derivations in ``smsg_ms/integration/kept_layouts.py``)."""
+    from smsg_ms.cost.kept_layout import fitted_device_matrix
+
+    # GLM2's tile_kv (dp, cp, rep, mp) = (1, 4, 1, 2), rep unused, in a stage of 4: 8/4 = 2
+    # taken from the outermost axis that has a factor 2 (cp)
+    assert fitted_device_matrix((1, 4, 1, 2), 4, {0, 1, 3}) == (1, 2, 1, 2)
+    assert fitted_device_matrix((1, 4, 1, 2), 2, {0, 1, 3}) == (1, 1, 1, 2)
+    # 16 devices: the replica axis rep grows by 2
+    assert fitted_device_matrix((1, 4, 1, 2), 16, {0, 1, 3}) == (1, 4, 2, 2)
+    # no replica axis to grow, not a divisor either way, or nothing to change
+    assert fitted_device_matrix((2, 2), 8, {0, 1}) is None
+    assert fitted_device_matrix((3,), 4, {0}) is None
+    assert fitted_device_matrix((4, 2), 8, {0}) is None
+
+
+def test_a_kept_layout_is_the_one_choice_of_its_primitive():
+    """``user_shard.columns_for_eight``: the ReLU keeps ``x`` (16, 32) cut (1, 8) (columns).
+    The capture records that layout; the plan's only option for the ReLU is it, so the
+    prediction prices what MindSpore does around it (the data input re-cut into it, the MatMul
+    after it) and equals what the compile inserts (``report.ok``). Before this, the ReLU was
+    priced at the batch cut the planner preferred and MindSpore's extra collectives were
+    unpredicted."""
+    from smsg_ms.cost.kept_layout import KEPT_LAYOUT_ATTR
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.planner import plan_graph
+
+    spec = "smsg_ms.networks.user_shard:columns_for_eight"
+    graph = capture_network(spec)
+    (relu,) = [op for op in graph.ops if op.type == "ReLU"]
+    assert KEPT_LAYOUT_ATTR in relu.attrs
+    assert [o.strategy for o in CostModel(graph, 8).options(relu)] == [((1, 8),)]
+    plan = plan_graph(graph, 8, progress=False, network=spec, options={})
+    report = check_plan(plan, [0])
+    assert [r.error for r in report.ranks] == [None]
+    assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]

@@ -11,6 +11,7 @@ runs the same family code on sympy symbols.
 """
 from __future__ import annotations
 
+import json
 import math
 from math import prod
 
@@ -21,6 +22,7 @@ from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
+from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of
 from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
@@ -170,8 +172,21 @@ class CostModel:
                     full = [c for c in all_cuts if prod(c.values()) == self.devices]
                     all_cuts = full or all_cuts
                 result = [self._cost(op, spec, cuts) for cuts in all_cuts]
+                result = self._kept(op, result)
         self._options[op.id] = result = self.with_kernel(op, result)
         return result
+
+    def _kept(self, op: OpNode, result: list[OpCost]) -> list[OpCost]:
+        """Only the option of the layout the network keeps on ``op`` (op attribute
+        :data:`~smsg_ms.cost.kept_layout.KEPT_LAYOUT_ATTR`, at this model's device count), when
+        one option has it; otherwise ``result`` unchanged."""
+        text = op.attrs.get(KEPT_LAYOUT_ATTR)
+        if not isinstance(text, str):
+            return result
+        cuts = kept_cuts(json.loads(text), self.devices)
+        kept = [r for r in result if cuts is not None
+                and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
+        return kept or result
 
     def check(self, op: OpNode, strategy: Strategy) -> OpCost:
         """Cost of ``op`` under ``strategy`` after MindSpore's checks.

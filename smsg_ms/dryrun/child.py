@@ -5,7 +5,7 @@ Reads a JSON job, does it under the CPU dry-run environment set by
 module per family under :mod:`smsg_ms.dryrun.jobs`):
 
 * ``capture``, ``capture_train``, ``read_shard``: :mod:`smsg_ms.dryrun.jobs.capture`;
-* ``compile``, ``plan_compile``, ``init``: :mod:`smsg_ms.dryrun.jobs.compile`;
+* ``compile``, ``compile_each``, ``plan_compile``, ``init``: :mod:`smsg_ms.dryrun.jobs.compile`;
 * ``pipeline_compile``: :mod:`smsg_ms.dryrun.jobs.pipeline`;
 * ``planner_compile``: :mod:`smsg_ms.dryrun.jobs.planners`.
 
@@ -20,11 +20,12 @@ import sys
 import traceback
 
 from .jobs.capture import job_capture, job_capture_train, job_read_shard
-from .jobs.compile import job_compile, job_init, job_plan_compile
+from .jobs.compile import job_compile, job_compile_each, job_init, job_plan_compile
 from .jobs.pipeline import job_pipeline_compile
 from .jobs.planners import job_planner_compile
 
-JOBS = {"capture": job_capture, "compile": job_compile, "init": job_init,
+JOBS = {"capture": job_capture, "compile": job_compile, "compile_each": job_compile_each,
+        "init": job_init,
         "pipeline_compile": job_pipeline_compile, "planner_compile": job_planner_compile,
         "read_shard": job_read_shard, "capture_train": job_capture_train,
         "plan_compile": job_plan_compile}

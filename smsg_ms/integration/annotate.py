@@ -12,6 +12,7 @@ from typing import Any
 
 from ..plan import Plan
 from .plan_io import PlanError, check_plan_fits, load_plan
+from .kept_layouts import context_stage_devices, fit_kept_layouts
 from .writeback import apply_plan_context
 
 
@@ -102,7 +103,9 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
     ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
     :func:`fixed_by_network` keeps its layout and gets nothing; a primitive the plan does not
     set loses it too (the plan predicts MindSpore's default there), unless MindSpore has no
-    default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays.
+    default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays. In
+    (semi-)auto parallel, a kept layout whose device matrix is not one stage's device count is
+    fitted to it (:func:`smsg_ms.integration.kept_layouts.fit_kept_layouts`).
 
     Returns:
         The paths whose own ``shard()`` was replaced, sorted.
@@ -116,6 +119,9 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
                                                          or prim.name in NO_DEFAULT_LAYOUT)})
     for path, prim in owned.items():
         prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
+    stage_devices = context_stage_devices()
+    if stage_devices:   # a kept layout written for another device count (GLM2's tile_kv)
+        fit_kept_layouts(prims, stage_devices)
     return cleared
 
 

@@ -31,23 +31,42 @@ def self_defined(batch: int = 16, k: int = 32, n: int = 64):
     mindformers' rotary embedding does: prim attr ``self_define_shard`` and ``shard()`` with
     ``Layout`` objects cutting the batch over every device (MindSpore then accepts no strategy
     for it). ``x (batch, k)``, ``w (k, n)``; the MatMul's path is ``mm``."""
+    return _relu_matmul(batch, k, n, None)
+
+
+def written_for_eight(batch: int = 16, k: int = 32, n: int = 64):
+    """:func:`self_defined` with the ReLU's device matrix written by hand for 8 devices,
+    ``Layout((8, 1), ("dp", "mp"))`` whatever the run, as mindformers GLM2's ``tile_kv`` writes
+    ``Layout((1, 4, 1, 2), ...)``."""
+    return _relu_matmul(batch, k, n, 8)
+
+
+def columns_for_eight(batch: int = 16, k: int = 32, n: int = 64):
+    """:func:`self_defined` whose ReLU keeps a layout that cuts the columns of ``x`` 8 ways,
+    ``Layout((1, 8), ("dp", "mp"))("None", "mp")``, written for 8 devices (a layout the
+    planner would not choose for it: the MatMul after it contracts over the cut columns)."""
+    return _relu_matmul(batch, k, n, 8, columns=True)
+
+
+def _relu_matmul(batch: int, k: int, n: int, devices: int | None, columns: bool = False):
     import mindspore as ms
     from mindspore import Parameter, nn, ops
     from mindspore.parallel import Layout
 
-    try:
-        from mindspore.communication import get_group_size
-        devices = get_group_size()
-    except RuntimeError:  # not initialised: a capture in this process, one device
-        devices = 1
+    if devices is None:
+        try:
+            from mindspore.communication import get_group_size
+            devices = get_group_size()
+        except RuntimeError:  # not initialised: a capture in this process, one device
+            devices = 1
 
     class Net(nn.Cell):
         def __init__(self):
             super().__init__()
-            layout = Layout((devices, 1), ("dp", "mp"))
+            layout = Layout((1, devices) if columns else (devices, 1), ("dp", "mp"))
+            cut = layout("None", "mp") if columns else layout("dp", "None")
             self.relu = ops.ReLU().add_prim_attr("self_define_shard", True)
-            self.relu.shard(in_strategy=(layout("dp", "None"),),
-                            out_strategy=(layout("dp", "None"),))
+            self.relu.shard(in_strategy=(cut,), out_strategy=(cut,))
             self.mm = ops.MatMul()
             self.w = Parameter(ms.Tensor(np.ones((k, n), np.float32)), name="w")
 

@@ -58,7 +58,14 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
 
     Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
     block; functional calls (no path) to the block of the operator before them; operators before
-    the first block to the first block, and after the last block to the last one.
+    the first block to the first block, and after the last block's last indexed operator to the
+    last block. Any other operator (a primitive named outside the blocks, or a functional call
+    after one) between two indexed operators of one block belongs to that block: a primitive
+    the blocks share with their model is called inside each block and runs there (mindformers
+    GLM2: the blocks' casts are captured as ``transformer.cast``, scope the model's), so the
+    block's returned value, not an internal tensor such a cast reads, crosses a stage boundary.
+    Between two blocks it belongs to the next one (the block that reads it: a cast of the block's
+    input); a cast a block applies to its own returned value cannot be told from it.
 
     Returns:
         ``(block names in order, {op id: block index})``.
@@ -68,6 +75,7 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """
     names: list[str] = []
     raw: dict[int, int | None] = {}
+    indexed: list[int | None] = []     # block of each operator with an indexed path, in order
     current: int | None = None
     seen_after = False
     for op in graph.ops:
@@ -81,14 +89,22 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
         elif op.prim_path and current is not None:
             seen_after = True
         raw[op.id] = None if seen_after else current
+        indexed.append(current if bp is not None else None)
     if not names:
         raise PipelinePlanningError(f"network '{graph.name}' has no repeated blocks "
                                     "(cells named <container>.<index>) to cut into stages")
-    last, out, started = len(names) - 1, {}, False
-    for op in graph.ops:
+    following: list[int | None] = [None] * len(graph.ops)   # block of the next indexed operator
+    nxt = None
+    for i in range(len(graph.ops) - 1, -1, -1):
+        following[i] = nxt
+        nxt = indexed[i] if indexed[i] is not None else nxt
+    last, out, previous = len(names) - 1, {}, None
+    for i, op in enumerate(graph.ops):
         v = raw[op.id]
-        started = started or v is not None
-        out[op.id] = v if v is not None else (last if started else 0)
+        if v is None and previous is not None:
+            v = last if following[i] is None else following[i]
+        out[op.id] = 0 if v is None else v
+        previous = indexed[i] if indexed[i] is not None else previous
     return names, out
 
 

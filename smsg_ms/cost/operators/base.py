@@ -96,6 +96,9 @@ class Einsum:
     #: result and no collective (a batch-parallel loss: each device's loss is the mean over its
     #: slice, ``BatchParallelInfo::InferForwardCommunication`` inserts nothing)
     local: str = ""
+    #: letters the strategy cuts but the inputs keep whole (Tile's copies: the cut splits the
+    #: multiple, ``tile_info.cc``); only the outputs are cut by them
+    whole_in_inputs: str = ""
 
     def scatter_active(self, cuts: dict) -> bool:
         """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
@@ -248,7 +251,8 @@ def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):
     right = not (spec.repeat_left and spec.repeat_left(cuts, devices))
 
     def lay(letters, out=False):
-        where = [pos.get(ch) for ch in letters]
+        where = [pos.get(ch) if out or ch not in spec.whole_in_inputs else None
+                 for ch in letters]
         if out and spec.scatter_active(cuts):
             cut = next(ch for ch in spec.contracting if cuts.get(ch, 1) != 1)
             where[letters.index(spec.scatter)] = pos[cut]

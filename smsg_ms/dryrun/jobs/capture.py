@@ -9,9 +9,11 @@
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 
+from ...cost.kept_layout import KEPT_LAYOUT_ATTR
 from ...integration.annotate import clear_strategies
 from .common import setup_parallel
 
@@ -43,7 +45,9 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
     """Delete the ``shard()`` strategies that cut any dimension (MindSpore rejects them on the
     capture's single device: "requires N devices, but the device number of this stage is 1");
     all-ones strategies stay. ``shard()`` given ``Layout`` objects (GLM2) keeps its tensor maps
-    over a device matrix of ones. Returns the paths changed, sorted."""
+    over a device matrix of ones; one the network fixes (``self_define_shard``) records its
+    input layouts as written in op attribute ``smsg_kept_layout``
+    (:mod:`smsg_ms.cost.kept_layout`). Returns the paths changed, sorted."""
     def cuts(value) -> bool:
         return isinstance(value, (tuple, list)) and any(
             cuts(v) if isinstance(v, (tuple, list)) else int(v) > 1 for v in value)
@@ -58,6 +62,11 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
                   if any(layout_cuts(prim.attrs.get(a)) for a in ("in_layout", "out_layout")))
     for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
         prim = prims[path]
+        if prim.attrs.get("self_define_shard") is True and prim.attrs.get("in_layout"):
+            # the plan must take this layout as it is: recorded with the device matrix written
+            prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(
+                [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"])}
+                 for v in prim.attrs["in_layout"] if isinstance(v, dict)]))
         for attr in ("in_layout", "out_layout"):
             if prim.attrs.get(attr) is not None:
                 prim.add_prim_attr(attr, tuple(

@@ -8,6 +8,9 @@ and the tests compile it.
   batch) and write-back (``write_back``: ``shard``, or ``propagate`` = auto_parallel with
   sharding propagation seeded by the strategies) and ``enable_alltoall``, used by
   ``smsg-ms check``.
+* ``compile_each``: ``compile`` of each of several jobs in turn in one child (one start of
+  MindSpore instead of one per job), each result or error kept: what the tests use to see
+  MindSpore refuse several strategies, one compile each.
 * ``init``: does MindSpore accept the device count?
 """
 from __future__ import annotations
@@ -33,6 +36,18 @@ def job_compile(job: dict) -> dict:
     collectives = read_collectives(train, phase)
     return {"collectives": collectives, "strategies": strategies,
             "seconds": time.perf_counter() - t0}
+
+
+def job_compile_each(job: dict) -> dict:
+    """``{"results": [...]}``: for each of ``job["jobs"]`` (``compile`` jobs), its result, or
+    ``{"ok": False, "error": one line}`` when MindSpore refused it (any exception)."""
+    results = []
+    for one in job["jobs"]:
+        try:
+            results.append(dict(job_compile(one), ok=True))
+        except Exception as exc:  # a refusal is a result here: the caller asserts on it
+            results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+    return {"results": results}
 
 
 def job_plan_compile(job: dict) -> dict:
