@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
                       positive_int, role_strategy)
@@ -68,6 +68,12 @@ class ShapeScorer:
     spec: str
     hardware: str = "ascend910b"
     options: dict = field(default_factory=dict)
+    #: blocks of the network priced when the capture (``options["layers"]``, at least 4) is
+    #: shallower: the chain is the captured first block (with the embedding), its second block
+    #: repeated ``depth − 2`` times, and its last block (with the head and loss). Exact when the
+    #: middle blocks are identical (the same shapes under the same layout: a Megatron
+    #: configuration pins them); :meth:`score` checks the captured middle blocks agree.
+    depth: int | None = None
 
     def __post_init__(self):
         from ..graph.batch_scale import BatchFamily
@@ -79,6 +85,12 @@ class ShapeScorer:
         self.choices: dict[tuple[int, int, int], tuple] = {}
         self.limits = {k: _network_default(self.spec, k, self.options)
                        for k in ("heads", "layers", "vocab")}
+        if self.depth is not None:
+            captured = self.limits["layers"]
+            if captured is None or captured < 4 or self.depth < captured:
+                raise ConfigError(f"depth {self.depth} needs a capture of 4 to {self.depth} "
+                                  f"layers, got {captured}")
+            self.limits["layers"] = self.depth
 
     def _capture(self, batch: int):
         from ..graph.capture import capture_network
@@ -187,6 +199,20 @@ class ShapeScorer:
             out[vi] = int(picked[k])
         return out
 
+    def _chain(self, layers: list) -> list:
+        """``layers`` (of the capture) stretched to :attr:`depth` blocks (see there).
+
+        Raises:
+            ConfigError: the captured middle blocks differ in cost (not identical blocks).
+        """
+        if self.depth is None or self.depth == len(layers):
+            return layers
+        middle = layers[1:-1]
+        if any(replace(x, name="") != replace(middle[0], name="") for x in middle[1:]):
+            raise ConfigError("the captured middle blocks differ in cost; capture every layer "
+                              "(no depth)")
+        return [layers[0]] + [middle[0]] * (self.depth - 2) + [layers[-1]]
+
     def score(self, config: Config, *, plan: bool = False) -> dict:
         """Predicted step of ``config``: ``{"step_seconds", "memory_bytes" (largest stage, per
         device), "micro_batches", "devices_per_stage", "pinned", "filled", "plan"}``; ``plan``
@@ -204,20 +230,21 @@ class ShapeScorer:
         out = {"micro_batches": m, "devices_per_stage": config.dp * config.tp, "pinned": pinned,
                "filled": len(choice) - pinned, "fallback": fallback,
                "plan": None}
-        if plan and p == 1:
+        if plan and p == 1 and self.depth is None:
             from ..planner import plan_graph
             out["plan"] = plan_graph(stage.graph, config.dp * config.tp, hardware=self.hardware,
                                      choice=choice, model=stage.model, exhaustive=True,
                                      built=(stage.problem, stage.variables), network=self.spec,
                                      options=dict(self.options,
                                                   batch=config.micro_batch * config.dp))
-        if p == 1 and m == 1 and not config.recompute and not config.optimizer_shard:
+        if (p == 1 and m == 1 and not config.recompute and not config.optimizer_shard
+                and self.depth is None):
             out["step_seconds"] = float(stage.problem.total(choice))
             out["memory_bytes"] = float(stage.problem.memory(choice))
             return out
         sol = StageSolution(stage.graph, config.dp * config.tp, stage.model, stage.variables,
                             choice, stage.problem)
-        layers = layer_costs_of(sol)
+        layers = self._chain(layer_costs_of(sol))
         if len(layers) % p:
             raise ConfigError(f"pp={p} does not divide the {len(layers)} repeated blocks")
         per, links, bytes_per = len(layers) // p, links_of(self.hardware), bytes_per_element(
@@ -258,12 +285,15 @@ def _row_shape(row: dict, base: dict) -> dict:
     return shape
 
 
-def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None, **network_options):
+def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
+               capture_layers: int | None = None, **network_options):
     """Score CSV rows (dicts with :data:`CSV_COLUMNS`, optional ``recompute``,
     ``optimizer_shard`` and :data:`SHAPE_COLUMNS` overriding ``network_options``): yields each row
     with ``step_seconds`` (seconds, empty on error) and ``error`` (one line, empty when scored)
     added, in order. One :class:`ShapeScorer` per distinct shape; a shape that fails to build
-    gives its error to every row of that shape."""
+    gives its error to every row of that shape. ``capture_layers`` (at least 4): a shape deeper
+    than that is captured at that depth and its middle block repeated to the row's ``layers``
+    (:attr:`ShapeScorer.depth`; the capture's cost grows with the depth)."""
     from ..devices import DeviceCountError
     from ..graph.capture import CaptureError
     from ..networks import NetworkSpecError
@@ -281,8 +311,13 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None, **netwo
             shape = _row_shape(row, network_options)
             key = tuple(sorted(shape.items()))
             if key not in scorers:
+                depth = shape.get("layers")
+                shallow = capture_layers is not None and depth is not None and (
+                    depth > capture_layers)
                 try:
-                    scorers[key] = ShapeScorer(spec, hardware, shape)
+                    scorers[key] = (ShapeScorer(spec, hardware, dict(shape, layers=capture_layers),
+                                                depth=depth) if shallow
+                                    else ShapeScorer(spec, hardware, shape))
                 except (NetworkSpecError, CaptureError) as exc:
                     scorers[key] = str(exc).splitlines()[0]
             scorer = scorers[key]
