@@ -138,7 +138,12 @@ EFFECTS = [
     "critical path. Not modelled: the receives a middle stage's 1F1B chain also serialises "
     "(MindSpore's `pipeline_scheduler.cc`), Megatron-DeepSpeed's own p2p and ZeRO details, "
     "memory-allocator effects near the 80 GB limit, and run-to-run noise (the source calls its "
-    "timings a snapshot that \"can fluctuate a bit\").",
+    "timings a snapshot that \"can fluctuate a bit\"). Where the model still errs (the "
+    "ratio measured/predicted per row in `docs/measured.json`): configurations whose per-GPU "
+    "GEMMs are small (tensor parallel 8 with 2-sample micro-batches) run relatively slower "
+    "than predicted, beyond what wave quantization charges: the GEMM efficiency below peak as "
+    "a function of size and the framework's per-micro-batch overheads, for which no "
+    "published measurement was at hand to take a value from (none was fitted).",
 ]
 
 
@@ -304,7 +309,9 @@ def main(argv=None) -> int:
     plot(rows, summary, png)
     payload = {"data": files, "floors": {"tau": TAU_FLOOR, "regret": REGRET_CEILING},
                "scoring_wall_seconds": wall,
-               "rows": rows, **summary}
+               # hardware_path: this machine's absolute path of the row's machine file
+               "rows": [{k: v for k, v in r.items() if k != "hardware_path"} for r in rows],
+               **summary}
     Path(args.json).write_text(json.dumps(payload, indent=1, sort_keys=True, default=str) + "\n")
     md = Path(args.markdown)
     update_markdown(md, section(summary, files, os.path.relpath(png, md.parent), stamp))
