@@ -10,7 +10,7 @@ import pytest
 
 from smsg_ms.cost.api import collective_seconds
 from smsg_ms.cost.hardware import PRESETS, Level, Machine, get_hardware
-from smsg_ms.cost.kernels import kernel_seconds, traffic
+from smsg_ms.cost.kernels import kernel_seconds, traffic, wave_quantization
 from smsg_ms.cost.model import CostModel
 from smsg_ms.graph.model import OpGraph, OpNode, TensorInfo
 
@@ -122,6 +122,37 @@ def test_roofline_by_hand():
     assert got == pytest.approx(4e-6 + 2 * n ** 3 / 989e12)
 
 
+def test_wave_quantization_by_hand():
+    """dgx-a100: 108 SMs, one 256x128 output tile each (NVIDIA's GEMM guide §3.2).
+    A 2048 x 5400 output: 8 x ceil(5400/128) = 8 x 43 = 344 tiles, ceil(344/108) = 4 waves of
+    108·256·128 outputs for 2048·5400 useful ones; 4096 x 5400 (a batch of two 2048 x 5400):
+    688 tiles, 7 waves; under one wave (4 tiles) no factor (smaller tiles, not modelled); the
+    Ascend preset has none."""
+    a100 = PRESETS["dgx-a100"]
+    wave = 108 * 256 * 128
+    assert wave_quantization((2048, 5400), a100) == pytest.approx(4 * wave / (2048 * 5400))
+    assert wave_quantization((2, 2048, 5400), a100) == pytest.approx(7 * wave / (4096 * 5400))
+    assert wave_quantization((4, 256, 128), a100) == 1.0
+    assert wave_quantization((2048, 5400), PRESETS["atlas-800t-a2"]) == 1.0
+    # in the cost model: x (4096, 1024) bf16 @ w (1024, 5400) cut ((2, 1), (1, 1)) on 2
+    # devices: output slice 2048 x 5400 (4 waves, above); backward only dw = xᵀ·dout (x is a
+    # network input): w's slice 1024 x 5400 is 4 x 43 = 172 tiles, 2 waves
+    t = {"x": TensorInfo("x", (4096, 1024), "float16", "input", consumers=[0]),
+         "w": TensorInfo("w", (1024, 5400), "float16", "parameter", consumers=[0]),
+         "h": TensorInfo("h", (4096, 5400), "float16", producer=0)}
+    g = OpGraph([OpNode(0, "MatMul", ["x", "w"], ["h"], {"transpose_a": False,
+                                                          "transpose_b": False}, "w.matmul")],
+                t, ["x"], ["h"], "one")
+    cm = CostModel(g, 2, "dgx-a100")
+    c = cm.check(g.ops[0], ((2, 1), (1, 1)))
+    assert c.quantization_fwd == pytest.approx(4 * wave / (2048 * 5400))
+    assert c.quantization_bwd == pytest.approx(2 * wave / (1024 * 5400))
+    flops = 2 * 2048 * 1024 * 5400
+    nbytes = (2048 * 1024 + 1024 * 5400 + 2048 * 5400) * 2
+    assert cm.compute_seconds(c)[0] == pytest.approx(
+        5e-6 + max(flops * 4 * wave / (2048 * 5400) / 312e12, nbytes / 2.039e12))
+
+
 def test_hardware_file_and_devices_per_node(tmp_path):
     desc = PRESETS["dgx-a100"].to_dict()
     desc["name"] = "mine"
@@ -129,6 +160,7 @@ def test_hardware_file_and_devices_per_node(tmp_path):
     path.write_text(json.dumps(desc))
     m = get_hardware(str(path), devices_per_node=4)
     assert m.name == "mine" and m.devices_per_node == 4 and m.cube_flops == 312e12
+    assert m.matrix_units == 108 and m.gemm_tile == (256, 128)
     yaml_path = tmp_path / "mine.yaml"
     yaml_path.write_text("cube_flops: 1e14\nvector_flops: 1e13\nhbm_bandwidth: 1.0e+12\n"
                          "memory: 17179869184\nlaunch_latency: 5.0e-6\nlevels:\n"

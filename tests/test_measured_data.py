@@ -11,7 +11,7 @@ import pytest
 
 from smsg_ms.compare.measured import (MEASURED_COLUMNS, MeasuredDataError, kendall_tau,
                                       load_measured, pair_weighted_tau, top1_regret)
-from smsg_ms.cost.hardware import ALIASES, PRESETS
+from smsg_ms.cost.hardware import ALIASES, PRESETS, get_hardware
 
 #: the names a row may give: presets and their aliases (a100 = dgx-a100)
 NAMES = set(PRESETS) | set(ALIASES)
@@ -34,7 +34,9 @@ def test_measured_rows_are_well_formed(path):
     for row in rows:
         assert set(MEASURED_COLUMNS) <= set(row)
         assert row["source"].strip(), row
-        assert row["hardware"] in NAMES, row["hardware"]
+        # a preset, or a machine description file beside the CSV that loads
+        assert row["hardware"] in NAMES or get_hardware(
+            os.path.join(os.path.dirname(path), row["hardware"])), row["hardware"]
         for key in ("layers", "hidden", "heads", "seq", "vocab", "devices", "global_batch",
                     "micro_batch", "tp", "dp", "pp"):
             assert int(row[key]) > 0, (key, row)
@@ -106,6 +108,7 @@ def _row(**over):
     ([_row(source=" "), _row(micro_batch=2)], "source is empty"),
     ([_row(), _row(micro_batch=2, measured_seconds=0)], "measured_seconds must be a positive"),
     ([_row(), _row(micro_batch=2, hardware="tpu")], "is not a preset"),
+    ([_row(), _row(micro_batch=2, hardware="absent.yaml")], "cannot read it"),
     ([_row(), _row(micro_batch=2, global_batch=32)], "mixes global_batch"),
 ])
 def test_bad_measured_data_is_refused(tmp_path, rows, message):

@@ -143,6 +143,22 @@ def test_micro_batches_enter_as_the_1f1b_formula(captured):
     assert rc["memory_bytes"] < base["memory_bytes"]
 
 
+def test_shallow_capture_stretched_equals_full_depth():
+    """A 4-block capture with its middle block repeated (``ShapeScorer.depth``, what
+    ``scripts/bench_measured.py`` uses) prices the 6-block network as its own full-depth capture
+    does (oracle: the full capture), pipelined and with recompute / optimizer sharding."""
+    full = ShapeScorer("gpt", options=dict(SMALL, layers=6))
+    shallow = ShapeScorer("gpt", options=dict(SMALL, layers=4), depth=6)
+    for text in ("dp=2,tp=2,pp=2,micro_batch=1,global_batch=8",
+                 "dp=1,tp=4,pp=3,micro_batch=2,global_batch=8,recompute=1,optimizer_shard=1"):
+        want = full.score(parse_config(text))
+        got = shallow.score(parse_config(text))
+        assert got["step_seconds"] == pytest.approx(want["step_seconds"], rel=1e-9)
+        assert got["memory_bytes"] == pytest.approx(want["memory_bytes"], rel=1e-9)
+    with pytest.raises(ConfigError, match="4 to"):
+        ShapeScorer("gpt", options=dict(SMALL, layers=4), depth=3)
+
+
 def test_csv_rows_scored_and_errors_kept():
     text = ("devices,global_batch,micro_batch,tp,dp,pp,layers,tag\n"
             "8,8,1,4,2,1,,a\n"

@@ -16,6 +16,7 @@ the measured one by
 from __future__ import annotations
 
 import csv
+import os
 import math
 from collections import OrderedDict
 
@@ -39,14 +40,29 @@ def _row_error(path, line: int, text: str) -> MeasuredDataError:
     return MeasuredDataError(f"{path}:{line}: {text}")
 
 
+#: endings of a machine description file a row's ``hardware`` may name
+_MACHINE_FILES = (".yaml", ".yml", ".json")
+
+
 def _check_row(path, line: int, row: dict, presets) -> dict:
     out = dict(row)
     for key in ("group", "hardware", "source"):
         if not str(row.get(key) or "").strip():
             raise _row_error(path, line, f"{key} is empty")
-    if presets is not None and row["hardware"] not in presets:
+    name = str(row["hardware"]).strip()
+    if name.lower().endswith(_MACHINE_FILES):
+        # a machine description beside the CSV (the cluster the measurement ran on)
+        out["hardware_path"] = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+        from ..cost.hardware import load_machine
+
+        try:
+            load_machine(out["hardware_path"])
+        except ValueError as exc:
+            raise _row_error(path, line, str(exc).splitlines()[0]) from None
+    elif presets is not None and name not in presets:
         raise _row_error(path, line, f"hardware {row['hardware']!r} is not a preset "
-                                     f"({', '.join(sorted(presets))})")
+                                     f"({', '.join(sorted(presets))}) nor a machine file "
+                                     "(.yaml, .yml, .json) beside the CSV")
     for key in _INTEGERS:
         try:
             out[key] = int(str(row[key]).strip())
@@ -80,9 +96,13 @@ def _check_row(path, line: int, row: dict, presets) -> dict:
 def load_measured(path, presets=None) -> list[dict]:
     """The rows of one measured-data CSV, numbers parsed (ints, ``measured_seconds`` float,
     flags bool), each checked; ``presets``: the hardware names a row may name (None: any).
+    A ``hardware`` ending in ``.yaml``/``.yml``/``.json`` names a machine description file in
+    the CSV's folder (:func:`smsg_ms.cost.hardware.load_machine`); the row gets its path as
+    ``hardware_path``.
 
     Raises:
-        MeasuredDataError: a missing column, an empty group/hardware/source, a non-positive
+        MeasuredDataError: a missing column, an empty group/hardware/source, a hardware that
+            is neither a preset nor a valid machine file, a non-positive
             number, ``dp·tp·pp`` not the device count, a global batch ``dp·micro_batch`` does
             not divide, a group with fewer than two rows, or a group whose rows differ in the
             work they do (model shape, global batch, devices, hardware).

@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
                       positive_int, role_strategy)
@@ -52,11 +52,26 @@ def _network_default(spec: str, key: str, options: dict):
 
 @dataclass
 class _Stage:
+    """One (micro-batch, stage devices): the graph, its cost model, its variables (every
+    option) and the whole search problem, built on first use (:meth:`ShapeScorer.full`)."""
     graph: object
     model: object
-    problem: object
     variables: list
     index: dict
+    problem: object = None
+
+
+@dataclass
+class _Priced:
+    """A configuration's stage plan priced on the problem cut to what it needs: ``problem``
+    and ``variables`` (:func:`smsg_ms.planner.problem.restrict_options`), ``choice`` indexing
+    them; ``full_choice`` indexes the stage's variables."""
+    problem: object
+    variables: list
+    choice: list
+    full_choice: list
+    pinned: int
+    fallback: list
 
 
 @dataclass
@@ -68,6 +83,16 @@ class ShapeScorer:
     spec: str
     hardware: str = "ascend910b"
     options: dict = field(default_factory=dict)
+    #: blocks of the network priced when the capture (``options["layers"]``, at least 4) is
+    #: shallower: the chain is the captured first block (with the embedding), its second block
+    #: repeated ``depth − 2`` times, and its last block (with the head and loss). Exact when the
+    #: middle blocks are identical (the same shapes under the same layout: a Megatron
+    #: configuration pins them); :meth:`score` checks the captured middle blocks agree.
+    depth: int | None = None
+    #: price on the whole search problem (every pair of options of every edge, as the search
+    #: builds it) instead of the options a configuration needs: the reference the fast path is
+    #: tested (tests/test_score_fast.py) and benchmarked (scripts/bench_score_configs.py) against
+    full_problem: bool = False
 
     def __post_init__(self):
         from ..graph.batch_scale import BatchFamily
@@ -76,9 +101,15 @@ class ShapeScorer:
         check_options(self.spec, dict(self.options, batch=1))
         self.family = BatchFamily(self._capture)
         self.stages: dict[tuple[int, int], _Stage] = {}
-        self.choices: dict[tuple[int, int, int], tuple] = {}
+        self.choices: dict[tuple[int, int, int], _Priced] = {}
         self.limits = {k: _network_default(self.spec, k, self.options)
                        for k in ("heads", "layers", "vocab")}
+        if self.depth is not None:
+            captured = self.limits["layers"]
+            if captured is None or captured < 4 or self.depth < captured:
+                raise ConfigError(f"depth {self.depth} needs a capture of 4 to {self.depth} "
+                                  f"layers, got {captured}")
+            self.limits["layers"] = self.depth
 
     def _capture(self, batch: int):
         from ..graph.capture import capture_network
@@ -90,8 +121,7 @@ class ShapeScorer:
         if key not in self.stages:
             from ..cost.hardware import get_hardware
             from ..cost.model import CostModel
-            from ..planner import build_problem
-            from ..planner.variables import variable_index
+            from ..planner.variables import group_variables, variable_index
 
             graph = self.family(batch)
             # every strategy, those leaving devices idle too: the layout replicates norms and
@@ -99,13 +129,30 @@ class ShapeScorer:
             # vocabulary cut keeps its indices whole, both under dp·tp devices
             model = CostModel(graph, devices, get_hardware(self.hardware),
                               fully_use_devices=False)
-            problem, variables = build_problem(graph, model)
-            self.stages[key] = _Stage(graph, model, problem, variables, variable_index(variables))
+            variables = group_variables(graph, model, reuse=True)
+            self.stages[key] = _Stage(graph, model, variables, variable_index(variables))
         return self.stages[key]
 
-    def choice(self, config: Config) -> tuple[_Stage, list[int], int, list[str]]:
-        """The stage plan of ``config``: ``(stage, option per variable, pinned count, names of
-        the primitives whose layout strategy the cost model does not offer)``.
+    @staticmethod
+    def full(stage: _Stage):
+        """The whole search problem of ``stage`` (every option pair priced), built once."""
+        from ..planner import build_problem
+
+        if stage.problem is None:
+            stage.problem, _ = build_problem(stage.graph, stage.model,
+                                             variables=stage.variables)
+        return stage.problem
+
+    def choice(self, config: Config) -> tuple[_Stage, _Priced]:
+        """The stage plan of ``config`` priced: ``(stage, priced)``; ``priced.pinned`` counts
+        the variables the layout pins, ``priced.fallback`` names the primitives whose layout
+        strategy the cost model does not offer.
+
+        Unless :attr:`full_problem`, the problem is cut to the pinned options and every option
+        of the open variables (:func:`~smsg_ms.planner.problem.restrict_options`), solved for
+        the open ones, then cut to the chosen option of every variable: each redistribution and
+        operator cost is priced only where the configuration needs it, by the search's own
+        :func:`~smsg_ms.planner.build_problem`, so each entry equals the whole problem's.
 
         Raises:
             ConfigError: the configuration is invalid (:meth:`Config.validate`), or the cost
@@ -114,14 +161,15 @@ class ShapeScorer:
             smsg_ms.devices.DeviceCountError: ``dp·tp`` is a device count MindSpore refuses.
         """
         from ..devices import check_device_count
-        from .score import fill_choice
+        from ..planner import build_problem
+        from ..planner.problem import restrict_options
 
         config.validate(**self.limits)
         check_device_count(config.dp * config.tp)
         stage = self.stage(config.micro_batch * config.dp, config.dp * config.tp)
         key = (config.micro_batch * config.dp, config.dp, config.tp)
         if key in self.choices:      # the stage plan depends on the micro-batch, dp and tp only
-            return (stage, *self.choices[key])
+            return stage, self.choices[key]
         choice: list[int | None] = [None] * len(stage.variables)
         fallback = []
         for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
@@ -140,25 +188,42 @@ class ShapeScorer:
                 raise ConfigError(f"{stage.variables[vi].name} ({role}) cannot take {strategy}: "
                                   "a dimension is not divisible by its cut")
         pinned = sum(c is not None for c in choice)
-        choice = self._complete(stage, choice)
-        if not math.isfinite(stage.problem.total(choice)):
+
+        def cut(keep: dict):
+            return build_problem(stage.graph, stage.model,
+                                 variables=restrict_options(stage.variables, keep))
+
+        if self.full_problem:
+            problem, variables = self.full(stage), stage.variables
+            full_choice = self._complete(problem, choice)
+            priced = _Priced(problem, variables, full_choice, full_choice, pinned, fallback)
+        else:
+            keep = {vi: [c] for vi, c in enumerate(choice) if c is not None}
+            problem, _ = cut(keep)
+            picked = self._complete(problem, [None if c is None else 0 for c in choice])
+            full_choice = [c if c is not None else picked[vi] for vi, c in enumerate(choice)]
+            problem, variables = cut({vi: [c] for vi, c in enumerate(full_choice)})
+            priced = _Priced(problem, variables, [0] * len(full_choice), full_choice, pinned,
+                             fallback)
+        if not math.isfinite(priced.problem.total(priced.choice)):
             more = f" and {len(fallback) - 3} more" if len(fallback) > 3 else ""
             raise ConfigError("no strategy of the cost model completes the layout (left to the "
                               f"model: {', '.join(fallback[:3]) or 'none'}{more})")
-        self.choices[key] = (choice, pinned, fallback)
-        return stage, choice, pinned, fallback
+        self.choices[key] = priced
+        return stage, priced
 
-    def _complete(self, stage: _Stage, choice: list) -> list[int]:
-        """The cost model's best options for the variables the layout leaves open, the pinned
-        ones fixed: the exact search (:func:`smsg_ms.search.solve`) over the open variables
-        alone, each one's cost plus its edges to pinned neighbours at their option, the edges
-        between open variables kept. Greedy completion in graph order
-        (:func:`smsg_ms.compare.score.fill_choice`) chose, on mindformers' decomposed RmsNorm,
-        cuts of the hidden axis that the next MatMul had to gather."""
+    @staticmethod
+    def _complete(problem, choice: list) -> list[int]:
+        """The cost model's best options for the variables the layout leaves open (``None`` in
+        ``choice``, option indices of ``problem``), the pinned ones fixed: the exact search
+        (:func:`smsg_ms.search.solve`) over the open variables alone, each one's cost plus its
+        edges to pinned neighbours at their option, the edges between open variables kept.
+        Greedy completion in graph order (:func:`smsg_ms.compare.score.fill_choice`) chose, on
+        mindformers' decomposed RmsNorm, cuts of the hidden axis that the next MatMul had to
+        gather."""
         from ..search import Edge, NoFeasiblePlan, SearchProblem, Variable, solve
         from .score import fill_choice
 
-        problem = stage.problem
         open_vars = [vi for vi, c in enumerate(choice) if c is None]
         if not open_vars:
             return list(choice)
@@ -187,6 +252,20 @@ class ShapeScorer:
             out[vi] = int(picked[k])
         return out
 
+    def _chain(self, layers: list) -> list:
+        """``layers`` (of the capture) stretched to :attr:`depth` blocks (see there).
+
+        Raises:
+            ConfigError: the captured middle blocks differ in cost (not identical blocks).
+        """
+        if self.depth is None or self.depth == len(layers):
+            return layers
+        middle = layers[1:-1]
+        if any(replace(x, name="") != replace(middle[0], name="") for x in middle[1:]):
+            raise ConfigError("the captured middle blocks differ in cost; capture every layer "
+                              "(no depth)")
+        return [layers[0]] + [middle[0]] * (self.depth - 2) + [layers[-1]]
+
     def score(self, config: Config, *, plan: bool = False) -> dict:
         """Predicted step of ``config``: ``{"step_seconds", "memory_bytes" (largest stage, per
         device), "micro_batches", "devices_per_stage", "pinned", "filled", "plan"}``; ``plan``
@@ -199,25 +278,27 @@ class ShapeScorer:
         from ..planner.stages import (StageSolution, bytes_per_element, layer_costs_of,
                                       links_of)
 
-        stage, choice, pinned, fallback = self.choice(config)
+        stage, priced = self.choice(config)
         m, p = config.micro_batches, config.pp
-        out = {"micro_batches": m, "devices_per_stage": config.dp * config.tp, "pinned": pinned,
-               "filled": len(choice) - pinned, "fallback": fallback,
-               "plan": None}
-        if plan and p == 1:
+        out = {"micro_batches": m, "devices_per_stage": config.dp * config.tp,
+               "pinned": priced.pinned, "filled": len(priced.choice) - priced.pinned,
+               "fallback": priced.fallback, "plan": None}
+        if plan and p == 1 and self.depth is None:
             from ..planner import plan_graph
             out["plan"] = plan_graph(stage.graph, config.dp * config.tp, hardware=self.hardware,
-                                     choice=choice, model=stage.model, exhaustive=True,
-                                     built=(stage.problem, stage.variables), network=self.spec,
+                                     choice=priced.full_choice, model=stage.model,
+                                     exhaustive=True, built=(self.full(stage), stage.variables),
+                                     network=self.spec,
                                      options=dict(self.options,
                                                   batch=config.micro_batch * config.dp))
-        if p == 1 and m == 1 and not config.recompute and not config.optimizer_shard:
-            out["step_seconds"] = float(stage.problem.total(choice))
-            out["memory_bytes"] = float(stage.problem.memory(choice))
+        if (p == 1 and m == 1 and not config.recompute and not config.optimizer_shard
+                and self.depth is None):
+            out["step_seconds"] = float(priced.problem.total(priced.choice))
+            out["memory_bytes"] = float(priced.problem.memory(priced.choice))
             return out
-        sol = StageSolution(stage.graph, config.dp * config.tp, stage.model, stage.variables,
-                            choice, stage.problem)
-        layers = layer_costs_of(sol)
+        sol = StageSolution(stage.graph, config.dp * config.tp, stage.model, priced.variables,
+                            priced.choice, priced.problem)
+        layers = self._chain(layer_costs_of(sol))
         if len(layers) % p:
             raise ConfigError(f"pp={p} does not divide the {len(layers)} repeated blocks")
         per, links, bytes_per = len(layers) // p, links_of(self.hardware), bytes_per_element(
@@ -258,12 +339,17 @@ def _row_shape(row: dict, base: dict) -> dict:
     return shape
 
 
-def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None, **network_options):
+def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
+               capture_layers: int | None = None, full_problem: bool = False,
+               **network_options):
     """Score CSV rows (dicts with :data:`CSV_COLUMNS`, optional ``recompute``,
     ``optimizer_shard`` and :data:`SHAPE_COLUMNS` overriding ``network_options``): yields each row
     with ``step_seconds`` (seconds, empty on error) and ``error`` (one line, empty when scored)
     added, in order. One :class:`ShapeScorer` per distinct shape; a shape that fails to build
-    gives its error to every row of that shape."""
+    gives its error to every row of that shape. ``capture_layers`` (at least 4): a shape deeper
+    than that is captured at that depth and its middle block repeated to the row's ``layers``
+    (:attr:`ShapeScorer.depth`; the capture's cost grows with the depth). ``full_problem``:
+    :attr:`ShapeScorer.full_problem` (the reference pricing)."""
     from ..devices import DeviceCountError
     from ..graph.capture import CaptureError
     from ..networks import NetworkSpecError
@@ -281,8 +367,14 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None, **netwo
             shape = _row_shape(row, network_options)
             key = tuple(sorted(shape.items()))
             if key not in scorers:
+                depth = shape.get("layers")
+                shallow = capture_layers is not None and depth is not None and (
+                    depth > capture_layers)
                 try:
-                    scorers[key] = ShapeScorer(spec, hardware, shape)
+                    scorers[key] = (ShapeScorer(spec, hardware, dict(shape, layers=capture_layers),
+                                                depth=depth, full_problem=full_problem)
+                                    if shallow else ShapeScorer(spec, hardware, shape,
+                                                                full_problem=full_problem))
                 except (NetworkSpecError, CaptureError) as exc:
                     scorers[key] = str(exc).splitlines()[0]
             scorer = scorers[key]

@@ -200,6 +200,8 @@ class OpCost:
         unit: compute unit (``cube`` or ``vector``, :mod:`smsg_ms.cost.kernels`).
         bytes_fwd, bytes_bwd: bytes per device read and written from HBM, forward and backward.
         launches_fwd, launches_bwd: operator launches per device, forward and backward.
+        quantization_fwd, quantization_bwd: matrix-unit time over FLOPs at peak of a matrix
+            product's kernels (:func:`smsg_ms.cost.kernels.wave_quantization`; 1 otherwise).
     """
 
     strategy: Strategy
@@ -215,6 +217,8 @@ class OpCost:
     bytes_bwd: float = 0.0
     launches_fwd: int = 0
     launches_bwd: int = 0
+    quantization_fwd: float = 1.0
+    quantization_bwd: float = 1.0
 
 
 class StrategyError(ValueError):

@@ -59,6 +59,11 @@ class Machine:
         memory: bytes of device memory.
         launch_latency: seconds of one operator (kernel) launch.
         levels: interconnect levels, innermost first; the last has ``count`` ``None``.
+        matrix_units: matrix-unit multiprocessors that each run one output tile of a GEMM at
+            a time (NVIDIA: streaming multiprocessors; ``None``: no wave quantization,
+            :func:`smsg_ms.cost.kernels.wave_quantization`).
+        gemm_tile: ``(rows, columns)`` of the output tile one unit computes (``None`` with
+            ``matrix_units``).
 
     Raises:
         ValueError: a non-positive figure, no level, a level ``count`` < 1, or an inner level
@@ -72,6 +77,8 @@ class Machine:
     memory: float
     launch_latency: float
     levels: tuple[Level, ...] = field(default_factory=tuple)
+    matrix_units: int | None = None
+    gemm_tile: tuple[int, int] | None = None
 
     def __post_init__(self):
         errors = machine_errors(self)
@@ -152,7 +159,9 @@ class Machine:
                 "vector_flops": self.vector_flops, "hbm_bandwidth": self.hbm_bandwidth,
                 "memory": self.memory, "launch_latency": self.launch_latency,
                 "levels": [{"name": x.name, "count": x.count, "bandwidth": x.bandwidth,
-                            "latency": x.latency} for x in self.levels]}
+                            "latency": x.latency} for x in self.levels],
+                **({"matrix_units": self.matrix_units, "gemm_tile": list(self.gemm_tile)}
+                   if self.matrix_units is not None else {})}
 
 
 #: the old name of the type (a machine is the hardware description)
@@ -181,6 +190,16 @@ def machine_errors(m: Machine) -> list[str]:
             errors.append(f"{name} must be a positive number, got {value!r}")
     if not m.levels:
         errors.append("levels: at least one level is needed")
+    if (m.matrix_units is None) != (m.gemm_tile is None):
+        errors.append("matrix_units and gemm_tile go together (both or neither)")
+    elif m.matrix_units is not None:
+        if isinstance(m.matrix_units, bool) or not isinstance(m.matrix_units, int) or (
+                m.matrix_units < 1):
+            errors.append(f"matrix_units must be a positive integer, got {m.matrix_units!r}")
+        tile = m.gemm_tile
+        if not (isinstance(tile, tuple) and len(tile) == 2 and all(
+                isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in tile)):
+            errors.append(f"gemm_tile must be two positive integers, got {tile!r}")
     for i, level in enumerate(m.levels):
         where = f"levels[{i}] ({level.name})"
         last = i == len(m.levels) - 1
@@ -231,6 +250,11 @@ SOURCES: dict[str, dict[str, str]] = {
                 "300 GB/s per direction; ~8 us NCCL ring start-up",
         "cluster": "DGX A100 user guide: 8 x 200 Gb/s HDR InfiniBand (ConnectX-6), one per "
                    "GPU: 25 GB/s per direction; ~15 us NCCL inter-node start-up",
+        "matrix_units": "NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 108 SMs "
+                        "on the A100 SXM4",
+        "gemm_tile": "NVIDIA Deep Learning Performance, 'Matrix Multiplication Background "
+                     "User's Guide' (DU-09799-001, 2023) §3.2 Wave quantization: on A100 "
+                     "cuBLAS runs one 256x128 output tile per SM, a wave of 108 tiles",
     },
     "dgx-h100": {
         "cube_flops": "NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOPS BF16 Tensor "
@@ -255,7 +279,8 @@ PRESETS: dict[str, Machine] = {
     "dgx-a100": Machine("dgx-a100", cube_flops=312e12, vector_flops=19.5e12,
                         hbm_bandwidth=2.039e12, memory=80 * 2**30, launch_latency=5e-6,
                         levels=(Level("node", 8, 300e9, 8e-6),
-                                Level("cluster", None, 25e9, 15e-6))),
+                                Level("cluster", None, 25e9, 15e-6)),
+                        matrix_units=108, gemm_tile=(256, 128)),
     "dgx-h100": Machine("dgx-h100", cube_flops=989e12, vector_flops=67e12,
                         hbm_bandwidth=3.35e12, memory=80 * 2**30, launch_latency=4e-6,
                         levels=(Level("node", 8, 450e9, 6e-6),
@@ -336,6 +361,7 @@ def _number(x):
 
 
 _DEVICE_KEYS = ("cube_flops", "vector_flops", "hbm_bandwidth", "memory", "launch_latency")
+_OPTIONAL_KEYS = ("matrix_units", "gemm_tile")
 _LEVEL_KEYS = ("name", "count", "bandwidth", "latency")
 
 
@@ -357,7 +383,7 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
     errors = [f"unknown field {k!r}" for k in data
-              if k not in _DEVICE_KEYS + ("name", "levels")]
+              if k not in _DEVICE_KEYS + _OPTIONAL_KEYS + ("name", "levels")]
     errors += [f"missing field {k!r}" for k in _DEVICE_KEYS + ("levels",) if k not in data]
     levels = data.get("levels", [])
     if not isinstance(levels, list):
@@ -375,6 +401,9 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
     if errors:
         _refuse(where, errors)
     fields = {k: _number(data[k]) for k in _DEVICE_KEYS}
+    tile = data.get("gemm_tile")
+    fields.update(matrix_units=data.get("matrix_units"),
+                  gemm_tile=tuple(tile) if isinstance(tile, list) else tile)
     candidate = object.__new__(Machine)
     for k, v in dict(fields, name=str(data.get("name", default_name)),
                      levels=tuple(built)).items():

@@ -15,6 +15,19 @@ Ascend Cube, Tensor Cores) for the matrix families (:data:`CUBE_TYPES`, the MatM
 FlashAttentionScore families of the registry), the vector unit for everything else, so norms,
 softmax, element-wise and layout operators are memory-bound.
 
+A matrix product's kernel computes its output in tiles, one tile per matrix unit at a time, in
+waves (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001, §3: tile and wave
+quantization): a product whose output slice has ``t`` tiles of ``tm × tn`` runs
+``ceil(t / units)`` full waves, so its matrix-unit time is its FLOPs at peak times
+:func:`wave_quantization` ``= ceil(t / units)·units·tm·tn / (rows·columns)`` (≥ 1: the padded
+tiles and the idle units of the last wave). This is what makes a small micro-batch's GEMMs slower
+per FLOP (a 2,048 × 5,400 output on an A100 fills 344 tiles: 4 waves of 108 for 3.2 waves of
+work, 78 % of peak). A product of less than one wave of tiles is taken at peak: cuBLAS then runs
+smaller tiles (the guide's §2.3), whose efficiency the model does not know. The backward pass of a product runs one product per input gradient
+(``dx = dout·wᵀ`` has ``x``'s shape, ``dw = xᵀ·dout`` has ``w``'s), each with the forward's
+FLOPs, so its factor is the mean of the factors of those outputs. Machines without
+``matrix_units`` (the Ascend preset: its Cube tiling is not published per shape) take 1.
+
 Operators MindSpore runs as no kernel at all (``Reshape``, ``ExpandDims``, ``Squeeze``,
 ``Flatten``: "nop nodes", removed from the kernel graph, ``common::AnfAlgo::IsNopNode``,
 ``mindspore/ccsrc/include/common/utils/anfalgo.h``) cost neither launch nor bytes.
@@ -61,10 +74,34 @@ def traffic(op_type: str, in_bytes, out_bytes, grads) -> tuple[float, float, int
     return fwd, bwd, 1, n_grad
 
 
-def kernel_seconds(flops: float, nbytes: float, launches: int, unit: str, machine) -> float:
-    """``launches · launch_latency + max(flops / peak(unit), nbytes / hbm_bandwidth)``; 0 s
-    without a launch."""
+def wave_quantization(shape, machine) -> float:
+    """Matrix-unit time over ideal time (≥ 1) of a product whose per-device output slice has
+    ``shape`` (elements; leading dimensions are a batch of independent products, the last two
+    the rows and columns); 1 when ``machine`` has no ``matrix_units`` or a dimension is
+    symbolic, or when the product has fewer tiles than ``matrix_units`` (less than one wave:
+    cuBLAS then picks smaller tiles, whose efficiency is not modelled: taken as ideal). See the
+    module docstring (NVIDIA's GEMM guide §3)."""
+    units, tile = getattr(machine, "matrix_units", None), getattr(machine, "gemm_tile", None)
+    if units is None or tile is None or not shape:
+        return 1.0
+    dims = [int(s) if isinstance(s, int) and s > 0 else 0 for s in shape]
+    if not all(dims):
+        return 1.0
+    rows, cols = (dims[-2], dims[-1]) if len(dims) >= 2 else (1, dims[-1])
+    batch = prod(dims[:-2]) if len(dims) > 2 else 1
+    tiles = batch * -(-rows // tile[0]) * -(-cols // tile[1])
+    if tiles < units:       # under one wave cuBLAS takes smaller tiles: not modelled, ideal
+        return 1.0
+    waves = -(-tiles // units)
+    return waves * units * tile[0] * tile[1] / (batch * rows * cols)
+
+
+def kernel_seconds(flops: float, nbytes: float, launches: int, unit: str, machine,
+                   quantization: float = 1.0) -> float:
+    """``launches · launch_latency + max(flops · quantization / peak(unit), nbytes /
+    hbm_bandwidth)``; 0 s without a launch. ``quantization``: :func:`wave_quantization` of a
+    matrix product (1 otherwise)."""
     if launches <= 0:
         return 0.0
-    return launches * machine.launch_latency + max(float(flops) / machine.peak(unit),
-                                                   float(nbytes) / machine.hbm_bandwidth)
+    return launches * machine.launch_latency + max(
+        float(flops) * quantization / machine.peak(unit), float(nbytes) / machine.hbm_bandwidth)

@@ -23,7 +23,8 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
 from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
-from .kernels import kernel_seconds, slice_bytes, traffic, unit_of
+from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
+from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
 from .operators import reshape
@@ -411,14 +412,34 @@ class CostModel:
             c.unit = unit_of(op.type)
             c.bytes_fwd, c.bytes_bwd, c.launches_fwd, c.launches_bwd = traffic(
                 op.type, ins, outs, grads[:len(ins)])
+            if op.type in MATMUL_TYPES and op.outputs and self.hardware.matrix_units:
+                c.quantization_fwd, c.quantization_bwd = self._quantization(op, c, grads)
         return costs
+
+    def _quantization(self, op: OpNode, c: OpCost, grads) -> tuple[float, float]:
+        """Wave quantization (:func:`smsg_ms.cost.kernels.wave_quantization`) of a matrix
+        product: forward of its output slice, backward the mean over the inputs that receive a
+        gradient of their slices (each gradient is one product of the forward's FLOPs)."""
+        tensors, hw = self.graph.tensors, self.hardware
+
+        def factor(name, layout):
+            try:
+                return wave_quantization(layout.slice_shape(tensors[name].shape), hw)
+            except ValueError:      # a cut that does not divide: the option is refused anyway
+                return 1.0
+
+        fwd = factor(op.outputs[0], c.out_layouts[0])
+        back = [factor(n, lay) for n, lay, g in zip(op.inputs, c.in_layouts, grads) if g]
+        return fwd, (sum(back) / len(back) if back else 1.0)
 
     def compute_seconds(self, cost: OpCost) -> tuple[float, float]:
         """``(forward, backward)`` seconds of one operator's kernels on one device: launches ×
         ``launch_latency`` + roofline (:func:`smsg_ms.cost.kernels.kernel_seconds`)."""
         hw = self.hardware
-        return (kernel_seconds(cost.flops_fwd, cost.bytes_fwd, cost.launches_fwd, cost.unit, hw),
-                kernel_seconds(cost.flops_bwd, cost.bytes_bwd, cost.launches_bwd, cost.unit, hw))
+        return (kernel_seconds(cost.flops_fwd, cost.bytes_fwd, cost.launches_fwd, cost.unit, hw,
+                               cost.quantization_fwd),
+                kernel_seconds(cost.flops_bwd, cost.bytes_bwd, cost.launches_bwd, cost.unit, hw,
+                               cost.quantization_bwd))
 
     def collective_seconds(self, c: Collective) -> float:
         """Seconds of one collective, its group placed on the machine's levels by its ranks

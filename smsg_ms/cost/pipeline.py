@@ -8,7 +8,18 @@ training on GPU clusters using Megatron-LM", §2.2): with ``p`` stages and ``m``
 training step takes ``(m + p − 1)`` micro-step slots of the slowest stage, whose per-micro-batch time
 ``t_s`` is its forward + backward micro-steps plus its point-to-point sends (the boundary activation
 forward, the gradient of its input backward; sends are not overlapped with compute). The idle part is
-the bubble ``(p − 1) / (m + p − 1)`` (Huang et al. 2019, "GPipe", §2.2). Each stage then synchronises
+the bubble ``(p − 1) / (m + p − 1)`` (Huang et al. 2019, "GPipe", §2.2).
+
+Send/Receive and compute do not overlap in MindSpore's 1F1B: its scheduler
+(``frontend/parallel/pipeline_transformer/pipeline_scheduler.cc``, ``InterleavedScheduler``,
+which with one chunk is the plain 1F1B, ``WarmUpPhaseReorder`` / ``StablePhaseReorder``) chains
+every border by ``Depend`` edges (``ControlOrder``): on an odd stage backward cell ``i`` →
+Receive of forward ``i + 1`` → Send of forward ``i`` → forward cell ``i + 1``, and Receive of
+the next backward → Send of this backward's input gradient → next backward cell; even stages
+swap Send and Receive so that neighbours pair up. Each transfer thus sits between two compute
+cells on the stage's critical path, which is what the per-micro-batch ``t_s`` charges (its own
+two Sends; the paired Receives of a middle stage, which the chain also serialises, are not
+charged yet: a bound from below for middle stages). Each stage then synchronises
 its own parameters' gradients once per step (``g_s``), right after its last backward micro-step, so
 
     super-step = max_s ((m + p − 1) · t_s + g_s)

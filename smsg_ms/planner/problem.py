@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
@@ -25,7 +26,9 @@ INF = math.inf
 
 
 def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=frozenset(),
-                  signatures: dict | None = None) -> tuple[SearchProblem, list[PlanVariable]]:
+                  signatures: dict | None = None,
+                  variables: list[PlanVariable] | None = None
+                  ) -> tuple[SearchProblem, list[PlanVariable]]:
     """The search problem of ``graph`` under ``model`` (a :class:`smsg_ms.cost.model.CostModel`).
 
     Option cost = Σ over the variable's calls of ``model.seconds(OpCost)`` (seconds); option
@@ -47,9 +50,13 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
     ``split_calls``: primitive paths whose calls get one variable each (scoring another
     planner's per-call strategies, :func:`smsg_ms.compare.score.score`); a plan cannot write
     such a choice back. ``signatures``: :func:`op_signatures` of ``graph`` computed before
-    (the same for every device count).
+    (the same for every device count). ``variables``: :func:`group_variables` of ``graph``
+    computed before, possibly cut to some options by :func:`restrict_options` (scoring a given
+    assignment prices only the options it keeps; every kept entry is the whole problem's entry
+    bit for bit, as each entry depends on its own pair of options alone).
     """
-    variables = group_variables(graph, model, reuse, split_calls, signatures)
+    if variables is None:
+        variables = group_variables(graph, model, reuse, split_calls, signatures)
     var_of_op = variable_index(variables)
     problem_vars = []
     unary: dict[int, tuple] = {}
@@ -157,6 +164,33 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
     problem = SearchProblem(problem_vars, edges)
     problem.check()
     return problem, variables
+
+
+def restrict_options(variables: list[PlanVariable], keep: dict[int, list[int]]
+                     ) -> list[PlanVariable]:
+    """``variables`` with variable ``vi`` cut to its options ``keep[vi]`` (indices into its
+    ``options``, in that order); the others unchanged. Variables that shared one option list
+    and keep the same indices share the cut list and a new signature id, so
+    :func:`build_problem`'s reuse stays exact.
+
+    Raises:
+        IndexError: an index in ``keep`` is not an option of its variable.
+    """
+    cut: dict[tuple, tuple] = {}
+    next_id = max((v.sig_id for v in variables), default=-1) + 1
+    out = []
+    for vi, var in enumerate(variables):
+        kept = keep.get(vi)
+        if kept is None:
+            out.append(var)
+            continue
+        key = (id(var.options), var.sig_id, tuple(kept))
+        if key not in cut:
+            cut[key] = ([var.options[o] for o in kept], [var.keys[o] for o in kept],
+                        next_id + len(cut))
+        options, keys, sig_id = cut[key]
+        out.append(replace(var, options=options, keys=keys, sig_id=sig_id))
+    return out
 
 
 def _custom_bprop_pairs(graph: OpGraph, variables: list) -> list:
@@ -270,4 +304,4 @@ def _pair_sum(terms: list, sums: dict) -> np.ndarray:
     return got
 
 
-__all__ = ["SPOT_CHECKS", "build_problem"]
+__all__ = ["SPOT_CHECKS", "build_problem", "restrict_options"]
