@@ -354,20 +354,20 @@ def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
 
 
 def stage_of_decision(plan: Plan) -> dict[str, int]:
-    """Stage of every decision of a pipelined plan (by its block; operators outside blocks go to
-    the first or last stage like the blocks around them)."""
+    """Stage of every decision of a pipelined plan (decisions are in graph order): by its block;
+    an operator outside blocks takes the stage of the block before it (functional calls inside a
+    block, such as ConvNeXt's layer scale ``gamma * x``, and the operators after the last
+    block), the first stage before any block: the rule of :func:`.stages.block_of_ops`."""
     record = plan.pipeline or {}
     stage_of = record.get("stage_of_block", {})
-    last = max(stage_of.values(), default=0)
     out: dict[str, int] = {}
-    seen = False
+    current = 0
     for d in plan.decisions:
         bp = block_prefix(d.name)
         name = f"{bp[0]}.{bp[1]}" if bp else None
         if name in stage_of:
-            out[d.name], seen = stage_of[name], True
-        else:
-            out[d.name] = last if seen else 0
+            current = stage_of[name]
+        out[d.name] = current
     return out
 
 
