@@ -13,11 +13,15 @@ plan chose the propagate write-back, and it put the gammas of the first stage on
 """
 from __future__ import annotations
 
+import copy
+import functools
+
 import pytest
 
 from smsg_ms.integration.check import check_plan
 from smsg_ms.integration.pipeline import ranks_per_stage
 from smsg_ms.planner import plan_graph, plan_network_pipelined
+from smsg_ms.planner.errors import PipelinePlanningError
 
 SPEC = "smsg_ms.networks.layer_scale:build"
 
@@ -37,10 +41,18 @@ def test_weight_first_product_keeps_batch_cut(captured):
     assert not inserted.get(("AllGather", "forward", 8))
 
 
-@pytest.mark.parametrize("stages", [2])
-def test_functional_weight_on_its_blocks_stage(stages):
-    plan = plan_network_pipelined(SPEC, 8, global_batch=8, stages=stages, micro_batches=2)
+@functools.lru_cache(maxsize=None)
+def _pipelined(stages: int = 2):
+    return plan_network_pipelined(SPEC, 8, global_batch=8, stages=stages, micro_batches=2)
+
+
+def test_functional_weight_on_its_blocks_stage():
+    stages = 2
+    plan = _pipelined(stages)
     assert plan.pipeline["stages"] == stages
+    # block 0 ends with a Reshape (its proj Dense): the only border is after block 1
+    assert plan.pipeline["stage_of_block"] == {"blocks.0": 0, "blocks.1": 0, "blocks.2": 1,
+                                               "blocks.3": 1}
     report = check_plan(plan, ranks_per_stage(8, stages))
     for rank in report.ranks:
         assert rank.error is None, rank.error
@@ -48,3 +60,15 @@ def test_functional_weight_on_its_blocks_stage(stages):
         got = {row.key: row.inserted for row in rank.rows}
         # the stage's two gammas at least (the product leaves them whole on its 4 devices)
         assert got.get(("AllReduce", "grad_sync", 8 // stages), 0) >= 4 // stages
+
+
+def test_no_stage_border_after_a_reshape():
+    """MindSpore refuses the border the planner avoids; a stage count needing it is refused
+    with that reason."""
+    plan = copy.deepcopy(_pipelined(2))
+    plan.pipeline["stage_of_block"] = {"blocks.0": 0, "blocks.1": 1, "blocks.2": 1,
+                                       "blocks.3": 1}
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error and "Reshape op can't be a border" in rank.error
+    with pytest.raises(PipelinePlanningError, match="Reshape op can't be a border"):
+        plan_network_pipelined(SPEC, 8, global_batch=8, stages=4, micro_batches=4)
