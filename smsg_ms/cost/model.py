@@ -315,17 +315,23 @@ class CostModel:
         """The layout MindSpore gives ``op`` when it carries no strategy (batch-parallel)."""
         return self.with_kernel(op, [self._default(op, self.spec(op))])[0]
 
+    def _is_parameter(self, op: OpNode, i: int) -> bool:
+        return i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
+
     def _default(self, op: OpNode, spec: Einsum | None) -> OpCost:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
         n = self.devices
         if spec is not None:
-            i, first = next(((i, x) for i, x in enumerate(spec.inputs) if x), (0, ""))
-            cuts = {}
             # the batch-parallel default leaves a parameter input whole (split flag off; the
             # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast) and
-            # cuts the first dimension gcd(devices, size)-way (batch_parallel_cut)
-            param = i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
-            if first and first[0] in spec.cuttable() and not param:
+            # cuts the first dimension of every other input gcd(devices, size)-way
+            # (batch_parallel_cut; GenerateBatchStrategiesBySplitFlag, ops_info/
+            # operator_info.cc): the first such input decides, also behind a parameter
+            # (ConvNeXt's layer scale ``gamma * x``: x stays batch-cut, gamma whole)
+            first = next((x for i, x in enumerate(spec.inputs)
+                          if x and not self._is_parameter(op, i)), "")
+            cuts = {}
+            if first and first[0] in spec.cuttable():
                 cut = batch_parallel_cut(n, [spec.sizes[first[0]]])
                 if cut > 1:
                     cuts = {first[0]: cut}

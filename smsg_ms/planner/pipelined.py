@@ -21,7 +21,7 @@ from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
 from .stages import (block_of_ops, boundary_slice, bytes_per_element, links_of, optimizer_sharded,
-                     recomputed_on_later_stages)
+                     recomputed_on_later_stages, reshape_borders, weight_dependent)
 
 
 #: ``plan_network_pipelined`` prefetches stage plans on several processes from this many
@@ -159,6 +159,13 @@ def _worker_count(devices: int, settings: PlanningOptions) -> int:
     return workers
 
 
+def _borders(graph) -> tuple[list[str], set[int]]:
+    """``(block names in order, indices of the blocks no stage may end after)``
+    (:func:`.stages.reshape_borders`)."""
+    names, block = block_of_ops(graph)
+    return names, reshape_borders(graph, block, weight_dependent(graph))
+
+
 def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions, *, capture,
           stats, network_options: dict) -> Plan:
     from ..cost.hardware import get_hardware
@@ -181,14 +188,22 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     links = links_of(hw)
     bytes_per = bytes_per_element(costs.graph(global_batch // (micro_batches or 1)))
     if stages == "auto":
-        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
-        p_list = [p for p in p_list if p <= blocks]
+        names, refused = _borders(costs.graph(global_batch // (micro_batches or 1)))
+        p_list = [p for p in p_list if p <= len(names) and p - 1 <= len(names) - 1 - len(refused)]
     elif int(stages) > 1:
-        blocks = len(block_of_ops(costs.graph(global_batch // (micro_batches or 1)))[0])
+        names, refused = _borders(costs.graph(global_batch // (micro_batches or 1)))
+        blocks = len(names)
         if int(stages) > blocks:
             raise PipelinePlanningError(
                 f"{stages} pipeline stages need at least {stages} repeated blocks; network "
                 f"'{spec}' has {blocks}: use at most {blocks} stages (or --pipeline auto)")
+        if int(stages) - 1 > blocks - 1 - len(refused):
+            raise PipelinePlanningError(
+                f"{stages} pipeline stages need {int(stages) - 1} stage border(s) between "
+                f"blocks; network '{spec}' has {blocks - 1 - len(refused)}: after "
+                f"{', '.join(names[i] for i in sorted(refused))} the tensor sent to the next "
+                "block is a Reshape's output, which MindSpore refuses as a stage border "
+                "(\"Reshape op can't be a border\"); use fewer stages")
     sharding = ((False, True, "level2", "level3") if settings.optimizer_sharding is None
                 else (settings.optimizer_sharding,))
     virtual = (VIRTUAL_STAGES if settings.virtual_stages is None
@@ -354,20 +369,20 @@ def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
 
 
 def stage_of_decision(plan: Plan) -> dict[str, int]:
-    """Stage of every decision of a pipelined plan (by its block; operators outside blocks go to
-    the first or last stage like the blocks around them)."""
+    """Stage of every decision of a pipelined plan (decisions are in graph order): by its block;
+    an operator outside blocks takes the stage of the block before it (functional calls inside a
+    block, such as ConvNeXt's layer scale ``gamma * x``, and the operators after the last
+    block), the first stage before any block: the rule of :func:`.stages.block_of_ops`."""
     record = plan.pipeline or {}
     stage_of = record.get("stage_of_block", {})
-    last = max(stage_of.values(), default=0)
     out: dict[str, int] = {}
-    seen = False
+    current = 0
     for d in plan.decisions:
         bp = block_prefix(d.name)
         name = f"{bp[0]}.{bp[1]}" if bp else None
         if name in stage_of:
-            out[d.name], seen = stage_of[name], True
-        else:
-            out[d.name] = last if seen else 0
+            current = stage_of[name]
+        out[d.name] = current
     return out
 
 

@@ -12,6 +12,7 @@ stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from math import prod
 
 from ..cost.overlap import exposed_grad_sync
@@ -236,6 +237,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of), _sent=sent):
         out_b[i] += nbytes
         in_b[j] += nbytes
+    for i in reshape_borders(graph, block, sent):
+        out_b[i] = math.inf            # no stage may end there: the cut search avoids it
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
                       tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i],
                       selective_seconds=sel_fwd[i], selective_bytes=sel_act[i])
@@ -292,6 +295,24 @@ def weight_dependent(graph: OpGraph) -> set[str]:
         for op in graph.ops:
             if any(name in out for name in op.inputs):
                 out.update(op.outputs)
+    return out
+
+
+def reshape_borders(graph: OpGraph, block: dict[int, int], sent: set) -> set[int]:
+    """Indices of the blocks after which no pipeline stage may end: a tensor computed from
+    trained weights (``sent``) crosses that border as the output of a Reshape (a Dense on a 3-D
+    input ends with one: Swin's PatchMerging). MindSpore refuses such a stage border ("Reshape
+    op can't be a border", ``PipelineTransformer::CreateOpInfo``,
+    ``frontend/parallel/pipeline/pipeline_transformer.cc``). ``block``: op id → block index."""
+    out: set[int] = set()
+    for op in graph.ops:
+        if op.type != "Reshape":
+            continue
+        for name in op.outputs:
+            if name in sent:
+                last = max((block[c] for c in graph.tensors[name].consumers),
+                           default=block[op.id])
+                out.update(range(block[op.id], last))
     return out
 
 
@@ -371,7 +392,7 @@ def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
 
-__all__ = ["StageSolution", "block_of_ops", "boundary_slice", "boundary_tensors",
+__all__ = ["StageSolution", "block_of_ops", "boundary_slice", "boundary_tensors", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

@@ -34,10 +34,17 @@ def is_functional(name: str) -> bool:
 
 def unreached_with_collectives(plan: Plan) -> list[str]:
     """Sorted names of the functional operators (no ``shard()`` reaches them) for which the plan
-    predicts collectives (group > 1) under MindSpore's semi-auto default."""
+    predicts collectives (group > 1) under MindSpore's semi-auto default.
+
+    The gradient AllReduce of a weight a functional call reads whole (``grad_sync``: ConvNeXt's
+    layer scale ``gamma * x``) does not count: it is the data-parallel gradient sync any layout
+    with the batch cut pays, not a redistribution the propagation could avoid, and propagating
+    instead lays such operators out where the plan does not predict (cut weights, other groups).
+    """
     return sorted({d.name for d in plan.decisions
                    if not d.shardable and is_functional(d.name)
-                   and any(int(c.get("group", 1)) > 1 for c in d.collectives)})
+                   and any(int(c.get("group", 1)) > 1 and c.get("phase") != "grad_sync"
+                           for c in d.collectives)})
 
 
 def _pipelined(plan: Plan) -> bool:
