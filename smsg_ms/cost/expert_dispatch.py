@@ -118,7 +118,10 @@ def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware,
                           micro_batches: int = 1, optimizer_states: int = 2) -> dict:
     """Change of the step against ``ep = 1`` (module docstring):
     ``{"seconds", "memory_bytes", "alltoall_seconds", "grad_sync_seconds"}`` per device, the
-    seconds of one training step, bytes of the largest stage.
+    seconds of one training step, bytes of the largest stage; ``alltoall_forward`` /
+    ``alltoall_backward``: the ``AlltoAllV`` calls over ``ep`` devices the compiled graph holds
+    per micro-batch (all captured layers; none at ``ep = 1``, where the network's calls have a
+    group of one).
 
     Args:
         devices: devices per stage ``d`` (``dp·tp``).
@@ -147,6 +150,8 @@ def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware,
     memory = (2 * per_element + 4 * optimizer_states) * layout.weight_elements * (1 / ep - 1)
     seconds = (micro_batches + stages - 1) / stages * a2a + grad / stages
     return {"seconds": seconds, "memory_bytes": memory / stages,
+            "alltoall_forward": len(layout.dispatch) if ep > 1 else 0,
+            "alltoall_backward": sum(g for _, g in layout.dispatch) if ep > 1 else 0,
             "alltoall_seconds": (micro_batches + stages - 1) / stages * a2a,
             "grad_sync_seconds": grad / stages}
 

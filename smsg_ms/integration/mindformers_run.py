@@ -86,7 +86,8 @@ def apply_expert_parallel(plan: Plan, graph=None):
     choose the expert-parallel degree of least predicted step among those mindformers accepts,
     add its difference to ``plan.totals`` (``step_seconds``, ``memory_bytes``) and record it as
     ``totals["expert_parallel"]`` with its parts (``expert_alltoall_seconds``,
-    ``expert_grad_sync_seconds``), and in ``plan.options`` (the network option of
+    ``expert_grad_sync_seconds``, ``expert_memory_bytes``; ``expert_alltoall_forward``/``_backward``: the AlltoAllV
+    calls predicted in the compiled graph), and in ``plan.options`` (the network option of
 :func:`smsg_ms.networks.mf_run.build`, so ``check`` compiles that layout), and seal it again. The planner priced the experts at ``ep = 1``. Returns the graph
     (captured again from the plan when ``None``); a plan without experts is left as it was."""
     from ..cost.expert_dispatch import choose_expert_parallel, expert_layout
@@ -114,6 +115,9 @@ def apply_expert_parallel(plan: Plan, graph=None):
         plan.options = {**plan.options, "expert_parallel": ep}
     totals["expert_alltoall_seconds"] = delta["alltoall_seconds"]
     totals["expert_grad_sync_seconds"] = delta["grad_sync_seconds"]
+    totals["expert_memory_bytes"] = delta["memory_bytes"]
+    totals["expert_alltoall_forward"] = delta["alltoall_forward"]
+    totals["expert_alltoall_backward"] = delta["alltoall_backward"]
     plan.totals = totals
     plan.seal()
     return graph
