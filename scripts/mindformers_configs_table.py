@@ -94,7 +94,13 @@ def row(name: str, work: Path) -> str:
     if "num_attention_heads" not in model_config and name in TEMPLATE_MODELS:
         model_config = yaml.safe_load((CONFIGS / TEMPLATE_MODELS[name]).read_text())["model"][
             "model_config"]
-    rc, out, err = smsg("score", "--mindformers-config", path, "--layers", pp, *SMALL,
+    # a multi-token-prediction layer is one more repeated block (on the last stage): pp blocks
+    # in all are pp - MTP decoder layers and the MTP layers
+    mtp = int(model_config.get("num_nextn_predict_layers") or model_config.get("mtp_depth") or 0)
+    depth = pp - mtp if pp > mtp else pp
+    if depth != pp:
+        label += f" ({depth} layers + {mtp} MTP)"
+    rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                         *heads_of(model_config, mp), "--json", cwd=work)
     if rc and "recompute_config.recompute" in err and "a part cannot be priced" in err:
         # smsg-ms prices all layers recomputed or none: the nearer of the two, said in the row
@@ -106,12 +112,12 @@ def row(name: str, work: Path) -> str:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         shipped += (f" (recompute {done} of {total} layers priced as "
                     f"{'all' if 2 * done >= total else 'none'})")
-        rc, out, err = smsg("score", "--mindformers-config", path, "--layers", pp, *SMALL,
+        rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                             *heads_of(model_config, mp), "--json", cwd=work)
     if rc:
         return f"| {label} | {shipped} | not yet: {err.removeprefix('smsg-ms: error: ')} | | | |"
     expert = json.loads(out)
-    sizes = ["--layers", pp, *SMALL, *heads_of(model_config, mp)]
+    sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
                         cwd=work)

@@ -171,22 +171,30 @@ def write_run_yaml(data: dict, path: str) -> str:
 def extend_to_depth(items: dict, planned_layers: int, layers: int, stages: int) -> dict:
     """Strategy checkpoint items (:func:`.strategy_files.strategy_ckpt_items`) of a plan made at
     ``planned_layers`` decoder layers, extended to ``layers``: each key naming ``.layers.i.``
-    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``.
+    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``;
+    when ``planned_layers`` does not divide ``layers``, layer ``k`` takes planned layer
+    ``min(k, planned_layers − 1)`` (the first layers keep their own kind: DeepSeek-V3's dense
+    first layers before its MoE ones). A multi-token-prediction layer (``mtp.layers.i.``) is not
+    a decoder layer and keeps its key.
 
     Raises:
-        PlanError: ``layers`` not a multiple of ``planned_layers`` or of ``stages``.
+        PlanError: ``layers`` not a multiple of ``stages``.
     """
-    if layers % planned_layers or layers % stages:
-        raise PlanError(f"the run's {layers} layers are not a multiple of the {planned_layers} "
-                        f"layers planned and of the {stages} pipeline stages")
+    if layers % stages:
+        raise PlanError(f"the run's {layers} layers are not a multiple of the {stages} pipeline "
+                        "stages (mindformers then needs per-stage offsets)")
     out = {}
     for key, item in items.items():
         m = _LAYER.search(key)
-        if m is None:
+        if m is None or ".mtp." in key[:m.start() + 1] or key.startswith("mtp."):
             out[key] = item
             continue
         i = int(m.group(1))
-        for k in range(i, layers, planned_layers):
+        if layers % planned_layers:
+            mine = [k for k in range(layers) if min(k, planned_layers - 1) == i]
+        else:
+            mine = range(i, layers, planned_layers)
+        for k in mine:
             name = key[:m.start()] + f".layers.{k}." + key[m.end():]
             out[name] = {**item, "stage": k * stages // layers}
     return dict(sorted(out.items()))

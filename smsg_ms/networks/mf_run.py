@@ -122,7 +122,8 @@ def is_moe(model_config: dict) -> bool:
 
 def sized_model_config(model_config: dict, **sizes) -> dict:
     """``model_config`` with the depth/width options of :data:`WIDTH_KEYS` (``None``: the YAML's)
-    and ``seq`` applied; ``offset`` reset to 0."""
+    and ``seq`` applied (below 2048, ``use_attn_mask_compression`` off); ``offset`` reset to
+    0."""
     out = dict(model_config)
     for option, key in WIDTH_KEYS.items():
         if sizes.get(option) is not None:
@@ -133,6 +134,11 @@ def sized_model_config(model_config: dict, **sizes) -> dict:
         out["seq_length"] = int(sizes["seq"])
         out["max_position_embeddings"] = max(int(sizes["seq"]),
                                              int(out.get("max_position_embeddings") or 0))
+        if int(sizes["seq"]) < 2048 and out.get("use_attn_mask_compression"):
+            # mindformers' compressed causal mask is a fixed 2048 x 2048 tile ("seq_length
+            # should be larger than 2048 when use mask_compression", mask_generate.py): a
+            # shorter sequence takes the full causal mask
+            out["use_attn_mask_compression"] = False
     out["offset"] = 0
     return out
 
