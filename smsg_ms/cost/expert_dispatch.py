@@ -10,13 +10,15 @@ stacked expert weights ``(E, h, 2F)`` and ``(E, F, h)`` cut ``ep``-way on ``E`` 
 the ``dp·tp/ep`` others. Inside, the network's own ``AlltoAllV`` primitives (not inserted by the
 compiler; the captured graph holds them) move the routed rows among the ``ep`` devices: in the
 capture, per layer, two of the hidden states (dispatch and combine, ``block_size = h``) and one
-of the token indices (int32), each with its global size. So ``ep`` is no per-operator strategy:
+of the routing probabilities (``block_size = 1``), each with its global size. So ``ep`` is no per-operator strategy:
 it changes, against ``ep = 1`` (the capture's layout, which the per-operator cost model prices:
 rows cut over the stage, expert weights replicated with one gradient AllReduce over the stage):
 
-* communication per micro-batch: each float ``AlltoAllV`` forward and its bprop (an
-  ``AlltoAllV`` again) backward, each int one forward only, over ``ep`` devices, the group's
-  tensor being ``ep/d`` of the global one (``d`` = devices per stage);
+* communication per micro-batch: each ``AlltoAllV`` of hidden-state rows forward and its bprop
+  (an ``AlltoAllV`` again) backward, the one of the routing probabilities forward only (the
+  compiled graph of the dry-run holds 3 forward and 2 backward per layer,
+  ``tests/test_mindformers_moe.py``), over ``ep`` devices, the group's tensor being ``ep/d`` of
+  the global one (``d`` = devices per stage);
 * gradient synchronisation once per step: the expert weights' AllReduce over ``d/ep`` devices
   of ``1/ep`` of them, in place of one over ``d`` of all of them;
 * memory per device: parameters, gradients and optimizer states of the expert weights ÷ ``ep``.
@@ -47,7 +49,7 @@ class ExpertLayout:
         experts: routed experts per layer ``E`` (the first axis of the stacked weights).
         weights: ``{name: bytes}`` of the expert weight parameters (global).
         weight_elements: elements of those parameters.
-        dispatch: ``(bytes, carries_gradient)`` of every ``AlltoAllV`` of the forward pass.
+        dispatch: ``(bytes, has_bprop)`` of every ``AlltoAllV`` of the forward pass.
         batch: samples of the capture (the bytes above are for this many).
     """
 
@@ -95,8 +97,10 @@ def expert_layout(graph, batch: int) -> ExpertLayout | None:
     for op in graph.ops:
         if op.type == ALLTOALLV and op.phase == "forward" and op.inputs:
             t = graph.tensors[op.inputs[0]]
+            # rows of hidden states (block_size h) have a bprop AlltoAllV; the routing
+            # probabilities (block_size 1) none (the dry-run's compiled graph)
             out.dispatch.append(((t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4),
-                                 t.dtype.startswith(("float", "bfloat"))))
+                                 int(op.attrs.get("block_size", 1) or 1) > 1))
     return out
 
 
