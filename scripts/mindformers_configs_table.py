@@ -35,9 +35,16 @@ SMALL = ["--hidden", "512", "--ffn", "1024", "--vocab", "4096", "--seq", "256"]
 BEGIN, END = "<!-- mindformers-configs:begin -->", "<!-- mindformers-configs:end -->"
 
 
+#: seconds one command may take (``SMSG_MF_TABLE_TIMEOUT``); a command past it is a row's reason
+TIMEOUT = float(os.environ.get("SMSG_MF_TABLE_TIMEOUT", "1800"))
+
+
 def smsg(*args, cwd) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=1800)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return 1, "", f"smsg-ms {args[0]} did not end within {TIMEOUT:.0f} s on this machine"
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
         proc.stderr.strip().splitlines()[-1] or ""
 
@@ -94,12 +101,7 @@ def row(name: str, work: Path) -> str:
     if "num_attention_heads" not in model_config and name in TEMPLATE_MODELS:
         model_config = yaml.safe_load((CONFIGS / TEMPLATE_MODELS[name]).read_text())["model"][
             "model_config"]
-    # a multi-token-prediction layer is one more repeated block (on the last stage): pp blocks
-    # in all are pp - MTP decoder layers and the MTP layers
-    mtp = int(model_config.get("num_nextn_predict_layers") or model_config.get("mtp_depth") or 0)
-    depth = pp - mtp if pp > mtp else pp
-    if depth != pp:
-        label += f" ({depth} layers + {mtp} MTP)"
+    depth = pp
     rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                         *heads_of(model_config, mp), "--json", cwd=work)
     if rc and "recompute_config.recompute" in err and "a part cannot be priced" in err:
@@ -114,9 +116,9 @@ def row(name: str, work: Path) -> str:
                     f"{'all' if 2 * done >= total else 'none'})")
         rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                             *heads_of(model_config, mp), "--json", cwd=work)
-    if rc:
-        return f"| {label} | {shipped} | not yet: {err.removeprefix('smsg-ms: error: ')} | | | |"
-    expert = json.loads(out)
+    if rc:      # the plan and the compiles may still be made
+        shipped += f": score fails: {err.removeprefix('smsg-ms: error: ')}"
+    expert = json.loads(out) if rc == 0 else None
     sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
@@ -140,8 +142,9 @@ def row(name: str, work: Path) -> str:
                      f"{' sp' if pc.get('use_seq_parallel') else ''})")
     else:
         smsg_cell = f"plan fails: {err}"
-    return (f"| {label} | {shipped}: {expert['step_seconds']:.4g} s, "
-            f"{expert['memory_bytes'] / mib:.0f} MiB | {smsg_cell} | {counts.get('expert', '–')} "
+    if expert:
+        shipped += f": {expert['step_seconds']:.4g} s, {expert['memory_bytes'] / mib:.0f} MiB"
+    return (f"| {label} | {shipped} | {smsg_cell} | {counts.get('expert', '–')} "
             f"| {counts.get('smsg', '–')} |")
 
 
