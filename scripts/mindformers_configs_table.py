@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +41,17 @@ TIMEOUT = float(os.environ.get("SMSG_MF_TABLE_TIMEOUT", "1800"))
 
 
 def smsg(*args, cwd) -> tuple[int, str, str]:
+    # its own session, so a command past the limit is ended with its dry-run children
+    proc = subprocess.Popen([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
-                              capture_output=True, text=True, timeout=TIMEOUT)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return 1, "", f"smsg-ms {args[0]} did not end within {TIMEOUT:.0f} s on this machine"
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
         proc.stderr.strip().splitlines()[-1] or ""
 
