@@ -1,8 +1,9 @@
 """The pretrain YAMLs of the mindformers 1.9.0 wheel (``configs/`` in site-packages): the shipped
 (expert) configuration beside smsg's plan for the same model and device count.
 
-Per dense YAML, through the CLI: ``score --mindformers-config`` (the YAML's own dp/mp/pp,
-micro-batches, recompute, optimizer sharding, priced by smsg's model at ``pp`` layers),
+Per YAML, through the CLI: ``score --mindformers-config`` (the YAML's own dp/mp/pp,
+micro-batches, recompute, optimizer sharding and, for a MoE model, expert_parallel, priced by
+smsg's model at ``pp`` layers),
 ``plan --mindformers-config --pipeline auto`` (smsg's plan on dp·mp·pp devices, the YAML's global
 batch, ``pp`` layers), and ``compare --mindformers-config --planners smsg`` (one stage of
 dp·mp devices at 2 layers: the collectives MindSpore's compiler inserts for smsg's plan and for
@@ -10,13 +11,15 @@ the YAML's own ``shard()`` strategies). Widths reduced (:data:`SMALL`) so the CP
 compiles in seconds; the YAML's heads:KV-heads ratio is kept.
 
 Writes the section between the markers of ``docs/benchmarks.md``.
-Run: ``PYTHONPATH=$PWD nice python scripts/mindformers_configs_table.py``.
+Run: ``PYTHONPATH=$PWD nice python scripts/mindformers_configs_table.py [STEM ...]`` (with YAML
+stems, only their rows are made again).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +36,22 @@ SMALL = ["--hidden", "512", "--ffn", "1024", "--vocab", "4096", "--seq", "256"]
 BEGIN, END = "<!-- mindformers-configs:begin -->", "<!-- mindformers-configs:end -->"
 
 
+#: seconds one command may take (``SMSG_MF_TABLE_TIMEOUT``); a command past it is a row's reason
+TIMEOUT = float(os.environ.get("SMSG_MF_TABLE_TIMEOUT", "1800"))
+
+
 def smsg(*args, cwd) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=1800)
+    # its own session, so a command past the limit is ended with its dry-run children
+    proc = subprocess.Popen([sys.executable, "-m", "smsg_ms.cli", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return 1, "", f"smsg-ms {args[0]} did not end within {TIMEOUT:.0f} s on this machine"
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
         proc.stderr.strip().splitlines()[-1] or ""
 
@@ -48,38 +64,94 @@ def heads_of(model_config: dict, mp: int) -> list[str]:
     return ["--heads", "8", "--kv-heads", str(max(1, 8 * kv // heads, mp))]
 
 
-def row(name: str, work: Path) -> str:
+#: the templates name no model (``pretrained_model_dir: path/to/model_dir``): each is given the
+#: model of the wheel's own YAML of its kind, that YAML's ``model_config`` as the folder's
+#: ``config.json``
+TEMPLATE_MODELS = {"general/llm_pretrain_dense_template.yaml": "qwen3/pretrain_qwen3_32b_4k.yaml",
+                   "general/llm_pretrain_moe_template.yaml":
+                       "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"}
+
+
+def with_model_folder(name: str, work: Path) -> tuple[Path, str]:
+    """``(YAML to run, note)``: a template copied with ``pretrained_model_dir`` pointing at a
+    folder whose ``config.json`` is the model of :data:`TEMPLATE_MODELS`; other YAMLs as
+    shipped."""
     path = CONFIGS / name
+    if name not in TEMPLATE_MODELS:
+        return path, ""
+    folder = work / (Path(name).stem + "_model")
+    folder.mkdir(exist_ok=True)
+    model = yaml.safe_load((CONFIGS / TEMPLATE_MODELS[name]).read_text())["model"]["model_config"]
+    (folder / "config.json").write_text(json.dumps(model, indent=1))
+    data = yaml.safe_load(path.read_text())
+    data["pretrained_model_dir"] = str(folder)
+    copy = work / Path(name).name
+    copy.write_text(yaml.safe_dump(data, sort_keys=False))
+    return copy, f" (model: `{Path(TEMPLATE_MODELS[name]).stem}`'s model_config)"
+
+
+def _flat(value) -> list:
+    return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
+
+
+def row(name: str, work: Path) -> str:
+    path, model_note = with_model_folder(name, work)
     data = yaml.safe_load(path.read_text())
     par = data.get("parallel_config") or {}
     dp, mp, pp = (int(par.get(k, 1)) for k in ("data_parallel", "model_parallel",
                                                 "pipeline_stage"))
-    shipped = f"dp{dp} mp{mp} pp{pp} mb{par.get('micro_batch_num', 1)}"
-    label = f"`{Path(name).stem}`"
-    rc, out, err = smsg("score", "--mindformers-config", path, "--layers", pp, *SMALL,
-                        *heads_of(data["model"]["model_config"], mp), "--json", cwd=work)
-    if rc:
-        return f"| {label} | {shipped} | not yet: {err.removeprefix('smsg-ms: error: ')} | | | |"
-    expert = json.loads(out)
-    sizes = ["--layers", pp, *SMALL, *heads_of(data["model"]["model_config"], mp)]
+    ep = int(par.get("expert_parallel", 1) or 1)
+    shipped = (f"dp{dp} mp{mp} pp{pp} mb{par.get('micro_batch_num', 1)}"
+               + (f" ep{ep}" if ep > 1 else ""))
+    label = f"`{Path(name).stem}`{model_note}"
+    model_config = data["model"]["model_config"]
+    if "num_attention_heads" not in model_config and name in TEMPLATE_MODELS:
+        model_config = yaml.safe_load((CONFIGS / TEMPLATE_MODELS[name]).read_text())["model"][
+            "model_config"]
+    depth = pp
+    rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
+                        *heads_of(model_config, mp), "--json", cwd=work)
+    if rc and "recompute_config.recompute" in err and "a part cannot be priced" in err:
+        # smsg-ms prices all layers recomputed or none: the nearer of the two, said in the row
+        flat = json.loads(json.dumps((data.get("recompute_config") or {}).get("recompute")))
+        done = sum(int(x) for x in _flat(flat))
+        total = int(model_config.get("num_hidden_layers") or 0)
+        data["recompute_config"]["recompute"] = 2 * done >= total
+        path = work / Path(name).name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        shipped += (f" (recompute {done} of {total} layers priced as "
+                    f"{'all' if 2 * done >= total else 'none'})")
+        rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
+                            *heads_of(model_config, mp), "--json", cwd=work)
+    if rc:      # the plan and the compiles may still be made
+        shipped += f": score fails: {err.removeprefix('smsg-ms: error: ')}"
+    expert = json.loads(out) if rc == 0 else None
+    sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
                         cwd=work)
     plan = json.loads(out) if rc == 0 else None
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
-                         *heads_of(data["model"]["model_config"], mp), "--planners", "smsg",
+                         *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
-    counts = {}
+    counts = {} if rc == 0 else {"expert": f"compare fails: {err2[:120]}"}
     if rc == 0:
         for r in json.loads(out)["rows"]:
             counts[r["planner"]] = (r["measures"]["collectives"] if r["ok"] else
                                     "fails: " + (r["error"] or "")[:90])
     mib = 2 ** 20
-    smsg_cell = (f"{plan['totals']['step_seconds']:.4g} s, {plan['totals']['memory_bytes'] / mib:.0f}"
-                 f" MiB ({plan['mindformers']['settings']['parallel_config']})"
-                 if plan else f"plan fails: {err}")
-    return (f"| {label} | {shipped}: {expert['step_seconds']:.4g} s, "
-            f"{expert['memory_bytes'] / mib:.0f} MiB | {smsg_cell} | {counts.get('expert', '–')} "
+    if plan:
+        pc = plan["mindformers"]["settings"]["parallel_config"]
+        smsg_cell = (f"{plan['totals']['step_seconds']:.4g} s, "
+                     f"{plan['totals']['memory_bytes'] / mib:.0f} MiB (dp{pc['data_parallel']} "
+                     f"mp{pc['model_parallel']} pp{pc['pipeline_stage']} "
+                     f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
+                     f"{' sp' if pc.get('use_seq_parallel') else ''})")
+    else:
+        smsg_cell = f"plan fails: {err}"
+    if expert:
+        shipped += f": {expert['step_seconds']:.4g} s, {expert['memory_bytes'] / mib:.0f} MiB"
+    return (f"| {label} | {shipped} | {smsg_cell} | {counts.get('expert', '–')} "
             f"| {counts.get('smsg', '–')} |")
 
 
@@ -89,12 +161,21 @@ def main() -> int:
     lines = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
              "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
              "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
+    doc = ROOT / "docs" / "benchmarks.md"
+    text = doc.read_text()
+    wanted = sys.argv[1:]       # YAML stems to redo; the others keep their rows
+    kept = {}
+    if wanted and BEGIN in text:
+        for line in text[text.index(BEGIN):text.index(END)].splitlines():
+            if line.startswith("| `"):
+                kept[line[3:line.index("`", 3)]] = line
     for name in YAMLS:
+        if wanted and Path(name).stem not in wanted and Path(name).stem in kept:
+            lines.append(kept[Path(name).stem])
+            continue
         print("…", name, flush=True)
         lines.append(row(name, work))
         print(lines[-1], flush=True)
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text()
     section = "\n".join([BEGIN, *lines, END])
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]

@@ -120,6 +120,9 @@ def cmd_plan(args) -> int:
             plan = _plan_pipelined(args)
         from .planner.write_back import set_write_back
         set_write_back(plan, args.write_back)
+    if run:     # mindformers' MoE layers: the expert-parallel degree, a run-level choice
+        from .integration.mindformers_run import apply_expert_parallel
+        graph = apply_expert_parallel(plan, graph)
     save_plan(plan, out)
     if run:     # the strategy checkpoint and the planned copy of the run configuration
         from .integration.mindformers_run import write_run_outputs

@@ -172,11 +172,6 @@ def apply_mindformers_config(args) -> dict | None:
                              f"'{args.network}')")
     data = load_run_config(path)
     model_config = model_config_of(data, path)
-    if is_moe(model_config):
-        raise RunConfigError(
-            f"{os.path.basename(path)}: {architecture(model_config)} is a "
-            "mixture-of-experts model, which smsg-ms cannot capture yet (its routing operators "
-            "and GroupedMatmul are not operator families; docs/networks.md)")
     args.network = MINDFORMERS_SPEC
     args.mindformers_config = os.path.abspath(path)
     return data

@@ -142,21 +142,35 @@ def cmd_score(args) -> int:
 
 def _score_run(args, run: dict) -> int:
     """``score --mindformers-config RUN.yaml``: the YAML's own configuration priced
-    (:func:`smsg_ms.compare.run_config.config_of_run`), at the depth and widths given."""
+    (:func:`smsg_ms.compare.run_config.config_of_run`), at the depth and widths given; a MoE
+    model's ``expert_parallel`` added (:func:`_expert_parallel_delta`)."""
     from ..cli_output import emit_json, working
     from .configs import ConfigError
-    from .run_config import config_of_run
-    from .score_configs import score_config
+    from .run_config import config_of_run, expert_parallel_of
+    from .score_configs import ShapeScorer
 
     if args.config or args.configs:
         raise ConfigError("--mindformers-config carries its own configuration: no --config or "
                           "--configs")
     config, notes = config_of_run(run)
+    ep = expert_parallel_of(run)
     shape = _options(args)
     shape.pop("batch", None)
     with working(f"capturing and scoring {args.mindformers_config}", args.json):
-        result = score_config(args.network, config, devices=args.devices,
-                              hardware=args.hardware, **shape)
+        if args.devices is not None:
+            config.validate(devices=args.devices)
+        scorer = ShapeScorer(args.network, args.hardware, dict(shape))
+        result = scorer.score(config)
+        expert = _expert_parallel_delta(scorer, config, ep)
+    if expert is not None:
+        result["step_seconds"] += expert["seconds"]
+        result["memory_bytes"] += expert["memory_bytes"]
+        result["expert_parallel"] = ep
+        notes.append(f"expert_parallel = {ep}: AlltoAll {expert['alltoall_seconds']:.4g} s, "
+                     f"expert gradient sync {expert['grad_sync_seconds']:+.4g} s, memory "
+                     f"{expert['memory_bytes'] / 2**20:+.1f} MiB against ep = 1")
+    elif ep > 1:
+        notes.append(f"expert_parallel = {ep}: the model has no expert layers, not priced")
     if args.json:
         emit_json({"mindformers_config": args.mindformers_config, "config": config.text(),
                    "notes": notes, **result})
@@ -168,6 +182,29 @@ def _score_run(args, run: dict) -> int:
     for note in notes:
         print(f"note: {note}")
     return 0
+
+
+def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
+    """The step's change at expert parallel ``ep`` against 1
+    (:func:`smsg_ms.cost.expert_dispatch.expert_parallel_delta`) on the scorer's stage graph,
+    or ``None`` without mindformers' expert layers.
+
+    Raises:
+        ConfigError: ``ep`` does not divide ``dp·tp`` or the expert count (mindformers refuses).
+    """
+    from ..cost.expert_dispatch import expert_layout, expert_parallel_delta
+    from ..cost.hardware import get_hardware
+    from .configs import ConfigError
+
+    batch, devices = config.micro_batch * config.dp, config.dp * config.tp
+    layout = expert_layout(scorer.stage(batch, devices).graph, batch)
+    if layout is None:
+        return None
+    try:
+        return expert_parallel_delta(layout, devices, ep, get_hardware(scorer.hardware),
+                                     stages=config.pp, micro_batches=config.micro_batches)
+    except ValueError as exc:
+        raise ConfigError(f"parallel_config.expert_parallel: {exc}") from None
 
 
 def _network_args(p, devices_required: bool = True) -> None:

@@ -27,15 +27,17 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
     """``(configuration, notes)`` of the parsed run configuration ``data``; a note names a key
     read but not priced (its effect is left out of the prediction).
 
+    ``expert_parallel`` is not part of the configuration: :func:`expert_parallel_of` reads it
+    (priced on top by :mod:`smsg_ms.cost.expert_dispatch`).
+
     Raises:
-        ConfigError: one line naming the key that cannot be priced yet: ``context_parallel`` or
-            ``expert_parallel`` above 1, a per-stage ``recompute_config.recompute`` list, or a
-            malformed value.
+        ConfigError: one line naming the key that cannot be priced yet: ``context_parallel``
+            above 1, a per-stage ``recompute_config.recompute`` list, or a malformed value.
     """
     from ..networks.mf_run import global_batch
 
     par = data.get("parallel_config") or {}
-    for key in ("context_parallel", "expert_parallel"):
+    for key in ("context_parallel",):
         if _int(par, key) > 1:
             raise ConfigError(f"parallel_config.{key} = {par[key]} cannot be priced yet (the "
                               "Megatron layout of smsg_ms.compare.configs has no "
@@ -76,10 +78,19 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
     return config, notes
 
 
+def expert_parallel_of(data: dict) -> int:
+    """``parallel_config.expert_parallel`` of the run (1 when absent).
+
+    Raises:
+        ConfigError: not a positive integer.
+    """
+    return _int(data.get("parallel_config") or {}, "expert_parallel")
+
+
 def _flatten(value) -> list:
     if isinstance(value, (list, tuple)):
         return [x for v in value for x in _flatten(v)]
     return [value]
 
 
-__all__ = ["config_of_run"]
+__all__ = ["config_of_run", "expert_parallel_of"]

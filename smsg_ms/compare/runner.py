@@ -119,6 +119,11 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
             t0 = time.perf_counter()
             plan = plan_network(spec, devices, hardware=hardware, write_back=write_back,
                                 **options)
+            if graph is not None:   # mindformers' MoE layers: the expert-parallel degree
+                from ..integration.mindformers_run import apply_expert_parallel
+                apply_expert_parallel(plan, graph)
+                options = {**options, **{k: v for k, v in plan.options.items()
+                                         if k == "expert_parallel"}}
             row["planning_seconds"] = time.perf_counter() - t0
             # the plan's write-back: shard() in semi-auto, or the seeds of sharding propagation
             mode = "sharding_propagation" if plan.write_back == "propagate" else "semi_auto"

@@ -174,7 +174,14 @@ class ShapeScorer:
         fallback = []
         for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
             vi, _ = stage.index[op_id]
-            keys = [tuple(tuple(int(x) for x in s) for s in k) for k in stage.variables[vi].keys]
+            try:
+                keys = [tuple(tuple(int(x) for x in s) for s in k)
+                        for k in stage.variables[vi].keys]
+            except TypeError:
+                # one operator left to MindSpore's default (keyed by its layouts: calls of
+                # several ranks), which the layout cannot pin (mindformers' MoE router)
+                fallback.append(stage.variables[vi].name)
+                continue
             wanted = [strategy]
             if role == "embedding":
                 wanted.append(role_strategy(stage.graph, stage.graph.ops[op_id],

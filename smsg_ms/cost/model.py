@@ -19,6 +19,7 @@ import sympy
 
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
+from .expert_dispatch import morph_expert_weights, parameter_behind
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
@@ -85,6 +86,8 @@ class CostModel:
         self._normal: dict[TensorLayout, TensorLayout] = {}
         self._redist_seconds: dict[tuple, float] = {}
         self._with_grad: set[str] | None = None
+        #: expert weights whose layout mindformers' MoE Morph fixes (replicated at ep = 1)
+        self._morph_weights = morph_expert_weights(graph)
 
     # ---- helpers ---------------------------------------------------------------------------
     def _shapes(self, names):
@@ -102,13 +105,20 @@ class CostModel:
         """The tensor as an operator sees it; the output of a pass-through operator (a Cast,
         :func:`~smsg_ms.cost.operators.passes_layout_through`) of a parameter is that
         parameter (MindSpore gives the parameter its consumer's layout through the Cast and
-        synchronises its gradient there: the dry-run's RMSNorm weights). ``borrowed``: a
+        synchronises its gradient there: the dry-run's RMSNorm weights); so is an expert weight
+        of mindformers' MoE reaching a GroupedMatmul through Cast and Reshape. ``borrowed``: a
         parameter another operator pays for (:mod:`.shared_parameters`)."""
         t = self.graph.tensors[name]
         if t.producer is not None and \
                 operators.passes_layout_through(self.graph.ops[t.producer].type):
             src = self.graph.tensors[self.graph.ops[t.producer].inputs[0]]
             if src.kind == "parameter":
+                t = src
+        if t.kind != "parameter" and self._morph_weights:
+            # mindformers' expert weight reaches its GroupedMatmul through Cast and Reshape
+            # (smsg_ms.cost.expert_dispatch): the GroupedMatmul holds and synchronises it
+            src = parameter_behind(self.graph, name)
+            if src is not None and src.name in self._morph_weights:
                 t = src
         return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name,
                           owner=not borrowed)
@@ -393,11 +403,17 @@ class CostModel:
         its output keeps from its input, free
         (:func:`smsg_ms.cost.operators.passthrough_options`). A Cast of a parameter costs
         nothing here: its consumer is costed as reading the parameter itself (:meth:`_side`).
+        An expert weight of mindformers' MoE keeps only the whole layout (its Morph's at ep 1).
 
         Raises:
             ValueError: ``op`` is no pass-through operator.
         """
-        return self.with_kernel(op, operators.passthrough_options(self, op))
+        options = operators.passthrough_options(self, op)
+        if op.inputs and op.inputs[0] in self._morph_weights:
+            # the Morph around mindformers' experts takes the weight whole at ep = 1
+            # (smsg_ms.cost.expert_dispatch prices ep on top)
+            options = [c for c in options if all(x == 1 for s in c.strategy for x in s)] or options
+        return self.with_kernel(op, options)
 
     def with_kernel(self, op: OpNode, costs: list[OpCost]) -> list[OpCost]:
         """``costs`` with their kernel fields set (:mod:`smsg_ms.cost.kernels`): unit, HBM bytes

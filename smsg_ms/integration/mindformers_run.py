@@ -55,7 +55,11 @@ def run_settings(plan: Plan, model_config: dict) -> dict:
     """The plan's settings in mindformers' names: ``{"parallel_config": {...},
     "recompute": bool, "enable_parallel_optimizer": bool, "batch_size": int}``
     (``batch_size``: ``runner_config.batch_size``, samples per micro-batch per data-parallel
-    replica, so mindformers' global batch is the plan's)."""
+    replica, so mindformers' global batch is the plan's). ``expert_parallel`` is the plan's
+    (:func:`apply_expert_parallel`, 1 without experts); a MoE plan with ``model_parallel > 1``
+    gets ``use_seq_parallel`` (mindformers' ``MoELayer`` refuses tensor parallelism without it:
+    "performance may degrade if MoE and tensor parallelism are enabled without also enabling
+    sequence parallelism", ``moe_layer.py``)."""
     pipe = plan.pipeline or {}
     stages = int(pipe.get("stages", 1))
     micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
@@ -66,13 +70,57 @@ def run_settings(plan: Plan, model_config: dict) -> dict:
     if global_batch % (dp * micro):
         raise PlanError(f"the plan's global batch {global_batch} is not a multiple of "
                         f"data_parallel·micro_batch_num = {dp}·{micro}")
+    ep = int((plan.totals or {}).get("expert_parallel", 1))
     return {"parallel_config": {"data_parallel": dp, "model_parallel": mp,
                                 "pipeline_stage": stages, "micro_batch_num": micro,
-                                "expert_parallel": 1, "context_parallel": 1,
-                                "use_seq_parallel": sequence_parallel(plan)},
+                                "expert_parallel": ep, "context_parallel": 1,
+                                "use_seq_parallel": sequence_parallel(plan)
+                                or ("expert_parallel" in (plan.totals or {}) and mp > 1)},
             "recompute": any(bool(v) for v in (pipe.get("recompute") or {}).values()),
             "enable_parallel_optimizer": bool(pipe.get("optimizer_sharding", False)),
             "batch_size": global_batch // (dp * micro)}
+
+
+def apply_expert_parallel(plan: Plan, graph=None):
+    """With mindformers' MoE layers in the plan's graph (:mod:`smsg_ms.cost.expert_dispatch`):
+    choose the expert-parallel degree of least predicted step among those mindformers accepts,
+    add its difference to ``plan.totals`` (``step_seconds``, ``memory_bytes``) and record it as
+    ``totals["expert_parallel"]`` with its parts (``expert_alltoall_seconds``,
+    ``expert_grad_sync_seconds``, ``expert_memory_bytes``; ``expert_alltoall_forward``/``_backward``: the AlltoAllV
+    calls predicted in the compiled graph), and in ``plan.options`` (the network option of
+:func:`smsg_ms.networks.mf_run.build`, so ``check`` compiles that layout), and seal it again. The planner priced the experts at ``ep = 1``. Returns the graph
+    (captured again from the plan when ``None``); a plan without experts is left as it was."""
+    from ..cost.expert_dispatch import choose_expert_parallel, expert_layout
+    from ..cost.hardware import get_hardware
+
+    if graph is None:
+        from ..graph.capture import capture_network
+        graph = capture_network(plan.network, **plan.options)
+    batch = int(plan.options.get("batch") or 1)
+    layout = expert_layout(graph, batch)
+    if layout is None:
+        return graph
+    pipe = plan.pipeline or {}
+    stages = int(pipe.get("stages", 1))
+    micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
+    global_batch = int(pipe.get("global_batch") or batch)
+    ep, delta = choose_expert_parallel(layout, plan.devices // stages, get_hardware(plan.hardware),
+                                       micro_batch=global_batch // micro, stages=stages,
+                                       micro_batches=micro)
+    totals = dict(plan.totals or {})
+    totals["step_seconds"] = float(totals.get("step_seconds", 0.0)) + delta["seconds"]
+    totals["memory_bytes"] = float(totals.get("memory_bytes", 0.0)) + delta["memory_bytes"]
+    totals["expert_parallel"] = ep
+    if ep > 1:      # check and compare build the experts' layout the plan chose
+        plan.options = {**plan.options, "expert_parallel": ep}
+    totals["expert_alltoall_seconds"] = delta["alltoall_seconds"]
+    totals["expert_grad_sync_seconds"] = delta["grad_sync_seconds"]
+    totals["expert_memory_bytes"] = delta["memory_bytes"]
+    totals["expert_alltoall_forward"] = delta["alltoall_forward"]
+    totals["expert_alltoall_backward"] = delta["alltoall_backward"]
+    plan.totals = totals
+    plan.seal()
+    return graph
 
 
 def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:
@@ -123,22 +171,30 @@ def write_run_yaml(data: dict, path: str) -> str:
 def extend_to_depth(items: dict, planned_layers: int, layers: int, stages: int) -> dict:
     """Strategy checkpoint items (:func:`.strategy_files.strategy_ckpt_items`) of a plan made at
     ``planned_layers`` decoder layers, extended to ``layers``: each key naming ``.layers.i.``
-    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``.
+    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``;
+    when ``planned_layers`` does not divide ``layers``, layer ``k`` takes planned layer
+    ``min(k, planned_layers − 1)`` (the first layers keep their own kind: DeepSeek-V3's dense
+    first layers before its MoE ones). A multi-token-prediction layer (``mtp.layers.i.``) is not
+    a decoder layer and keeps its key.
 
     Raises:
-        PlanError: ``layers`` not a multiple of ``planned_layers`` or of ``stages``.
+        PlanError: ``layers`` not a multiple of ``stages``.
     """
-    if layers % planned_layers or layers % stages:
-        raise PlanError(f"the run's {layers} layers are not a multiple of the {planned_layers} "
-                        f"layers planned and of the {stages} pipeline stages")
+    if layers % stages:
+        raise PlanError(f"the run's {layers} layers are not a multiple of the {stages} pipeline "
+                        "stages (mindformers then needs per-stage offsets)")
     out = {}
     for key, item in items.items():
         m = _LAYER.search(key)
-        if m is None:
+        if m is None or ".mtp." in key[:m.start() + 1] or key.startswith("mtp."):
             out[key] = item
             continue
         i = int(m.group(1))
-        for k in range(i, layers, planned_layers):
+        if layers % planned_layers:
+            mine = [k for k in range(layers) if min(k, planned_layers - 1) == i]
+        else:
+            mine = range(i, layers, planned_layers)
+        for k in mine:
             name = key[:m.start()] + f".layers.{k}." + key[m.end():]
             out[name] = {**item, "stage": k * stages // layers}
     return dict(sorted(out.items()))
@@ -205,5 +261,5 @@ def write_run_outputs(plan: Plan, config: str, plan_path: str, graph=None) -> di
             "settings": run_settings(plan, model_config)}
 
 
-__all__ = ["extend_to_depth", "output_paths", "parallel_sizes", "planned_run", "run_settings",
+__all__ = ["apply_expert_parallel", "extend_to_depth", "output_paths", "parallel_sizes", "planned_run", "run_settings",
            "sequence_parallel", "write_run_outputs", "write_run_strategy_ckpt", "write_run_yaml"]

@@ -122,7 +122,8 @@ def is_moe(model_config: dict) -> bool:
 
 def sized_model_config(model_config: dict, **sizes) -> dict:
     """``model_config`` with the depth/width options of :data:`WIDTH_KEYS` (``None``: the YAML's)
-    and ``seq`` applied; ``offset`` reset to 0."""
+    and ``seq`` applied (below 2048, ``use_attn_mask_compression`` off); ``offset`` reset to
+    0."""
     out = dict(model_config)
     for option, key in WIDTH_KEYS.items():
         if sizes.get(option) is not None:
@@ -133,29 +134,39 @@ def sized_model_config(model_config: dict, **sizes) -> dict:
         out["seq_length"] = int(sizes["seq"])
         out["max_position_embeddings"] = max(int(sizes["seq"]),
                                              int(out.get("max_position_embeddings") or 0))
+        if int(sizes["seq"]) < 2048 and out.get("use_attn_mask_compression"):
+            # mindformers' compressed causal mask is a fixed 2048 x 2048 tile ("seq_length
+            # should be larger than 2048 when use mask_compression", mask_generate.py): a
+            # shorter sequence takes the full causal mask
+            out["use_attn_mask_compression"] = False
     out["offset"] = 0
     return out
 
 
 def build(run_config: str, batch: int | None = None, seq: int | None = None,
           layers: int | None = None, hidden: int | None = None, heads: int | None = None,
-          kv_heads: int | None = None, ffn: int | None = None, vocab: int | None = None):
+          kv_heads: int | None = None, ffn: int | None = None, vocab: int | None = None,
+          expert_parallel: int | None = None):
     """The model of the mindformers run configuration ``run_config`` (a YAML path), in training,
     without the YAML's tensor parallelism (its primitives' strategies are the plan's to give).
 
+    ``expert_parallel``: the expert-parallel degree of a MoE model's layers (mindformers fixes
+    their layout from it, :mod:`smsg_ms.cost.expert_dispatch`), applied where it divides the
+    stage's devices (a capture on 1 device builds ``ep = 1``, the same graph); default 1.
+
     Raises:
-        RunConfigError: the YAML is unreadable or names no model; a mixture-of-experts model
-            (its graph cannot be captured yet: docs/networks.md); an inference-only class.
+        RunConfigError: the YAML is unreadable or names no model; an inference-only class.
     """
     return _build(run_config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
-                                      kv_heads=kv_heads, ffn=ffn, vocab=vocab), None)
+                                      kv_heads=kv_heads, ffn=ffn, vocab=vocab),
+                  {"expert_parallel": expert_parallel} if expert_parallel else None)
 
 
 def build_expert(run_config: str, batch: int | None = None, seq: int | None = None,
                  layers: int | None = None, hidden: int | None = None, heads: int | None = None,
                  kv_heads: int | None = None, ffn: int | None = None, vocab: int | None = None,
                  data_parallel: int | None = None, model_parallel: int | None = None,
-                 use_seq_parallel: bool | None = None):
+                 use_seq_parallel: bool | None = None, expert_parallel: int | None = None):
     """:func:`build` with the YAML's ``parallel_config`` (or the sizes given) on the model's
     parallel config, so mindformers' layers call ``shard()`` with the expert's strategies (the
     ``expert`` row of ``smsg-ms compare``): ``data_parallel·model_parallel`` must be the device
@@ -166,7 +177,7 @@ def build_expert(run_config: str, batch: int | None = None, seq: int | None = No
     """
     par = load_run_config(run_config).get("parallel_config") or {}
     given = {"data_parallel": data_parallel, "model_parallel": model_parallel,
-             "use_seq_parallel": use_seq_parallel}
+             "use_seq_parallel": use_seq_parallel, "expert_parallel": expert_parallel}
     parallel = {k: (v if v is not None else par.get(k, 1 if k != "use_seq_parallel" else False))
                 for k, v in given.items()}
     return _build(run_config, batch, dict(seq=seq, layers=layers, hidden=hidden, heads=heads,
@@ -179,11 +190,6 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
 
     data = load_run_config(config)
     mc = sized_model_config(model_config_of(data, config), **sizes)
-    if is_moe(mc):
-        raise RunConfigError(
-            f"{os.path.basename(config)}: {architecture(mc)} is a mixture-of-experts model, "
-            "whose training graph smsg-ms cannot capture yet (routing operators and GroupedMatmul "
-            "are not operator families; docs/networks.md)")
     require_package("mindformers", architecture(mc))
     import mindspore as ms
 
@@ -206,8 +212,12 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     cfg.parallel_config.data_parallel = dp
     if dp < per_stage:
         cfg.parallel_config.model_parallel = per_stage // dp
+        if is_moe(mc):  # mindformers' MoELayer refuses model_parallel > 1 without it
+            cfg.parallel_config.use_seq_parallel = True
     cfg.parallel_config.pipeline_stage = stages
     for key, value in (parallel or {}).items():
+        if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)):
+            continue    # a capture on fewer devices, or no experts: ep 1
         setattr(cfg.parallel_config, key, value)
     model = register.get_instance_from_cfg(cfg.to_dict(), kinds.MODELS,
                                            default_args={"config": cfg})

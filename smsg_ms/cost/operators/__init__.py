@@ -23,13 +23,13 @@ cost model and the planner ask of the registry instead of naming operator types.
 from __future__ import annotations
 
 from . import (batchnorm, cast, conv, elementwise, embedding, expand_dims, flash_attention,
-               gather, loss, matmul, norm, onehot, pool, reduce, reshape, rotary, routing, slicing,
-               softmax, swiglu, tile, transpose)
+               gather, grouped_matmul, loss, matmul, norm, onehot, pool, reduce, reshape, rotary,
+               routing, slicing, softmax, swiglu, tile, transpose)
 
 #: Every family module, in registration order.
 MODULES = (matmul, elementwise, softmax, norm, gather, transpose, reduce, conv, pool, batchnorm,
            slicing, loss, expand_dims, embedding, flash_attention, routing, reshape, onehot, cast,
-           swiglu, rotary, tile)
+           swiglu, rotary, tile, grouped_matmul)
 #: Primitive name → its family module.
 FAMILIES = {}
 for _module in MODULES:

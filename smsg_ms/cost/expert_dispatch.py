@@ -1,0 +1,176 @@
+"""Expert parallelism of mindformers' MoE layers (mindformers 1.9.0 ``parallel_core``
+``training_graph/transformer/moe/ffn.py``): a run-level degree ``ep``, priced per candidate.
+
+There, the token dispatcher and the experts run inside one ``Morph`` primitive with
+``self_define_shard`` (MindSpore: ``frontend/parallel/ops_info/self_define_shard_info.cc``, the
+layout the network configures is the only one accepted). Its layout is fixed by
+``parallel_config`` (``device_matrix.py``, ``MoeLayoutManager``: device matrix
+``(dp·tp/ep, ep)``): the tokens ``(B, S, h)`` cut over all ``dp·tp`` devices of a stage, the
+stacked expert weights ``(E, h, 2F)`` and ``(E, F, h)`` cut ``ep``-way on ``E`` and replicated on
+the ``dp·tp/ep`` others. Inside, the network's own ``AlltoAllV`` primitives (not inserted by the
+compiler; the captured graph holds them) move the routed rows among the ``ep`` devices: in the
+capture, per layer, two of the hidden states (dispatch and combine, ``block_size = h``) and one
+of the routing probabilities (``block_size = 1``), each with its global size. So ``ep`` is no per-operator strategy:
+it changes, against ``ep = 1`` (the capture's layout, which the per-operator cost model prices:
+rows cut over the stage, expert weights replicated with one gradient AllReduce over the stage):
+
+* communication per micro-batch: each ``AlltoAllV`` of hidden-state rows forward and its bprop
+  (an ``AlltoAllV`` again) backward, the one of the routing probabilities forward only (the
+  compiled graph of the dry-run holds 3 forward and 2 backward per layer,
+  ``tests/test_mindformers_moe.py``), over ``ep`` devices, the group's tensor being ``ep/d`` of
+  the global one (``d`` = devices per stage);
+* gradient synchronisation once per step: the expert weights' AllReduce over ``d/ep`` devices
+  of ``1/ep`` of them, in place of one over ``d`` of all of them;
+* memory per device: parameters, gradients and optimizer states of the expert weights ÷ ``ep``.
+
+The GroupedMatmul FLOPs per device do not change (each device computes about ``N·k/d`` routed
+rows whichever ``ep``). With ``p`` pipeline stages and ``m`` micro-batches (1F1B), a stage holds
+``1/p`` of the layers: the step gains ``(m + p − 1)/p`` times the per-micro-batch
+communication of all layers, ``1/p`` of their gradient synchronisation (stages synchronise in
+parallel), and memory ``1/p`` of theirs (a derivation from the 1F1B schedule of
+:mod:`smsg_ms.cost.pipeline`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph.model import DTYPE_BYTES
+
+#: the collective primitive mindformers' dispatcher calls
+ALLTOALLV = "AlltoAllV"
+EXPERT_MATMUL = "GroupedMatmul"
+
+
+@dataclass
+class ExpertLayout:
+    """What ``ep`` changes in a captured graph (global sizes at the capture's batch).
+
+    Attributes:
+        experts: routed experts per layer ``E`` (the first axis of the stacked weights).
+        weights: ``{name: bytes}`` of the expert weight parameters (global).
+        weight_elements: elements of those parameters.
+        dispatch: ``(bytes, has_bprop)`` of every ``AlltoAllV`` of the forward pass.
+        batch: samples of the capture (the bytes above are for this many).
+    """
+
+    experts: int
+    weights: dict = field(default_factory=dict)
+    weight_elements: int = 0
+    dispatch: list = field(default_factory=list)
+    batch: int = 1
+
+
+def parameter_behind(graph, name: str, hops: int = 4):
+    """The parameter (:class:`~smsg_ms.graph.model.TensorInfo`) the tensor ``name`` is read
+    from through at most ``hops`` Cast/Reshape, or ``None``."""
+    for _ in range(hops + 1):
+        t = graph.tensors.get(name)
+        if t is None:
+            return None
+        if t.kind == "parameter":
+            return t
+        op = graph.producer_of(name)
+        if op is None or op.type not in ("Cast", "Reshape") or not op.inputs:
+            return None
+        name = op.inputs[0]
+    return None
+
+
+def expert_layout(graph, batch: int) -> ExpertLayout | None:
+    """The expert weights and dispatch collectives of mindformers' MoE layers in ``graph`` (an
+    :class:`~smsg_ms.graph.model.OpGraph` captured at ``batch`` samples), or ``None`` when it has
+    no ``GroupedMatmul`` reading a stacked parameter."""
+    out = None
+    for op in graph.ops:
+        if op.type != EXPERT_MATMUL or len(op.inputs) < 2 or op.phase != "forward":
+            continue
+        param = parameter_behind(graph, op.inputs[1])
+        w_shape = tuple(graph.tensors[op.inputs[1]].shape)
+        if param is None or len(w_shape) != 3:
+            continue
+        out = out or ExpertLayout(int(w_shape[0]), batch=batch)
+        if param.name not in out.weights:
+            out.weights[param.name] = (param.numel or 0) * DTYPE_BYTES.get(param.dtype, 4)
+            out.weight_elements += param.numel or 0
+    if out is None:
+        return None
+    for op in graph.ops:
+        if op.type == ALLTOALLV and op.phase == "forward" and op.inputs:
+            t = graph.tensors[op.inputs[0]]
+            # rows of hidden states (block_size h) have a bprop AlltoAllV; the routing
+            # probabilities (block_size 1) none (the dry-run's compiled graph)
+            out.dispatch.append(((t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4),
+                                 int(op.attrs.get("block_size", 1) or 1) > 1))
+    return out
+
+
+def morph_expert_weights(graph) -> frozenset[str]:
+    """Names of the expert weight parameters :func:`expert_layout` finds (empty without)."""
+    layout = expert_layout(graph, 1)
+    return frozenset(layout.weights) if layout is not None else frozenset()
+
+
+def expert_parallel_candidates(layout: ExpertLayout, devices: int) -> list[int]:
+    """Degrees mindformers accepts: ``ep`` dividing the stage's ``dp·tp`` devices
+    (``ffn.py`` ``shard``: "expert_model_parallel_size must divide (data_parallel_size *
+    tensor_model_parallel_size)") and the expert count (``moe_layer.py``)."""
+    return [ep for ep in range(1, devices + 1) if devices % ep == 0 and layout.experts % ep == 0]
+
+
+def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware, *,
+                          micro_batch: int | None = None, stages: int = 1,
+                          micro_batches: int = 1, optimizer_states: int = 2) -> dict:
+    """Change of the step against ``ep = 1`` (module docstring):
+    ``{"seconds", "memory_bytes", "alltoall_seconds", "grad_sync_seconds"}`` per device, the
+    seconds of one training step, bytes of the largest stage; ``alltoall_forward`` /
+    ``alltoall_backward``: the ``AlltoAllV`` calls over ``ep`` devices the compiled graph holds
+    per micro-batch (all captured layers; none at ``ep = 1``, where the network's calls have a
+    group of one).
+
+    Args:
+        devices: devices per stage ``d`` (``dp·tp``).
+        micro_batch: samples per micro-batch (default the capture's batch).
+        optimizer_states: fp32 states per parameter element (Adam: 2).
+
+    Raises:
+        ValueError: ``ep`` not in :func:`expert_parallel_candidates`.
+    """
+    if ep not in expert_parallel_candidates(layout, devices):
+        raise ValueError(f"expert_parallel {ep} must divide the stage's {devices} devices and "
+                         f"the {layout.experts} experts")
+    scale = (micro_batch or layout.batch) / layout.batch
+    a2a = 0.0
+    if ep > 1:
+        for nbytes, grad in layout.dispatch:
+            once = hardware.collective_seconds("AlltoAll", ep, nbytes * scale * ep / devices)
+            a2a += once * (2 if grad else 1)
+    weight_bytes = sum(layout.weights.values())
+
+    def sync(group: int, nbytes: float) -> float:
+        return hardware.collective_seconds("AllReduce", group, nbytes) if group > 1 else 0.0
+
+    grad = sync(devices // ep, weight_bytes / ep) - sync(devices, weight_bytes)
+    per_element = weight_bytes / max(layout.weight_elements, 1)
+    memory = (2 * per_element + 4 * optimizer_states) * layout.weight_elements * (1 / ep - 1)
+    seconds = (micro_batches + stages - 1) / stages * a2a + grad / stages
+    return {"seconds": seconds, "memory_bytes": memory / stages,
+            "alltoall_forward": len(layout.dispatch) if ep > 1 else 0,
+            "alltoall_backward": sum(g for _, g in layout.dispatch) if ep > 1 else 0,
+            "alltoall_seconds": (micro_batches + stages - 1) / stages * a2a,
+            "grad_sync_seconds": grad / stages}
+
+
+def choose_expert_parallel(layout: ExpertLayout, devices: int, hardware, **kw) -> tuple[int, dict]:
+    """The candidate ``ep`` of least predicted step (ties: least memory, then the smaller
+    ``ep``) and its :func:`expert_parallel_delta`; every candidate is priced (a search over
+    one run-level dimension)."""
+    priced = [(expert_parallel_delta(layout, devices, ep, hardware, **kw), ep)
+              for ep in expert_parallel_candidates(layout, devices)]
+    best = min(priced, key=lambda item: (round(item[0]["seconds"], 12),
+                                         item[0]["memory_bytes"], item[1]))
+    return best[1], best[0]
+
+
+__all__ = ["ExpertLayout", "choose_expert_parallel", "expert_layout",
+           "expert_parallel_candidates", "expert_parallel_delta", "morph_expert_weights",
+           "parameter_behind"]
