@@ -200,6 +200,9 @@ class OpCost:
         unit: compute unit (``cube`` or ``vector``, :mod:`smsg_ms.cost.kernels`).
         bytes_fwd, bytes_bwd: bytes per device read and written from HBM, forward and backward.
         launches_fwd, launches_bwd: operator launches per device, forward and backward.
+        out_strategy: the out_strategy written back with ``Primitive.shard`` beside
+            ``strategy`` (a MatMul reduce-scattering its partial sums, sequence parallel), or
+            ``None``.
     """
 
     strategy: Strategy
@@ -215,6 +218,7 @@ class OpCost:
     bytes_bwd: float = 0.0
     launches_fwd: int = 0
     launches_bwd: int = 0
+    out_strategy: Strategy | None = None
 
 
 class StrategyError(ValueError):

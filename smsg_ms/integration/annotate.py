@@ -96,13 +96,17 @@ def fixed_by_network(prim) -> bool:
     return prim.attrs.get(SELF_DEFINE_SHARD) is True
 
 
-def replace_strategies(prims: dict, strategies: dict) -> list[str]:
+def replace_strategies(prims: dict, strategies: dict,
+                       out_strategies: dict | None = None) -> list[str]:
     """Put a plan's ``strategies`` (``{path: in_strategy}``, every path in ``prims``) on the
     primitives: each one the plan sets loses the network's own ``shard()`` (a leftover
     ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
     :func:`fixed_by_network` keeps its layout and gets nothing; a primitive the plan does not
     set loses it too (the plan predicts MindSpore's default there), unless MindSpore has no
     default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays.
+    ``out_strategies`` (``{path: out_strategy}``, a subset of ``strategies``' paths): the
+    primitives whose output layout the plan sets too (a row-parallel MatMul's ReduceScatter
+    under sequence parallel, ``ops_info/matmul_info.cc`` ``CheckOutputStrategy``).
 
     Returns:
         The paths whose own ``shard()`` was replaced, sorted.
@@ -114,13 +118,19 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
     cleared = clear_strategies({path: prim for path, prim in prims.items()
                                 if path in owned or not (fixed_by_network(prim)
                                                          or prim.name in NO_DEFAULT_LAYOUT)})
+    outs = out_strategies or {}
     for path, prim in owned.items():
-        prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
+        in_strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])
+        if path in outs:
+            prim.shard(in_strategy, tuple(tuple(int(c) for c in cuts) for cuts in outs[path]))
+        else:
+            prim.shard(in_strategy)
     return cleared
 
 
 def apply_strategies(net, strategies: dict[str, list[list[int]]],
-                     op_types: dict[str, str] | None = None) -> dict[str, tuple]:
+                     op_types: dict[str, str] | None = None,
+                     out_strategies: dict[str, list[list[int]]] | None = None) -> dict[str, tuple]:
     """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
 
     Args:
@@ -128,6 +138,7 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
         strategies: ``{primitive path: in_strategy}``, one cut tuple per tensor input.
         op_types: optional ``{primitive path: primitive name}``; a different primitive at that
             path means the plan is for another network.
+        out_strategies: optional ``{primitive path: out_strategy}`` (:attr:`Plan.out_strategies`).
 
     Returns:
         ``{path in net: strategy applied}``, sorted by path.
@@ -146,7 +157,8 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
             raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
                             f"plan but a {got} in the network")
     wanted = {mapping[path]: strategies[path] for path in mapping}
-    replace_strategies(prims, wanted)
+    outs = {mapping[path]: out for path, out in (out_strategies or {}).items() if path in mapping}
+    replace_strategies(prims, wanted, outs)
     return {net_path: tuple(tuple(int(c) for c in cuts) for cuts in strategy)
             for net_path, strategy in sorted(wanted.items())
             if not fixed_by_network(prims[net_path])}
@@ -203,7 +215,7 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
     check_plan_fits(plan, devices=devices, input_shapes=shapes,
                     fingerprint=None if graph is None else graph.fingerprint())
     types = {d.name: d.op_type for d in plan.decisions if d.shardable and d.strategy}
-    apply_strategies(net, plan.strategies, types)
+    apply_strategies(net, plan.strategies, types, plan.out_strategies)
     if stages > 1:
         mark_pipeline_cells(net, plan.pipeline)
     if set_context:

@@ -334,7 +334,11 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
                         for k, v in sorted(totals.items())},
                 dataset_strategy=_dataset_strategy(graph, variables, choice, where),
                 symbolic=dict(sorted(symbolic_table.items())),
-                enable_alltoall=bool(getattr(model, "enable_alltoall", False)))
+                enable_alltoall=bool(getattr(model, "enable_alltoall", False)),
+                out_strategies=dict(sorted(
+                    (var.name, [list(x) for x in var.options[choice[vi]][0].out_strategy])
+                    for vi, var in enumerate(variables)
+                    if var.written_back and var.options[choice[vi]][0].out_strategy)))
 
 
 __all__ = ["data_parallel_choice", "plan_from_solution"]
