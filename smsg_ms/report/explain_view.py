@@ -263,7 +263,8 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     from rich.text import Text
 
     d = shown.decision
-    strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
+    strategy = (fmt_strategy(d.strategy, plan.out_strategies.get(d.name)) if d.shardable
+                else "layout set by MindSpore")
     say("  ".join(glue(x) for x in (shown.name, d.op_type, strategy, fmt_seconds(d.seconds))),
         hanging="    ", style="bold cyan")
     if shown.instances:
