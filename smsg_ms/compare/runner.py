@@ -82,11 +82,13 @@ def match_collectives(predicted: list[dict], inserted: list[dict]) -> dict:
 
 
 def _compile(spec, devices, planner, options, strategies=None, timeout=900.0,
-             alltoall: bool = False) -> dict:
+             alltoall: bool = False, out_strategies: dict | None = None) -> dict:
     from ..dryrun.runner import run_child
 
     job = {"job": "planner_compile", "spec": spec, "options": options, "planner": planner,
            "strategies": strategies or {}}
+    if out_strategies:   # row-parallel MatMuls that reduce-scatter (sequence parallel)
+        job["out_strategies"] = out_strategies
     if alltoall:   # a plan priced with AlltoAll redistribution (expert layers)
         job["context"] = {"full_batch": True, "enable_alltoall": True}
     return run_child(job, devices=devices, timeout=timeout)
@@ -124,7 +126,7 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
             mode = "sharding_propagation" if plan.write_back == "propagate" else "semi_auto"
             row["notes"].append(f"write-back {plan.write_back}")
             result = _compile(spec, devices, mode, options, plan.strategies, timeout,
-                              alltoall=plan.enable_alltoall)
+                              alltoall=plan.enable_alltoall, out_strategies=plan.out_strategies)
         elif planner == "expert":
             from .nets import EXPERT_SPECS
             result = _compile(EXPERT_SPECS.get(spec, spec), devices, "expert",
