@@ -114,3 +114,16 @@ def test_explain_and_mindformers_name_sequence_parallel(planned):
     assert chosen_degrees(plan)["sp"] == max(cuts)            # the contracting cut of wo, w2
     config = {"num_attention_heads": OPTS["heads"]}
     assert run_settings(plan, config)["parallel_config"]["use_seq_parallel"] is True
+
+
+def test_norms_save_their_token_slice(planned):
+    """Sequence parallel's memory: every decoder norm works on ``1/8`` of the tokens, so the
+    activations it keeps for the backward pass (RmsNorm keeps its input ``(tokens, hidden)``
+    and its ``rstd`` ``(tokens, 1)``) are, per device and float32, ``(2048/8)·2048·4 +
+    (2048/8)·4`` bytes, by hand from the shapes."""
+    plan = planned[3]
+    tokens = OPTS["batch"] * OPTS["seq"] // DEVICES
+    for d in plan.decisions:
+        if d.op_type == "RmsNorm" and d.name.startswith("layers."):
+            assert d.strategy[0] == [DEVICES, 1], d.name
+            assert d.breakdown["activation_bytes"] == tokens * OPTS["hidden"] * 4 + tokens * 4
