@@ -145,6 +145,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
     if row["planning_seconds"] is None:  # MindSpore plans inside the compile
         row["planning_seconds"] = result["compile_seconds"]
     row["strategies"] = result["strategies"]
+    if plan is not None and plan.out_strategies:   # MindSpore's get_strategy gives in_strategies
+        row["out_strategies"] = plan.out_strategies
     if result.get("strategies_per_call"):
         row["strategies_per_call"] = result["strategies_per_call"]
     row["notes"] += result.get("notes", [])
@@ -229,7 +231,7 @@ def _score_rows(rows, spec, devices, hardware, graph, options) -> None:
         try:
             row["smsg_score"] = score(spec, devices, row["strategies"], hardware=hardware,
                                       graph=graph, per_call=row.get("strategies_per_call"),
-                                      **options)
+                                      out_strategies=row.get("out_strategies"), **options)
         except ImportError as exc:
             row["smsg_score"] = {"error": f"smsg cost model not available: {exc}"}
         except Exception as exc:
