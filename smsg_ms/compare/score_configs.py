@@ -126,7 +126,9 @@ class ShapeScorer:
         fallback = []
         for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
             vi, _ = stage.index[op_id]
-            keys = [tuple(tuple(int(x) for x in s) for s in k) for k in stage.variables[vi].keys]
+            # an out_strategy option's key ends in ("out", ...): never a configuration's layout
+            keys = [k if any(s and s[0] == "out" for s in k) else
+                    tuple(tuple(int(x) for x in s) for s in k) for k in stage.variables[vi].keys]
             wanted = [strategy]
             if role == "embedding":
                 wanted.append(role_strategy(stage.graph, stage.graph.ops[op_id],
