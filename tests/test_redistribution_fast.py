@@ -70,6 +70,19 @@ def _reference(devices, shape, elem_bytes, srcs, dsts, backward: bool = True) ->
     return np.array([[model.seconds(colls(a, b)) for b in dsts] for a in srcs])
 
 
+def _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward):
+    """The fast block equals the reference exactly, except NaN where the fast path leaves a pair
+    to the reference; every pair whose reference merges two AllGathers into one
+    (``MergeAllConcat``) is one of those."""
+    ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
+    merged = np.array([[any("MergeAllConcat" in c.reason for c in redistribute(shape, elem_bytes,
+                                                                              a, b))
+                        for b in dsts] for a in srcs])
+    left = np.isnan(fast)
+    assert not (merged & ~left).any()
+    assert np.where(left, ref, fast).tolist() == ref.tolist()   # exact, not approximate
+
+
 @settings(max_examples=400, deadline=None)
 @given(cases(), st.booleans())
 def test_fast_seconds_equal_reference(case, backward):
@@ -78,8 +91,7 @@ def test_fast_seconds_equal_reference(case, backward):
     fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW,
                                  backward)
     assert fast is not None
-    ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
-    assert fast.tolist() == ref.tolist()   # exact, not approximate
+    _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward)
 
 
 def _gathers(sizes_and_groups, backward: bool) -> float:
@@ -264,5 +276,4 @@ def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backwa
     finally:
         R._build_gather_program = build
     assert not built
-    ref = _reference(devices, shape, elem_bytes, sub_s, sub_d, backward)
-    assert fast.tolist() == ref.tolist()
+    _assert_fast_equals(fast, devices, shape, elem_bytes, sub_s, sub_d, backward)

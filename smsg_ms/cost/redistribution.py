@@ -147,8 +147,11 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         """The group's ranks over the unified device matrix (rank = row-major index)."""
         return tuple((sizes[x], prod(sizes[x + 1:])) for x in sorted(axes) if sizes[x] > 1)
 
+    gathered = []   # (axes, concat on axis 0 after MindSpore's OptimizeAllConcat), per AllGather
+
     def gather(dim, axes, kind_reason):
         g = prod(sizes[x] for x in axes)
+        gathered.append((list(axes), _moved_to_axis_0(dim, axes)))
         local[dim] = local[dim] * g
         fb = nbytes()
         out.append(Collective("AllGather", g, fb, "forward", tensor, kind_reason, span(axes)))
@@ -156,6 +159,18 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
                               "bprop of the redistribution AllGather", span(axes)))
         for x in axes:
             cur[dim].remove(x)
+
+    def _moved_to_axis_0(dim, axes):
+        """MindSpore's ``OptimizeAllConcat`` rewrites this gather as Reshape → AllGather on axis
+        0 → Reshape: it concatenates on an axis > 0 of MindSpore's expanded local shape (one
+        sub-dimension per unified axis cutting a dimension in either layout, major first,
+        then the remainder) and every axis before it is 1 (the tensor's earlier dimensions hold
+        one element per device; the sub-dimensions of ``dim`` more major than ``axes`` are
+        still cut)."""
+        first = min(axes)
+        before = [x for x in set(s_axes[dim]) | set(d_axes[dim]) if x < first]
+        return (dim > 0 or bool(before)) and all(x in cur[dim] for x in before) and all(
+            isinstance(n, int) and n == 1 for n in local[:dim])
 
     def groups(pred):
         """Runs of adjacent unified axes from one source axis satisfying ``pred`` (with AlltoAll,
@@ -220,7 +235,41 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
             local[dd] = local[dd] // g if isinstance(local[dd], int) else local[dd] / g
         else:  # gather now, slice after every gather
             gather(ds, run, f"move cut from dim {ds} to dim {dd} (AllGather + slice)")
-    return out
+    return out if enable_alltoall or unified is None else _merge_gathers(out, gathered, sizes)
+
+
+def _merge_gathers(out: list[Collective], gathered, sizes) -> list[Collective]:
+    """MindSpore's ``TensorTransform::MergeAllConcat`` (``tensor_layout/tensor_transform.cc``,
+    run by ``OptimizeTensorRedistributionOperatorList`` → ``ReorderAndMergeRedistributionOp``
+    on every static-shape redistribution made of AllGathers, slices and reshapes): after
+    ``OptimizeAllConcat`` has rewritten each AllGather on an axis > 0 whose expanded local
+    shape is all ones before that axis as Reshape → AllGather on axis 0 → Reshape, and
+    ``EliminateRedundancyReshape`` has dropped the Reshape pair between two such rewritten
+    gathers (the second's Reshape undoes the first's), two adjacent AllGathers on axis 0 whose
+    second group's rank stride is the first's stride times its size (its unified axes sit just
+    left of the first's) become one AllGather over both groups. A gather already on axis 0
+    keeps the previous one's Reshape in between and is not merged: ReLU (8,1) → (1,4) stays
+    two AllGathers, (8,1) → (2,2) becomes one over 4 (``tests/test_cost_vs_mindspore.py``).
+    ``out`` is :func:`redistribute`'s list (each forward AllGather followed by its
+    ReduceScatter twin), ``gathered`` the unified axes of each AllGather and whether
+    ``OptimizeAllConcat`` rewrites it."""
+    merged: list[Collective] = []
+    last = None                          # (axes, on axis 0) of the AllGather ending ``merged``
+    for (fwd, bwd), (axes, axis0) in zip(zip(out[::2], out[1::2]), gathered):
+        if last is not None and axis0 and last[1] and max(axes) + 1 == min(last[0]):
+            both = sorted(last[0] + axes)
+            g = prod(sizes[x] for x in both)
+            span = tuple((sizes[x], prod(sizes[x + 1:])) for x in both if sizes[x] > 1)
+            reason = f"{merged[-2].reason} + {fwd.reason} (one AllGather, MergeAllConcat)"
+            merged[-2:] = [Collective("AllGather", g, fwd.full_bytes, "forward", fwd.tensor,
+                                      reason, span),
+                           Collective("ReduceScatter", g, fwd.full_bytes, "backward", bwd.tensor,
+                                      bwd.reason, span)]
+            last = (both, True)
+        else:
+            merged += [fwd, bwd]
+            last = (axes, axis0)
+    return merged
 
 
 # ---- fast path: seconds of many redistributions at once ------------------------------------------
@@ -337,7 +386,7 @@ def _gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
 def _restrict(program, rows: list[int], cols: list[int], width: int):
     """The gather program of the sub-block ``rows`` × ``cols`` of ``program`` (whose blocks
     have ``width`` columns)."""
-    cut_a, steps = program
+    cut_a, steps, merging = program
     where = np.full(cut_a.shape[1] * width, -1, dtype=np.int64)
     r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
     where[(r[:, None] * width + c[None, :]).reshape(-1)] = np.arange(len(rows) * len(cols))
@@ -351,9 +400,10 @@ def _restrict(program, rows: list[int], cols: list[int], width: int):
         out.append((at2.astype(np.int32), (at2 // len(cols)).astype(np.int32), run[keep],
                     grown[keep], low[keep]))
     sub = np.ascontiguousarray(cut_a[:, r, :])
-    for arr in (sub,) + tuple(x for step in out for x in step):
+    merging = np.ascontiguousarray(merging.reshape(-1, width)[np.ix_(r, c)].reshape(-1))
+    for arr in (sub, merging) + tuple(x for step in out for x in step):
         arr.flags.writeable = False
-    return sub, out
+    return sub, out, merging
 
 
 def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
@@ -372,10 +422,35 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     pairs = (len(srcs), len(dsts))
     grown = np.zeros(pairs[0] * pairs[1], dtype=np.int32)    # bits gathered so far (flat)
     steps = []
+    # MergeAllConcat candidates (_merge_gathers), a superset: the shape's part of the rule (the
+    # tensor's earlier dimensions hold one element per device) is taken as true
+    src_m = np.stack([np.broadcast_to(sa[d], pairs).reshape(-1) for d in range(rank)]) \
+        if rank else np.zeros((0, pairs[0] * pairs[1]), dtype=np.int32)
+    any_m = src_m | (np.stack([np.broadcast_to(sb[d], pairs).reshape(-1) for d in range(rank)])
+                     if rank else src_m)
+    left = np.zeros(pairs[0] * pairs[1], dtype=np.int32)     # source bits not gathered (flat)
+    left[:] = np.bitwise_or.reduce(src_m, axis=0) if rank else 0
+    prev_first = np.full(pairs[0] * pairs[1], -2, dtype=np.int32)
+    prev_axis0 = np.zeros(pairs[0] * pairs[1], dtype=bool)
+    merging = np.zeros(pairs[0] * pairs[1], dtype=bool)
 
-    def gather(at, run, last):
+    def note_merge(at, run, last, regather):
+        first = (last - run + 1).astype(np.int64)
+        dim = np.zeros(at.size, dtype=np.int64)
+        for d in range(rank):
+            dim[((src_m[d, at] >> first) & 1) == 1] = d
+        before = any_m[dim, at] & ((1 << first) - 1)
+        cut_now = src_m[dim, at] & left[at]
+        axis0 = ((before & ~cut_now) == 0) & ((dim > 0) | (before != 0))
+        merging[at] |= axis0 & prev_axis0[at] & (last + 1 == prev_first[at])
+        prev_first[at], prev_axis0[at] = first, axis0
+        if not regather:      # an order gather is sliced back onto its dimension (redistribute)
+            left[at] &= ~(((1 << run.astype(np.int64)) - 1) << first).astype(np.int32)
+
+    def gather(at, run, last, regather=False):
         """One AllGather over ``run`` bits ending at bit ``last`` (its most minor) at the flat
         pair indices ``at``, on the slice grown so far."""
+        note_merge(at, run, last, regather)
         grown[at] += run
         steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
                       run.astype(np.int8), grown[at].astype(np.int8),
@@ -395,7 +470,7 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
         common = sa[d] & sb[d]
         at = np.flatnonzero(flat((common != 0) & (first_a[d] != first_b[d])))
         if at.size:
-            gather(at, flat(popcount[common])[at], flat(highbit[common])[at])
+            gather(at, flat(popcount[common])[at], flat(highbit[common])[at], True)
 
     def by_dimension(starts, ends, masks):
         """Gather the runs, by the dimension of ``masks`` holding their first bit, last
@@ -419,9 +494,9 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     # 3. permute: by destination dimension
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
     by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
-    for arr in (cut_a,) + tuple(x for step in steps for x in step):
+    for arr in (cut_a, merging) + tuple(x for step in steps for x in step):
         arr.flags.writeable = False
-    return cut_a, steps
+    return cut_a, steps, merging
 
 
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
@@ -442,7 +517,9 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
             backward ReduceScatters are counted; ``False`` counts the forward part only.
 
     Returns:
-        ``(len(srcs), len(dsts))`` float array of seconds, or ``None`` when the fast path does
+        ``(len(srcs), len(dsts))`` float array of seconds, NaN for the pairs where MindSpore may
+        merge two AllGathers into one (:func:`_merge_gathers`; the part of its rule that depends
+        on the shape is not in the fast path: use the reference there), or ``None`` when the fast path does
         not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a level
         size not a power of two, a symbolic dimension, sizes that could lose precision in
         float64): use the reference then.
@@ -465,7 +542,7 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     program = _gather_program(tuple(srcs), tuple(dsts), rank, nbits)
     if program is None:
         return None
-    cut_a, steps = program
+    cut_a, steps, merging = program
     dims = np.array(shape, dtype=np.int64)
     src_bytes = elem_bytes * np.prod(dims[:, None] // cut_a[:, :, 0], axis=0)    # (na,)
     total = np.zeros(len(srcs) * len(dsts))
@@ -482,4 +559,6 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
                                links)
         total[at] += t
     total = total.reshape(len(srcs), len(dsts))
-    return total + total if backward else total
+    total = total + total if backward else total
+    total[merging.reshape(total.shape)] = np.nan
+    return total
