@@ -26,8 +26,9 @@ whole first dimension before slicing). Permutes run from the destination's last 
 and, within a dimension, from its minor axis: MindSpore iterates the entries of its expanded
 tensor map (one per sub-dimension) from the last (``RedistributionOperatorInfer::
 InferRedistributionOperator``, observed order of its hash map), so a 3-D (2,1,4) → (1,8,1)
-gathers dimension 2 before dimension 0. Not modelled: MindSpore sometimes gathers two pieces of
-one source axis in one AllGather (docs/known-differences.md, D3).
+gathers dimension 2 before dimension 0. Two adjacent gathers that MindSpore moves to axis 0
+of its expanded shape become one AllGather (:func:`_merge_gathers`, ``MergeAllConcat``):
+ReLU (8,1) → (2,2) gathers over 4 at once (docs/known-differences.md, D3).
 Backward (bprop) collectives: AllGather → ReduceScatter of the same tensor, AlltoAll →
 AlltoAll, slice → none (seen in the dry-run, ``tests/test_cost_vs_mindspore.py``).
 
