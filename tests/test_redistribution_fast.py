@@ -17,7 +17,8 @@ from smsg_ms import planner
 from smsg_ms.cost.hardware import get_hardware
 from smsg_ms.cost.layout import TensorLayout
 from smsg_ms.cost.model import CostModel
-from smsg_ms.cost.redistribution import gather_seconds_matrix, redistribute
+from smsg_ms.cost.redistribution import redistribute
+from smsg_ms.cost.redistribution_fast import gather_seconds_matrix
 from smsg_ms.graph.model import OpGraph
 
 HW = get_hardware("ascend910b")
@@ -189,7 +190,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
     equals the plain reference problem's, blocks of tensors with and without a gradient (the
     token ids) alike."""
-    from smsg_ms.cost import redistribution
+    from smsg_ms.cost import redistribution_fast
 
     graph = captured("llama", layers=2)
     used, flags = [], set()
@@ -200,7 +201,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
         flags.add(args[5])
         return got
 
-    monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
+    monkeypatch.setattr(redistribution_fast, "gather_seconds_matrix", counted)
     fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
     assert used and all(used)   # the fast path really computed every block
     assert flags == {True, False}
@@ -215,7 +216,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
 def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
     """A fast block that disagrees with the reference (as after a change of the reference's
     semantics) is caught by the spot check: a warning, and the reference's numbers are used."""
-    from smsg_ms.cost import redistribution
+    from smsg_ms.cost import redistribution_fast
 
     graph = captured("llama", layers=2)
 
@@ -223,7 +224,7 @@ def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
         got = gather_seconds_matrix(*args)
         return None if got is None else got * 1.5
 
-    monkeypatch.setattr(redistribution, "gather_seconds_matrix", skewed)
+    monkeypatch.setattr(redistribution_fast, "gather_seconds_matrix", skewed)
     with pytest.warns(RuntimeWarning, match="using the reference"):
         fast, _ = planner.build_problem(graph, CostModel(graph, 8))
     plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
@@ -257,7 +258,7 @@ def test_planner_reshape_edges_equal_reference(captured, monkeypatch):
 def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backward):
     """A block whose layouts are rows and columns of a block costed before reuses that block's
     gather program (no new program is built) and still equals the reference exactly."""
-    from smsg_ms.cost import redistribution as R
+    from smsg_ms.cost import redistribution_fast as R
 
     devices, shape, elem_bytes, srcs, dsts = case
     srcs, dsts = list(dict.fromkeys(srcs)), list(dict.fromkeys(dsts))

@@ -59,7 +59,7 @@ def collective_seconds(kind: str, fanout, full_bytes, links, synchronisations: i
     """Seconds of one collective on a machine in levels, the one formula every time estimate of
     the cost model uses (``CostModel.breakdown``, the pipeline's gradient synchronisation and
     sends, the vectorised redistribution in
-    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix`).
+    :func:`smsg_ms.cost.redistribution_fast.gather_seconds_matrix`).
 
     Args:
         kind: one of :data:`COLLECTIVE_KINDS` (or :data:`GATHER_LIKE`, :data:`WHOLE_TENSOR`).
