@@ -83,6 +83,19 @@ def _tuple_or_refuse(obj):
     return _not_json(obj)
 
 
+def _drop_defaults(data: dict) -> dict:
+    """``data`` (a plan's fields) without the fields newer than the format left at their
+    default (``write_back`` ``"shard"``, ``enable_alltoall`` ``False``, ``out_strategies``
+    empty), so older plan files keep their hash."""
+    if data.get("write_back") == "shard":
+        del data["write_back"]
+    if not data.get("enable_alltoall", True):
+        del data["enable_alltoall"]
+    if not data.get("out_strategies", True):
+        del data["out_strategies"]
+    return data
+
+
 @dataclass
 class OpDecision:
     """What the planner chose for one primitive (all its calls) or one unshardable operator.
@@ -182,6 +195,11 @@ class Plan:
         enable_alltoall: MindSpore's ``enable_alltoall`` context flag the plan was priced and is
             compiled with (on for networks with expert layers: :mod:`smsg_ms.cost.experts`).
             Left out of the JSON when ``False``, so older plan files keep their hash.
+        out_strategies: ``{primitive path: out_strategy}`` of the primitives whose output layout
+            the plan sets too: a row-parallel MatMul whose partial sums are reduce-scattered
+            along the tokens under sequence parallel (``Primitive.shard(in_strategy,
+            out_strategy)``, ``ops_info/matmul_info.cc`` ``CheckOutputStrategy``). Left out of
+            the JSON when empty, so older plan files keep their hash.
         planner_version: smsg-ms version that made the plan.
         content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
     """
@@ -199,6 +217,7 @@ class Plan:
     symbolic: dict[str, dict[str, Any]] = field(default_factory=dict)
     write_back: str = "shard"
     enable_alltoall: bool = False
+    out_strategies: dict[str, list[list[int]]] = field(default_factory=dict)
     planner_version: str = __version__
     format: int = PLAN_FORMAT
     content_hash: str = ""
@@ -221,13 +240,9 @@ class Plan:
     def to_dict(self) -> dict:
         """A deep copy as plain dicts and lists: ``dataclasses.asdict(self)``, computed without
         deep-copying immutable leaves (4x faster on an 80-layer plan). ``write_back`` is left
-        out when it is the default ``"shard"``, ``enable_alltoall`` when ``False``."""
-        data = _plain(self)
-        if data.get("write_back") == "shard":
-            del data["write_back"]
-        if not data.get("enable_alltoall", True):
-            del data["enable_alltoall"]
-        return data
+        out when it is the default ``"shard"``, ``enable_alltoall`` when ``False``,
+        ``out_strategies`` when empty."""
+        return _drop_defaults(_plain(self))
 
     def compute_hash(self) -> str:
         """SHA-256 of :func:`canonical_json` of :meth:`to_dict` without ``content_hash``.
@@ -236,11 +251,7 @@ class Plan:
         a deep copy, by orjson (8x faster than ``json`` on an 80-layer plan)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "content_hash"}
         data["decisions"] = [_fields_of(d) for d in self.decisions]
-        if data.get("write_back") == "shard":  # as in to_dict
-            del data["write_back"]
-        if not data.get("enable_alltoall", True):
-            del data["enable_alltoall"]
-        return hashlib.sha256(canonical_json(data)).hexdigest()
+        return hashlib.sha256(canonical_json(_drop_defaults(data))).hexdigest()
 
     def seal(self) -> "Plan":
         """Set :attr:`content_hash`; returns self."""

@@ -3,7 +3,8 @@
 Accepted strategies (BNSD and BSH layouts, grouped and single KV heads) compiled once as a bank,
 collectives compared per case and phase; rejections: ``CostModel.check`` raises exactly when
 MindSpore refuses; what the model refuses although MindSpore accepts (query sequence cut,
-repeated calculation) is refused with its reason.
+repeated calculation, a query-sequence cut of masked or banded attention) is refused with its
+reason; the query-sequence cut of full attention (context parallel) is an accepted case.
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ ACCEPTED = [
     fa("BNSD batch 2 heads 4, MQA", "BNSD", *MQA, [[2, 4, 1, 1], [2, 1, 1, 1]]),
     fa("BNSD batch 8, MQA", "BNSD", *MQA, [[8, 1, 1, 1], [8, 1, 1, 1]]),
     fa("BSH batch 4 heads 2", "BSH", *BSH, [[4, 1, 2], [4, 1, 2]]),
+    # context parallel: full attention, queries cut 4-way along their sequence, keys whole
+    fa("BNSD batch 2, query sequence 4", "BNSD", *GQA, [[2, 1, 4, 1], [2, 1, 1, 1]]),
 ]
 REJECTED = [
     fa("key sequence cut", "BNSD", *GQA, [[4, 2, 1, 1], [4, 2, 1, 1]][:1] + [[4, 1, 2, 1]]),
@@ -92,13 +95,22 @@ def test_flops_derivation(accepted_bank):
     assert cost.flops_bwd == pytest.approx(2.5 * cost.flops_fwd, rel=0.01)
 
 
-@pytest.mark.parametrize("strategy, reason", [
-    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), "sequence"),
-    (((2, 1, 1, 1), (2, 1, 1, 1), (2, 1, 1, 1)), "repeated calculation"),
+@pytest.mark.parametrize("strategy, attrs, reason", [
+    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"sparse_mode": 3}, "sequence"),
+    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"next_tokens": 0}, "sequence"),
+    (((2, 1, 1, 1), (2, 1, 1, 1), (2, 1, 1, 1)), {}, "repeated calculation"),
 ])
-def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, reason):
+def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, attrs, reason):
+    """Case 0 with its attributes changed (a causal sparse mode, a band): a query-sequence cut
+    is refused there, while the same cut of case 0's full attention is accepted."""
+    import dataclasses
+
+    op = _op(accepted_bank, 0)
+    changed = dataclasses.replace(op, attrs=dict(op.attrs, **attrs))
     with pytest.raises(StrategyError, match=reason):
-        CostModel(accepted_bank, DEVICES).check(_op(accepted_bank, 0), strategy)
+        CostModel(accepted_bank, DEVICES).check(changed, strategy)
+    if attrs:
+        CostModel(accepted_bank, DEVICES).check(op, strategy)
 
 
 @pytest.fixture(scope="module")

@@ -93,12 +93,23 @@ def test_data_parallel_grad_sync_and_seconds():
 
 def test_matmul_option_count_and_order():
     """Triples (c_m, c_k, c_n) of powers of two with product dividing 8: exponent triples with
-    sum <= 3, C(6, 3) = 20. On 24 devices 3-way cuts appear."""
+    sum <= 3, C(6, 3) = 20. Those with k cut (the 20 less the C(5, 2) = 10 with e_k = 0) have a
+    second option each, the out_strategy ((c_m·c_k, c_n),) that reduce-scatters the partial
+    sums (``MatMul::CheckOutputStrategy``; the rows, 512, divide by every c_m·c_k <= 8), after
+    the 20. On 24 devices 3-way cuts appear."""
     g = mlp_graph()
     opts = CostModel(g, 8).options(g.ops[0])
-    assert len(opts) == 20
+    assert len(opts) == 30
     assert opts[0].strategy == ((1, 1), (1, 1))
-    assert len({o.strategy for o in opts}) == 20
+    plain = [o for o in opts if o.out_strategy is None]
+    assert plain == opts[:20] and len({o.strategy for o in plain}) == 20
+    scattered = opts[20:]
+    assert len(scattered) == 10
+    for o in scattered:
+        (c_m, c_k), (_, c_n) = o.strategy
+        assert c_k > 1 and o.out_strategy == ((c_m * c_k, c_n),)
+        assert [c.kind for c in o.collectives if c.phase != "grad_sync"] == \
+            ["ReduceScatter", "AllGather"]
     # no dimension divides by 3: no 3-way cut on 24 devices; with F = 768, w1's columns can be
     assert not any(3 in o.strategy[1] for o in CostModel(g, 24).options(g.ops[0]))
     g = mlp_graph(F=768)

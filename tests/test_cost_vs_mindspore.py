@@ -120,9 +120,7 @@ CASES = [
 #: docs/known-differences.md. The test fails if one of them starts to match (keep this honest).
 #: Forward and gradient phases per case; backward collectives are compared over the whole bank
 #: (see :func:`backward_difference`), where the only difference is a KNOWN one's, mirrored.
-KNOWN = {
-    ("relu rows -> rows and columns", "forward"),  # D3: one AllGather over two axes in MindSpore
-}
+KNOWN: set = set()
 
 #: bprop of each forward collective kind (``mindspore/ops/_grad_experimental/grad_comm_ops.py``)
 MIRROR = {"AllGather": "ReduceScatter", "ReduceScatter": "AllGather", "AllReduce": "AllReduce",

@@ -27,9 +27,11 @@ def test_to_dict_equals_asdict():
     got, want = plan.to_dict(), dataclasses.asdict(plan)
     assert want.pop("write_back") == "shard"     # the default is left out (older plans' hash)
     assert want.pop("enable_alltoall") is False  # likewise
+    assert want.pop("out_strategies") == {}      # likewise
     assert got == want
     plan.write_back = "propagate"
     plan.enable_alltoall = True
+    plan.out_strategies = {"layers.0.wq.matmul": [[8, 1]]}
     assert plan.to_dict() == dataclasses.asdict(plan)
     assert type(got["decisions"][1]["breakdown"]["shape"]) is tuple
     assert type(got["decisions"][1]["breakdown"]["pair"]) is Pair
@@ -62,6 +64,7 @@ def test_content_hash_is_the_sha256_of_asdict_json():
     data.pop("content_hash")
     assert data.pop("write_back") == "shard"  # the default is left out of the file and the hash
     assert data.pop("enable_alltoall") is False  # likewise
+    assert data.pop("out_strategies") == {}      # likewise
     text = orjson.dumps(data, default=list, option=orjson.OPT_SORT_KEYS)  # namedtuple: array
     assert json.loads(text) == json.loads(json.dumps(data))
     assert plan.compute_hash() == hashlib.sha256(text).hexdigest()

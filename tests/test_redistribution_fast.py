@@ -17,7 +17,8 @@ from smsg_ms import planner
 from smsg_ms.cost.hardware import get_hardware
 from smsg_ms.cost.layout import TensorLayout
 from smsg_ms.cost.model import CostModel
-from smsg_ms.cost.redistribution import gather_seconds_matrix, redistribute
+from smsg_ms.cost.redistribution import redistribute
+from smsg_ms.cost.redistribution_fast import gather_seconds_matrix
 from smsg_ms.graph.model import OpGraph
 
 HW = get_hardware("ascend910b")
@@ -70,6 +71,19 @@ def _reference(devices, shape, elem_bytes, srcs, dsts, backward: bool = True) ->
     return np.array([[model.seconds(colls(a, b)) for b in dsts] for a in srcs])
 
 
+def _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward):
+    """The fast block equals the reference exactly, except NaN where the fast path leaves a pair
+    to the reference; every pair whose reference merges two AllGathers into one
+    (``MergeAllConcat``) is one of those."""
+    ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
+    merged = np.array([[any("MergeAllConcat" in c.reason for c in redistribute(shape, elem_bytes,
+                                                                              a, b))
+                        for b in dsts] for a in srcs])
+    left = np.isnan(fast)
+    assert not (merged & ~left).any()
+    assert np.where(left, ref, fast).tolist() == ref.tolist()   # exact, not approximate
+
+
 @settings(max_examples=400, deadline=None)
 @given(cases(), st.booleans())
 def test_fast_seconds_equal_reference(case, backward):
@@ -78,8 +92,7 @@ def test_fast_seconds_equal_reference(case, backward):
     fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW,
                                  backward)
     assert fast is not None
-    ref = _reference(devices, shape, elem_bytes, srcs, dsts, backward)
-    assert fast.tolist() == ref.tolist()   # exact, not approximate
+    _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward)
 
 
 def _gathers(sizes_and_groups, backward: bool) -> float:
@@ -177,7 +190,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
     """Every edge matrix of a 2-layer llama at 64 devices (fully used devices, the fast path)
     equals the plain reference problem's, blocks of tensors with and without a gradient (the
     token ids) alike."""
-    from smsg_ms.cost import redistribution
+    from smsg_ms.cost import redistribution_fast
 
     graph = captured("llama", layers=2)
     used, flags = [], set()
@@ -188,7 +201,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
         flags.add(args[5])
         return got
 
-    monkeypatch.setattr(redistribution, "gather_seconds_matrix", counted)
+    monkeypatch.setattr(redistribution_fast, "gather_seconds_matrix", counted)
     fast, _ = planner.build_problem(graph, CostModel(graph, 64, fully_use_devices=True))
     assert used and all(used)   # the fast path really computed every block
     assert flags == {True, False}
@@ -203,7 +216,7 @@ def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):
 def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
     """A fast block that disagrees with the reference (as after a change of the reference's
     semantics) is caught by the spot check: a warning, and the reference's numbers are used."""
-    from smsg_ms.cost import redistribution
+    from smsg_ms.cost import redistribution_fast
 
     graph = captured("llama", layers=2)
 
@@ -211,7 +224,7 @@ def test_planner_falls_back_when_fast_path_disagrees(captured, monkeypatch):
         got = gather_seconds_matrix(*args)
         return None if got is None else got * 1.5
 
-    monkeypatch.setattr(redistribution, "gather_seconds_matrix", skewed)
+    monkeypatch.setattr(redistribution_fast, "gather_seconds_matrix", skewed)
     with pytest.warns(RuntimeWarning, match="using the reference"):
         fast, _ = planner.build_problem(graph, CostModel(graph, 8))
     plain, _ = planner.build_problem(graph, CostModel(graph, 8), reuse=False)
@@ -245,7 +258,7 @@ def test_planner_reshape_edges_equal_reference(captured, monkeypatch):
 def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backward):
     """A block whose layouts are rows and columns of a block costed before reuses that block's
     gather program (no new program is built) and still equals the reference exactly."""
-    from smsg_ms.cost import redistribution as R
+    from smsg_ms.cost import redistribution_fast as R
 
     devices, shape, elem_bytes, srcs, dsts = case
     srcs, dsts = list(dict.fromkeys(srcs)), list(dict.fromkeys(dsts))
@@ -264,5 +277,4 @@ def test_sub_blocks_cut_out_of_a_kept_program_equal_reference(case, data, backwa
     finally:
         R._build_gather_program = build
     assert not built
-    ref = _reference(devices, shape, elem_bytes, sub_s, sub_d, backward)
-    assert fast.tolist() == ref.tolist()
+    _assert_fast_equals(fast, devices, shape, elem_bytes, sub_s, sub_d, backward)

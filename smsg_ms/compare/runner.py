@@ -82,11 +82,13 @@ def match_collectives(predicted: list[dict], inserted: list[dict]) -> dict:
 
 
 def _compile(spec, devices, planner, options, strategies=None, timeout=900.0,
-             alltoall: bool = False) -> dict:
+             alltoall: bool = False, out_strategies: dict | None = None) -> dict:
     from ..dryrun.runner import run_child
 
     job = {"job": "planner_compile", "spec": spec, "options": options, "planner": planner,
            "strategies": strategies or {}}
+    if out_strategies:   # row-parallel MatMuls that reduce-scatter (sequence parallel)
+        job["out_strategies"] = out_strategies
     if alltoall:   # a plan priced with AlltoAll redistribution (expert layers)
         job["context"] = {"full_batch": True, "enable_alltoall": True}
     return run_child(job, devices=devices, timeout=timeout)
@@ -129,7 +131,7 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
             mode = "sharding_propagation" if plan.write_back == "propagate" else "semi_auto"
             row["notes"].append(f"write-back {plan.write_back}")
             result = _compile(spec, devices, mode, options, plan.strategies, timeout,
-                              alltoall=plan.enable_alltoall)
+                              alltoall=plan.enable_alltoall, out_strategies=plan.out_strategies)
         elif planner == "expert":
             from .nets import EXPERT_SPECS
             result = _compile(EXPERT_SPECS.get(spec, spec), devices, "expert",
@@ -148,6 +150,8 @@ def run_planner(planner: str, spec: str, devices: int, options: dict, *, hardwar
     if row["planning_seconds"] is None:  # MindSpore plans inside the compile
         row["planning_seconds"] = result["compile_seconds"]
     row["strategies"] = result["strategies"]
+    if plan is not None and plan.out_strategies:   # MindSpore's get_strategy gives in_strategies
+        row["out_strategies"] = plan.out_strategies
     if result.get("strategies_per_call"):
         row["strategies_per_call"] = result["strategies_per_call"]
     row["notes"] += result.get("notes", [])
@@ -232,7 +236,7 @@ def _score_rows(rows, spec, devices, hardware, graph, options) -> None:
         try:
             row["smsg_score"] = score(spec, devices, row["strategies"], hardware=hardware,
                                       graph=graph, per_call=row.get("strategies_per_call"),
-                                      **options)
+                                      out_strategies=row.get("out_strategies"), **options)
         except ImportError as exc:
             row["smsg_score"] = {"error": f"smsg cost model not available: {exc}"}
         except Exception as exc:

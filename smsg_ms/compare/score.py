@@ -4,12 +4,16 @@ from __future__ import annotations
 import math
 
 
-def _key(strategy) -> tuple:
-    return tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
+def _key(strategy, out=None) -> tuple:
+    """The option key (:func:`smsg_ms.planner.variables.option_key`) of an in_strategy and,
+    where set, its out_strategy."""
+    key = tuple(tuple(int(x) for x in s) for s in strategy) if strategy else ()
+    return key + (("out",) + _key(out),) if out else key
 
 
 def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend910b",
-          graph=None, per_call: dict | None = None, **network_options) -> dict:
+          graph=None, per_call: dict | None = None, out_strategies: dict | None = None,
+          **network_options) -> dict:
     """Predicted step cost, under smsg's model, of the plan given by ``strategies``.
 
     Builds the same search problem the planner solves (:func:`smsg_ms.planner.build_problem` over
@@ -30,6 +34,8 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
             matched by index (:attr:`~smsg_ms.graph.model.OpNode.call_index`).
         hardware: preset name of :mod:`smsg_ms.cost.hardware`.
         graph: the captured :class:`~smsg_ms.graph.model.OpGraph` (captured when ``None``).
+        out_strategies: ``{primitive path: out_strategy}`` (:attr:`smsg_ms.plan.Plan.
+            out_strategies`): those primitives take their out_strategy option.
         network_options: options of the network function.
 
     Returns:
@@ -66,8 +72,9 @@ def score(network_spec: str, devices: int, strategies: dict, *, hardware="ascend
         strategy = calls.get(var.name, strategies.get(var.ops[0].prim_path))
         if strategy is None:
             continue
-        want = _key(strategy)
-        hit = next((i for i, k in enumerate(var.keys) if _key(k) == want), None)
+        want = _key(strategy, (out_strategies or {}).get(var.ops[0].prim_path)
+                    if var.name not in calls else None)
+        hit = next((i for i, k in enumerate(var.keys) if k == want), None)
         if hit is None:
             unavailable.append(var.name)
         choice[vi] = hit

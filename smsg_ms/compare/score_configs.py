@@ -175,7 +175,10 @@ class ShapeScorer:
         for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
             vi, _ = stage.index[op_id]
             try:
-                keys = [tuple(tuple(int(x) for x in s) for s in k)
+                # an out_strategy option's key ends in ("out", ...): never a configuration's
+                # layout
+                keys = [k if any(s and s[0] == "out" for s in k) else
+                        tuple(tuple(int(x) for x in s) for s in k)
                         for k in stage.variables[vi].keys]
             except TypeError:
                 # one operator left to MindSpore's default (keyed by its layouts: calls of

@@ -59,7 +59,7 @@ def collective_seconds(kind: str, fanout, full_bytes, links, synchronisations: i
     """Seconds of one collective on a machine in levels, the one formula every time estimate of
     the cost model uses (``CostModel.breakdown``, the pipeline's gradient synchronisation and
     sends, the vectorised redistribution in
-    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix`).
+    :func:`smsg_ms.cost.redistribution_fast.gather_seconds_matrix`).
 
     Args:
         kind: one of :data:`COLLECTIVE_KINDS` (or :data:`GATHER_LIKE`, :data:`WHOLE_TENSOR`).
@@ -202,6 +202,9 @@ class OpCost:
         launches_fwd, launches_bwd: operator launches per device, forward and backward.
         quantization_fwd, quantization_bwd: matrix-unit time over FLOPs at peak of a matrix
             product's kernels (:func:`smsg_ms.cost.kernels.wave_quantization`; 1 otherwise).
+        out_strategy: the out_strategy written back with ``Primitive.shard`` beside
+            ``strategy`` (a MatMul reduce-scattering its partial sums, sequence parallel), or
+            ``None``.
     """
 
     strategy: Strategy
@@ -219,6 +222,7 @@ class OpCost:
     launches_bwd: int = 0
     quantization_fwd: float = 1.0
     quantization_bwd: float = 1.0
+    out_strategy: Strategy | None = None
 
 
 class StrategyError(ValueError):

@@ -30,7 +30,7 @@ from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
 from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
-                             enumerate_cuts, letter_cuts)
+                             enumerate_cuts, letter_cuts, reduce_scatter_variant)
 from .redistribution import redistribute
 from .shared_parameters import borrowed_inputs
 
@@ -147,16 +147,25 @@ class CostModel:
             self._with_grad = out
         return name in self._with_grad
 
-    def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=()) -> OpCost:
+    def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=(), variant=None) -> OpCost:
+        """One option; ``variant``: :func:`~.operators.base.reduce_scatter_variant`'s
+        ``(spec', out_strategy, out_layout)`` for the out_strategy option."""
         ins, outs = self._sides(op, spec)
-        raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
         in_l, out_l = build_layouts(spec, cuts, self.devices)
+        out_strategy = None
+        if variant is not None:
+            spec, out_strategy, layout = variant
+            out_l = [layout] + out_l[1:]
+            notes = tuple(notes) + ("out_strategy: partial sums reduce-scattered on the rows "
+                                    "(sequence parallel)",)
+        raw = einsum_cost(spec, cuts, self.devices, ins, outs, self.states)
         # no bprop collective without a gradient, or inside a cell with its own bprop
         bprop = not op.attrs.get("smsg_custom_bprop")
         colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
                  and (c[3] != "backward" or (bprop and self.carries_gradient(c[4])))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
-                      colls, raw["memory"], list(spec.notes) + list(notes))
+                      colls, raw["memory"], list(spec.notes) + list(notes),
+                      out_strategy=out_strategy)
 
     # ---- public API ------------------------------------------------------------------------
     def options(self, op: OpNode) -> list[OpCost]:
@@ -183,6 +192,8 @@ class CostModel:
                     full = [c for c in all_cuts if prod(c.values()) == self.devices]
                     all_cuts = full or all_cuts
                 result = [self._cost(op, spec, cuts) for cuts in all_cuts]
+                result += [self._cost(op, spec, cuts, variant=v) for cuts in all_cuts
+                           if (v := reduce_scatter_variant(spec, cuts, self.devices))]
                 result = self._kept(op, result)
         self._options[op.id] = result = self.with_kernel(op, result)
         return result
@@ -190,12 +201,13 @@ class CostModel:
     def _kept(self, op: OpNode, result: list[OpCost]) -> list[OpCost]:
         """Only the option of the layout the network keeps on ``op`` (op attribute
         :data:`~smsg_ms.cost.kept_layout.KEPT_LAYOUT_ATTR`, at this model's device count), when
-        one option has it; otherwise ``result`` unchanged."""
+        one option has it (never an out_strategy variant: the kept layout sets the output);
+        otherwise ``result`` unchanged."""
         text = op.attrs.get(KEPT_LAYOUT_ATTR)
         if not isinstance(text, str):
             return result
         cuts = kept_cuts(json.loads(text), self.devices)
-        kept = [r for r in result if cuts is not None
+        kept = [r for r in result if cuts is not None and r.out_strategy is None
                 and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
         return kept or result
 

@@ -97,7 +97,8 @@ def fixed_by_network(prim) -> bool:
     return prim.attrs.get(SELF_DEFINE_SHARD) is True
 
 
-def replace_strategies(prims: dict, strategies: dict) -> list[str]:
+def replace_strategies(prims: dict, strategies: dict,
+                       out_strategies: dict | None = None) -> list[str]:
     """Put a plan's ``strategies`` (``{path: in_strategy}``, every path in ``prims``) on the
     primitives: each one the plan sets loses the network's own ``shard()`` (a leftover
     ``out_strategy`` would contradict the plan's) and gets the plan's; a primitive
@@ -106,6 +107,9 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
     default for its type (:data:`NO_DEFAULT_LAYOUT`), whose own ``shard()`` stays. In
     (semi-)auto parallel, a kept layout whose device matrix is not one stage's device count is
     fitted to it (:func:`smsg_ms.integration.kept_layouts.fit_kept_layouts`).
+    ``out_strategies`` (``{path: out_strategy}``, a subset of ``strategies``' paths): the
+    primitives whose output layout the plan sets too (a row-parallel MatMul's ReduceScatter
+    under sequence parallel, ``ops_info/matmul_info.cc`` ``CheckOutputStrategy``).
 
     Returns:
         The paths whose own ``shard()`` was replaced, sorted.
@@ -117,8 +121,13 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
     cleared = clear_strategies({path: prim for path, prim in prims.items()
                                 if path in owned or not (fixed_by_network(prim)
                                                          or prim.name in NO_DEFAULT_LAYOUT)})
+    outs = out_strategies or {}
     for path, prim in owned.items():
-        prim.shard(tuple(tuple(int(c) for c in cuts) for cuts in strategies[path]))
+        in_strategy = tuple(tuple(int(c) for c in cuts) for cuts in strategies[path])
+        if path in outs:
+            prim.shard(in_strategy, tuple(tuple(int(c) for c in cuts) for cuts in outs[path]))
+        else:
+            prim.shard(in_strategy)
     stage_devices = context_stage_devices()
     if stage_devices:   # a kept layout written for another device count (GLM2's tile_kv)
         fit_kept_layouts(prims, stage_devices)
@@ -126,7 +135,8 @@ def replace_strategies(prims: dict, strategies: dict) -> list[str]:
 
 
 def apply_strategies(net, strategies: dict[str, list[list[int]]],
-                     op_types: dict[str, str] | None = None) -> dict[str, tuple]:
+                     op_types: dict[str, str] | None = None,
+                     out_strategies: dict[str, list[list[int]]] | None = None) -> dict[str, tuple]:
     """Call ``.shard()`` on every primitive of ``net`` named in ``strategies``.
 
     Args:
@@ -134,6 +144,7 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
         strategies: ``{primitive path: in_strategy}``, one cut tuple per tensor input.
         op_types: optional ``{primitive path: primitive name}``; a different primitive at that
             path means the plan is for another network.
+        out_strategies: optional ``{primitive path: out_strategy}`` (:attr:`Plan.out_strategies`).
 
     Returns:
         ``{path in net: strategy applied}``, sorted by path.
@@ -152,7 +163,8 @@ def apply_strategies(net, strategies: dict[str, list[list[int]]],
             raise PlanError(f"the plan does not fit this network: '{path}' is a {want} in the "
                             f"plan but a {got} in the network")
     wanted = {mapping[path]: strategies[path] for path in mapping}
-    replace_strategies(prims, wanted)
+    outs = {mapping[path]: out for path, out in (out_strategies or {}).items() if path in mapping}
+    replace_strategies(prims, wanted, outs)
     return {net_path: tuple(tuple(int(c) for c in cuts) for cuts in strategy)
             for net_path, strategy in sorted(wanted.items())
             if not fixed_by_network(prims[net_path])}
@@ -209,7 +221,7 @@ def apply_plan(net, plan: Plan | str | os.PathLike, *, inputs=None, devices: int
     check_plan_fits(plan, devices=devices, input_shapes=shapes,
                     fingerprint=None if graph is None else graph.fingerprint())
     types = {d.name: d.op_type for d in plan.decisions if d.shardable and d.strategy}
-    apply_strategies(net, plan.strategies, types)
+    apply_strategies(net, plan.strategies, types, plan.out_strategies)
     if stages > 1:
         mark_pipeline_cells(net, plan.pipeline)
     if set_context:

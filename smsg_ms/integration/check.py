@@ -312,11 +312,12 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
     if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
                 "options": plan.options, "pipeline": plan.pipeline,
-                "strategies": plan.strategies, "enable_alltoall": plan.enable_alltoall}
+                "strategies": plan.strategies, "enable_alltoall": plan.enable_alltoall,
+                "out_strategies": plan.out_strategies}
     return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
             "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
             "pipeline": plan.pipeline, "write_back": plan.write_back,
-            "enable_alltoall": plan.enable_alltoall}
+            "enable_alltoall": plan.enable_alltoall, "out_strategies": plan.out_strategies}
 
 
 def verify_network(plan: Plan, spec: str | None = None) -> list[str]:

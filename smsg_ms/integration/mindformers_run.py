@@ -41,8 +41,12 @@ def parallel_sizes(plan: Plan, heads: int, kv_heads: int) -> tuple[int, int]:
 
 
 def sequence_parallel(plan: Plan) -> bool:
-    """Whether the plan cuts the token axes of the norms' input beyond the data-input cut (what
-    mindformers calls ``use_seq_parallel``: norms sharded on the sequence)."""
+    """Whether the plan is sequence parallel in mindformers' sense (``use_seq_parallel``: the
+    row-parallel MatMuls reduce-scatter onto the tokens, the norms and residual additions cut
+    on the sequence): the plan sets an out_strategy (:attr:`Plan.out_strategies`), or cuts the
+    token axes of the norms' input beyond the data-input cut."""
+    if plan.out_strategies:
+        return True
     dp = int(plan.dataset_strategy[0][0]) if plan.dataset_strategy else 1
     for d in plan.decisions:
         if d.op_type in ("RmsNorm", "LayerNorm") and d.strategy and len(d.strategy[0]) >= 2:

@@ -53,6 +53,17 @@ def data_parallel_choice(problem: SearchProblem, variables: list[PlanVariable], 
     return choice
 
 
+def _runner_up_record(var: PlanVariable, runner: tuple) -> dict:
+    """A decision's ``runner_up``: the option's in_strategy (``None`` where not written back),
+    its ``out_strategy`` when it sets one, and its ``extra_seconds``."""
+    best = var.options[runner[0]][0]
+    out = {"strategy": [list(s) for s in best.strategy] if var.written_back else None,
+           "extra_seconds": runner[1]}
+    if var.written_back and best.out_strategy:
+        out["out_strategy"] = [list(s) for s in best.out_strategy]
+    return out
+
+
 def _breakdown(model, calls) -> dict[str, float]:
     total: dict[str, float] = defaultdict(float)
     for c in calls:
@@ -284,9 +295,7 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             name=var.name, op_type=var.ops[0].type, strategy=strategy,
             shardable=var.written_back, seconds=float(problem.variables[vi].cost[choice[vi]]),
             breakdown=bd, collectives=_collectives(calls, var, positions),
-            runner_up=None if runner is None else {
-                "strategy": [list(s) for s in var.options[runner[0]][0].strategy]
-                if var.written_back else None, "extra_seconds": runner[1]},
+            runner_up=None if runner is None else _runner_up_record(var, runner),
             block=_block_of(var.name), notes=list(notes), symbolic=symbolic))
     symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
     for vi, coll in _redistributions(graph, model, variables, choice, where, reads).items():
@@ -334,7 +343,11 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
                         for k, v in sorted(totals.items())},
                 dataset_strategy=_dataset_strategy(graph, variables, choice, where),
                 symbolic=dict(sorted(symbolic_table.items())),
-                enable_alltoall=bool(getattr(model, "enable_alltoall", False)))
+                enable_alltoall=bool(getattr(model, "enable_alltoall", False)),
+                out_strategies=dict(sorted(
+                    (var.name, [list(x) for x in var.options[choice[vi]][0].out_strategy])
+                    for vi, var in enumerate(variables)
+                    if var.written_back and var.options[choice[vi]][0].out_strategy)))
 
 
 __all__ = ["data_parallel_choice", "plan_from_solution"]

@@ -43,7 +43,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
     the normal forms of its layouts (:func:`smsg_ms.cost.redistribution.redistribute` starts by
     normalising). Shared edge matrices are read-only. With ``reuse``, the block of distinct
     (source, destination) layouts of an edge is costed at once by
-    :func:`smsg_ms.cost.redistribution.gather_seconds_matrix` where it applies (power-of-two
+    :func:`smsg_ms.cost.redistribution_fast.gather_seconds_matrix` where it applies (power-of-two
     device counts, ``enable_alltoall`` off; bit-for-bit the reference's seconds). ``reuse=False``
     is the plain computation (one option list per operator, one matrix per edge, every pair by
     the reference :func:`~smsg_ms.cost.redistribution.redistribute`), kept as the reference.
@@ -229,15 +229,18 @@ def _redistribution_block(model, tensor, src: list, dst: list) -> np.ndarray:
     (normalised layouts): the numpy fast path where it applies (power-of-two devices, AllGather
     redistribution; backward part only for a tensor that carries a gradient; equal to the
     reference, tests/test_redistribution_fast.py), else the reference one pair at a time."""
-    from ..cost.redistribution import gather_seconds_matrix
+    from ..cost.redistribution_fast import gather_seconds_matrix
     from ..graph.model import DTYPE_BYTES
 
     if not model.enable_alltoall:
         hw = model.hardware
         m = gather_seconds_matrix(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
                                   hw, model.carries_gradient(tensor.name))
-        if m is not None and _agrees_with_reference(model, tensor, src, dst, m):
-            return m
+        if m is not None:
+            for i, j in zip(*np.nonzero(np.isnan(m))):   # where MindSpore may merge gathers
+                m[i, j] = model.redistribution_seconds(tensor, src[i], dst[j])
+            if _agrees_with_reference(model, tensor, src, dst, m):
+                return m
     return np.array([[model.redistribution_seconds(tensor, a, b) for b in dst] for a in src])
 
 

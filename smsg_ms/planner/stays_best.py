@@ -251,7 +251,8 @@ def plan_stays_best(plan) -> list[dict]:
                          "only (this plan is pipelined)")
     graph = capture_network(plan.network, **plan.options)
     hardware = get_hardware(plan.hardware)
-    wanted = {name: [list(s) for s in strategy] for name, strategy in plan.strategies.items()}
+    wanted = {name: ([list(s) for s in strategy], plan.out_strategies.get(name))
+              for name, strategy in plan.strategies.items()}
     for fully in (True, False):
         def build(hw, fully=fully):
             return build_problem(graph, CostModel(graph, plan.devices, hw,
@@ -259,7 +260,8 @@ def plan_stays_best(plan) -> list[dict]:
 
         problem, variables = build(hardware)
         choice = [int(c) for c in solve(problem, progress=False).choice]
-        got = {var.name: [list(s) for s in var.options[choice[vi]][0].strategy]
+        got = {var.name: ([list(s) for s in var.options[choice[vi]][0].strategy],
+                          _out(var.options[choice[vi]][0]))
                for vi, var in enumerate(variables) if var.written_back}
         if got == wanted:
             ranges = stays_best(graph, plan.devices, hardware, choice, build=build,
@@ -271,6 +273,11 @@ def plan_stays_best(plan) -> list[dict]:
     raise ValueError("the search does not reproduce this plan's strategies under the cost model "
                      "here (another smsg-ms version, or a memory limit): re-plan it to see where "
                      "it stays best")
+
+
+def _out(cost) -> list | None:
+    """An option's out_strategy as the plan file holds it (``None`` without one)."""
+    return [list(x) for x in cost.out_strategy] if cost.out_strategy else None
 
 
 __all__ = ["PARAMETERS", "deviation_terms", "factor_range", "plan_stays_best", "scale_flat",

@@ -144,7 +144,7 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
                          + (_gradient_flags(model, ops),))
             if shared(key, ops, signature):
                 continue
-            per_call = [{strategy_key(c.strategy): c for c in model.options(op)} for op in ops]
+            per_call = [{option_key(c): c for c in model.options(op)} for op in ops]
             common = [k for k in per_call[0] if all(k in m for m in per_call[1:])]
             if common:
                 # no cost family: the option is MindSpore's own default, so leave it to MindSpore
@@ -183,7 +183,7 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
             if not opts:
                 raise PlanningError(f"operator {op.label} ({op.type}) has no valid strategy on "
                                     f"{model.devices} devices")
-            keys = [(strategy_key(c.strategy), tuple(c.out_layouts)) for c in opts]
+            keys = [(option_key(c), tuple(c.out_layouts)) for c in opts]
             variables.append(PlanVariable(op.label, [op], [[c] for c in opts], keys, False,
                                           signature))
             seen[signature] = variables[-1]
@@ -223,6 +223,16 @@ def planned_edges(graph: OpGraph, variables: list[PlanVariable]):
             src_t = graph.ops[src_id].inputs[0]
             src_id = graph.tensors[src_t].producer
         yield src_id, src_t, dst_id, tname, idx
+
+
+def option_key(cost) -> tuple:
+    """The key of an option: its :func:`strategy_key`, followed by ``("out", *out_strategy)``
+    for an option that sets the output layout too (``OpCost.out_strategy``), which has the same
+    in_strategy as its AllReduce twin."""
+    key = strategy_key(cost.strategy)
+    if cost.out_strategy is None:
+        return key
+    return key + (("out",) + strategy_key(cost.out_strategy),)
 
 
 def strategy_key(strategy) -> tuple:
@@ -302,4 +312,4 @@ def repeated_variable_groups(graph: OpGraph, problem: SearchProblem, variables=N
 
 __all__ = ["PlanVariable", "chosen_costs", "group_variables",
            "op_signature", "op_signatures", "planned_edges", "repeated_variable_groups",
-           "strategy_key", "tensor_names", "variable_index"]
+           "option_key", "strategy_key", "tensor_names", "variable_index"]

@@ -217,7 +217,9 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
 
 def chosen_degrees(plan: Plan) -> dict[str, object]:
     """The parallel degrees of ``plan`` as plain values: ``dp`` (the data set's batch cut),
-    ``tp`` (the rest of a stage's devices: operator parallel), ``pp`` (stages), ``vp`` (virtual
+    ``tp`` (the rest of a stage's devices: operator parallel), ``sp`` (sequence parallel: the
+    group a row-parallel MatMul reduce-scatters its partial sums over onto the tokens,
+    :attr:`Plan.out_strategies`; 1 when none does), ``pp`` (stages), ``vp`` (virtual
     stages), ``micro-batches``, ``recompute`` (recomputed blocks / blocks), ``selective
     recompute`` (blocks whose selective primitives are recomputed) and ``optimizer``
     (``off`` or MindSpore's ``optimizer_level``). Read from the plan file, nothing recomputed."""
@@ -227,12 +229,23 @@ def chosen_degrees(plan: Plan) -> dict[str, object]:
     dp = max(batch_cuts, default=1)
     recompute = rec.get("recompute", {})
     level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
-    return {"dp": dp, "tp": max(1, per_stage // dp), "pp": int(rec.get("stages", 1)),
+    return {"dp": dp, "tp": max(1, per_stage // dp), "sp": sequence_parallel_degree(plan),
+            "pp": int(rec.get("stages", 1)),
             "vp": int(rec.get("virtual_stages", 1)),
             "micro-batches": int(rec.get("micro_batches", 1)),
             "recompute": f"{sum(bool(v) for v in recompute.values())}/{len(recompute)} blocks",
             "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
             "optimizer": level}
+
+
+def sequence_parallel_degree(plan: Plan) -> int:
+    """The largest ReduceScatter group of the plan's out_strategies: a MatMul with in_strategy
+    ``((a, b), (b, c))`` and out_strategy ``((a·b, c),)`` scatters over ``b`` devices
+    (``ops_info/matmul_info.cc``); 1 when the plan sets no out_strategy."""
+    strategies = plan.strategies
+    degrees = [int(out[0][0]) // int(strategies[name][0][0])
+               for name, out in plan.out_strategies.items() if name in strategies]
+    return max(degrees, default=1)
 
 
 def _sayer(console):
@@ -250,7 +263,8 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     from rich.text import Text
 
     d = shown.decision
-    strategy = fmt_strategy(d.strategy) if d.shardable else "layout set by MindSpore"
+    strategy = (fmt_strategy(d.strategy, plan.out_strategies.get(d.name)) if d.shardable
+                else "layout set by MindSpore")
     say("  ".join(glue(x) for x in (shown.name, d.op_type, strategy, fmt_seconds(d.seconds))),
         hanging="    ", style="bold cyan")
     if shown.instances:

@@ -23,11 +23,13 @@ def count(n, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
-def fmt_strategy(strategy) -> str:
-    """``[[8, 1], [1, 1]]`` → ``(8,1)(1,1)``; ``None`` → ``-``."""
+def fmt_strategy(strategy, out=None) -> str:
+    """``[[8, 1], [1, 1]]`` → ``(8,1)(1,1)``; ``None`` → ``-``; with an out_strategy ``out``
+    (``[[8, 1]]``) → ``(2,4)(4,1)→(8,1)``."""
     if not strategy:
         return "-"
-    return "".join("(" + ",".join(str(c) for c in cuts) + ")" for cuts in strategy)
+    text = "".join("(" + ",".join(str(c) for c in cuts) + ")" for cuts in strategy)
+    return text + "→" + fmt_strategy(out) if out else text
 
 
 def block_pattern(block: str) -> re.Pattern:
@@ -90,7 +92,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str, str]]:
                 every.append(inst)
             if d.shardable:
                 variants.setdefault(rel, OrderedDict()).setdefault(
-                    fmt_strategy(d.strategy), []).append(inst)
+                    fmt_strategy(d.strategy, plan.out_strategies.get(d.name)), []).append(inst)
         for rel, by_strategy in variants.items():
             for strategy, insts in by_strategy.items():
                 if not block:
@@ -252,7 +254,7 @@ def fmt_runner_up(runner_up: dict | None) -> str:
     ``extra_seconds`` / ``delta_seconds`` / ``seconds``)."""
     if not runner_up:
         return "-"
-    strategy = fmt_strategy(runner_up.get("strategy"))
+    strategy = fmt_strategy(runner_up.get("strategy"), runner_up.get("out_strategy"))
     for key in ("extra_seconds", "delta_seconds", "loss_seconds"):
         if key in runner_up:
             return f"{strategy} (+{fmt_seconds(runner_up[key])})"

@@ -86,6 +86,10 @@ class Einsum:
     #: (cut per letter, devices) -> True when MindSpore puts the repeated-calculation axis on
     #: the left of the device matrix
     repeat_left: Callable[[dict, int], bool] | None = None
+    #: output letter onto which an out_strategy may reduce-scatter the partial sums of the one
+    #: cut contracting letter (MatMul's ``forward_reduce_scatter_``): an extra option beside
+    #: the AllReduce one, :func:`reduce_scatter_variant`
+    out_scatter: str = ""
     #: global size of a letter where the outputs see it differently from the inputs (a
     #: convolution's or pooling's H and W); only output byte counts use it
     output_sizes: dict[str, Any] = field(default_factory=dict)
@@ -239,6 +243,38 @@ def letter_cuts(spec: Einsum, strategy, devices: int, label: str) -> dict[str, i
                                 f"product of cuts to {total}, which does not divide {devices} "
                                 "devices")
     return cuts
+
+
+def reduce_scatter_variant(spec: Einsum, cuts: dict[str, int], devices: int):
+    """The out_strategy option of a letter assignment: ``(spec', out_strategy, out_layout)``,
+    or ``None`` where MindSpore has none.
+
+    ``MatMul::CheckOutputStrategy`` (``ops_info/matmul_info.cc``, 2-D MatMul only): with
+    in_strategy ``((a, b), (b, c))`` the out_strategy ``((a·b, c),)`` turns the forward
+    AllReduce of the partial sums over ``b`` into a ReduceScatter (bprop: AllGather) and the
+    output comes out cut ``a·b``-way on its rows, over the device matrix ``[a·b, c]`` plus the
+    repeated-calculation axis on the right (``MatMulBase::InferTensorLayout``). Offered where
+    ``b > 1`` and ``a·b`` divides the rows: the Megatron-LM sequence-parallel MatMul
+    (Korthikanti et al. 2022 §4.2.2), the following norms and additions cut on the tokens.
+    ``spec'`` is ``spec`` with :attr:`Einsum.scatter` on, for :func:`einsum_cost`.
+    """
+    import dataclasses
+
+    from ..layout import operator_layout
+
+    m = spec.out_scatter
+    cut = [ch for ch in spec.contracting if cuts.get(ch, 1) != 1]
+    if not m or len(cut) != 1 or len(spec.outputs[0]) != 2:
+        return None
+    a, b = cuts.get(m, 1), cuts[cut[0]]
+    n = spec.outputs[0][1]
+    c = cuts.get(n, 1)
+    size = spec.sizes[m]
+    if not (isinstance(size, int) and isinstance(a, int) and isinstance(b, int)) \
+            or size % (a * b) or (spec.repeat_left and spec.repeat_left(cuts, devices)):
+        return None
+    layout = operator_layout([a * b, c], [0, 1], devices)
+    return dataclasses.replace(spec, scatter=m), ((a * b, c),), layout
 
 
 def build_layouts(spec: Einsum, cuts: dict[str, int], devices: int):

@@ -13,11 +13,14 @@ cut (one letter here), with one (MQA) it is uncut; attn_mask ``(B|1, N1|1, S1, S
 ``(S1, S2)`` follows the batch and head cuts where it has those dimensions. Batch and head cuts
 need no collective (each device attends its own heads of its own sequences).
 
-Not modelled, refused by the rule with a reason: repeated calculation (cuts that use fewer
-devices than the stage has: MindSpore then AllReduces the query/key/value gradients in the
-backward pass, seen in the dry-run), a query sequence (S1) cut (MindSpore rewrites
-``sparse_mode``/``pre_tokens``/``next_tokens`` per split and may exchange halves for load
-balance), the TND layout. Inputs other than query/key/value/attn_mask (real_shift, drop_mask,
+Context parallel: a query sequence (S1) cut of full attention (``sparse_mode`` 0, ``pre_tokens``
+and ``next_tokens`` at their default 2147483647, no attn_mask) compiles in the dry-run with no
+collective inside the operator: each device attends its query chunk to whole keys and values,
+which its neighbours gather (a redistribution). Not modelled, refused by the rule with a reason:
+repeated calculation (cuts that use fewer devices than the stage has: MindSpore then AllReduces
+the query/key/value gradients in the backward pass, seen in the dry-run), an S1 cut of masked
+or banded attention (MindSpore rewrites ``sparse_mode``/``pre_tokens``/``next_tokens`` per
+split and may exchange halves for load balance, ``kLoadBalanceSplitNum``), the TND layout. Inputs other than query/key/value/attn_mask (real_shift, drop_mask,
 padding_mask, prefix, actual sequence lengths) give no declaration (MindSpore's default then).
 Known difference: with grouped KV heads (N2 < N1, one head letter) the key/value bytes are
 counted at N1 heads (an over-estimate by N1/N2 of their memory and redistribution).
@@ -41,6 +44,18 @@ DECLARED = (0, 1, 2, 6)
 def _attr(op, name: str, index: int, default):
     value = op.attrs.get(name, op.attrs.get(f"input{index}", default))
     return default if value is None else value
+
+
+#: pre_tokens / next_tokens default: every key visible
+ALL_TOKENS = 2147483647
+
+
+def _full_attention(op, in_shapes) -> bool:
+    """No attn_mask, ``sparse_mode`` 0 and ``pre_tokens``/``next_tokens`` at their default:
+    every query attends every key, so a query-sequence cut needs no rewrite."""
+    return (len(in_shapes) == 3 and int(_attr(op, "sparse_mode", 17, 0)) == 0
+            and int(_attr(op, "pre_tokens", 13, ALL_TOKENS)) >= ALL_TOKENS
+            and int(_attr(op, "next_tokens", 14, ALL_TOKENS)) >= ALL_TOKENS)
 
 
 def describe(op, in_shapes, out_shapes):
@@ -89,9 +104,10 @@ def describe(op, in_shapes, out_shapes):
     # softmax_max/sum (B, N1, S1, 8): cut like the query's batch and heads
     stat = b + (n + s if d else lt.new(heads, "m") + lt.dummy()) + lt.new(8, "e")
     outs = [stat, stat, lt.dummy(), ql][:len(out_shapes)]
-    fixed = {s: "FlashAttentionScore query sequence (S1) cut is not modelled (MindSpore "
-                "rewrites the sparse mode per split)",
-             t: "FlashAttentionScore key sequence (S2) is never cut"}
+    fixed = {t: "FlashAttentionScore key sequence (S2) is never cut"}
+    if not _full_attention(op, in_shapes):
+        fixed[s] = ("FlashAttentionScore query sequence (S1) cut of masked or banded attention "
+                    "is not modelled (MindSpore rewrites the sparse mode per split)")
     if d:
         fixed[d] = "FlashAttentionScore head dimension D is never cut"
 
@@ -122,7 +138,8 @@ def describe(op, in_shapes, out_shapes):
                   reduce_op=None, flops_fwd=fwd,
                   flops_bwd_per_grad=lambda sizes: div(5 * fwd(sizes), 6),
                   saves=("in0", "in1", "in2", "out0", "out1", "out3"),
-                  notes=["batch and head cuts, no collective; S1, S2, D uncut"], rule=rule)
+                  notes=["batch, head and (full attention) query-sequence cuts, no collective; "
+                         "S2, D uncut"], rule=rule)
 
 
 def _refused(op, in_shapes, out_shapes, reason: str):

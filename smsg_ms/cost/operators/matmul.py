@@ -3,7 +3,9 @@
 Letters: batch dims (broadcast right-aligned), ``m`` rows of x, ``k`` contracting, ``n`` columns
 of w. Device matrix ``[batch..., m, k, n]`` (``MatMulInfo::InferDevMatrixShape``: x's strategy
 then w's ``n`` cut). Cutting ``k`` leaves partial sums: forward AllReduce of the local output.
-FLOPs: ``2·m·k·n`` per batch element forward (multiply + add), the same again for the gradient of
+A 2-D MatMul with ``k`` cut also has the option of an out_strategy that reduce-scatters the
+partial sums onto ``m`` (``MatMul::CheckOutputStrategy``; sequence parallel:
+:func:`.base.reduce_scatter_variant`). FLOPs: ``2·m·k·n`` per batch element forward (multiply + add), the same again for the gradient of
 each input that needs one (dx = dy·wᵀ, dw = xᵀ·dy).
 """
 from __future__ import annotations
@@ -30,7 +32,8 @@ def describe(op, in_shapes, out_shapes) -> Einsum:
     x = batch_ins[0] + (k + m if ta else m + k)
     w = batch_ins[1] + (n + k if tb else k + n)
     out = batch + m + n
+    scatter = m if op.type == "MatMul" and len(a) == 2 and len(b) == 2 else ""
     flops = lambda s: 2 * numel(batch + m + k + n, s)  # noqa: E731
     return Einsum("matmul", [x, w] + [None] * (len(in_shapes) - 2), [out], lt.sizes,
                   order=batch + m + k + n, flops_fwd=flops, flops_bwd_per_grad=flops,
-                  saves=("in0", "in1"))
+                  saves=("in0", "in1"), out_scatter=scatter)

@@ -22,9 +22,10 @@ def setup_parallel(parallel_mode: str = "semi_auto_parallel", extra_context: dic
     return ms
 
 
-def shard_all(prims: dict, strategies: dict) -> list[str]:
+def shard_all(prims: dict, strategies: dict, out_strategies: dict | None = None) -> list[str]:
     """The plan's ``strategies`` (``{path: in_strategy}``) on the network's primitives, by
-    :func:`smsg_ms.integration.annotate.replace_strategies` (a primitive whose layout the
+    :func:`smsg_ms.integration.annotate.replace_strategies` (``out_strategies``: ``{path:
+    out_strategy}`` of the primitives whose output layout is set too; a primitive whose layout the
     network fixes, or one the plan does not set, keeps the network's own ``shard()``).
 
     Returns the paths whose own ``shard()`` was replaced.
@@ -35,7 +36,7 @@ def shard_all(prims: dict, strategies: dict) -> list[str]:
     unknown = sorted(set(strategies) - set(prims))
     if unknown:
         raise KeyError(f"plan names primitives the network does not have: {', '.join(unknown)}")
-    return replace_strategies(prims, strategies)
+    return replace_strategies(prims, strategies, out_strategies)
 
 
 def executor_strategies(phase: str) -> dict:

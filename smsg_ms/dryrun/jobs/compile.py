@@ -29,7 +29,7 @@ def job_compile(job: dict) -> dict:
     ms = setup_parallel(parallel_mode=job.get("parallel_mode", "semi_auto_parallel"),
                         extra_context=job.get("context", {"full_batch": True}))
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    shard_all(tag_primitives(built.net), job.get("strategies", {}))
+    shard_all(tag_primitives(built.net), job.get("strategies", {}), job.get("out_strategies"))
     train = built.train_cell(ms)
     phase = compile_cell(train, built.train_inputs, phase="train")
     strategies = executor_strategies(phase)
@@ -79,7 +79,7 @@ def job_plan_compile(job: dict) -> dict:
         inputs = [ms.Tensor(np.zeros(tuple(d // c for d, c in zip(t.shape, cuts))), dtype=t.dtype)
                   for t, cuts in zip(inputs, ranks)]
         ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
-    shard_all(tag_primitives(built.net), job.get("strategies", {}))
+    shard_all(tag_primitives(built.net), job.get("strategies", {}), job.get("out_strategies"))
     train = built.train_cell(ms)
     phase = compile_cell(train, tuple(inputs), phase="train")
     strategies = executor_strategies(phase)

@@ -35,7 +35,7 @@ def job_pipeline_compile(job: dict) -> dict:
     from mindspore.communication import get_group_size
     check_pipeline(pipeline, get_group_size())
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    shard_all(tag_primitives(built.net), job.get("strategies", {}))
+    shard_all(tag_primitives(built.net), job.get("strategies", {}), job.get("out_strategies"))
     marked = mark_cells(built.net, pipeline)
     net = built.net
 

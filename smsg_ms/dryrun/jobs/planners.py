@@ -34,7 +34,8 @@ def job_planner_compile(job: dict) -> dict:
 
     Planners: ``recursive_programming`` / ``dynamic_programming`` / ``sharding_propagation``
     (``auto_parallel`` with that ``search_mode``; ``strategies`` are the seeds), ``semi_auto``
-    (``strategies`` written with ``shard()``), ``data_parallel`` (``semi_auto_parallel`` with no
+    (``strategies`` written with ``shard()``, with the ``out_strategies`` of the paths it names),
+    ``data_parallel`` (``semi_auto_parallel`` with no
     strategy: MindSpore gives every operator its batch-parallel strategy), ``expert`` (the
     network's own ``shard()`` calls kept). For every planner but ``expert`` the network's own
     ``shard()`` strategies are deleted first.
@@ -72,8 +73,13 @@ def job_planner_compile(job: dict) -> dict:
         raise KeyError(f"strategies name primitives the network does not have: "
                        f"{', '.join(unknown)}")
     if planner != "data_parallel":
+        outs = job.get("out_strategies") or {}
         for path, strategy in sorted(job.get("strategies", {}).items()):
-            prims[path].shard(tuple(tuple(s) for s in strategy))
+            in_strategy = tuple(tuple(s) for s in strategy)
+            if path in outs:
+                prims[path].shard(in_strategy, tuple(tuple(s) for s in outs[path]))
+            else:
+                prims[path].shard(in_strategy)
     train = built.train_cell(ms)
     full_shapes = {p.name: [int(d) for d in p.shape] for p in train.get_parameters()}
     weights = {p.name for p in built.net.trainable_params()}
