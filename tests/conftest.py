@@ -5,12 +5,15 @@ import functools
 
 import pytest
 
+from smsg_ms.graph import capture as _capture_module
+
+#: the real capture, kept before any test module shares it (``shared_capture``)
+_CAPTURE = _capture_module.capture_network
+
 
 @functools.lru_cache(maxsize=None)
 def _captured(spec: str, items: tuple):
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(spec, **dict(items))
+    return _CAPTURE(spec, **dict(items))
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +33,20 @@ def capture_of(captured):
     def of(spec: str, **options):
         return lambda b: captured(spec, batch=b, **options)
     return of
+
+
+@pytest.fixture(scope="module")
+def shared_capture(captured):
+    """For the module that uses it, ``smsg_ms.graph.capture.capture_network`` answers from the
+    session cache of ``captured``: the real capture (a dry-run child) runs once per (spec,
+    options), and ``check_plan``'s fingerprint capture (``verify_network``) of a network the
+    test captured already reuses that graph instead of starting another child. Same graph,
+    same fingerprint (captures are deterministic): the check compares what it did before.
+    The graphs are shared: a test using this must not modify a captured graph."""
+    def shared(spec: str, devices: int = 1, **options):
+        if devices != 1:
+            options["devices"] = devices
+        return captured(spec, **options)
+    _capture_module.capture_network = shared
+    yield shared
+    _capture_module.capture_network = _CAPTURE

@@ -4,6 +4,9 @@ Hand derivation for ``y = x @ w``, x (B, K) cut (2, 1), w (K, N) cut (1, 4), 8 d
 not cut, so the forward needs no AllReduce; x is a data input, so no dx; dw = x^T dy sums over
 B, which is cut 2-way, and w's slice (K, N/4) is repeated on those 2 devices: one gradient
 AllReduce in a group of 2 over K*N/4 float32 elements. Nothing else.
+
+The dry-run tests plan from ``shared_capture`` (conftest): ``check_plan``'s fingerprint capture
+reuses the test's graph, one capture child per network instead of two.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ def test_user_shard_captures_and_scores():
     assert kinds == [("AllReduce", 2, "grad_sync", K * N // 4 * 4)]
 
 
-def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(tmp_path):
+def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(shared_capture):
     """``user_shard.self_defined``: its ReLU carries ``self_define_shard`` and a ``Layout`` that
     cuts the batch 8 ways. MindSpore accepts no strategy for such a primitive
     (``self_define_shard_info.cc``) and, with its layout cleared, rejects the compile ("tuple
@@ -42,7 +45,7 @@ def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(tmp_path):
     from smsg_ms.planner import plan_graph
 
     spec = "smsg_ms.networks.user_shard:self_defined"
-    graph = capture_network(spec)
+    graph = shared_capture(spec)
     plan = plan_graph(graph, 8, progress=False, network=spec, options={})
     relu = next(d for d in plan.decisions if d.name == "relu")
     assert not relu.shardable and "relu" not in plan.strategies
@@ -53,7 +56,7 @@ def test_a_layout_the_network_fixes_is_kept_and_the_plan_compiles(tmp_path):
     assert [(g.inserted, g.inserted_bytes) for g in grad] == [(1, 32 * 64 * 4)]
 
 
-def test_a_kept_layout_written_for_eight_devices_is_fitted_to_four():
+def test_a_kept_layout_written_for_eight_devices_is_fitted_to_four(shared_capture):
     """``user_shard.written_for_eight``: the ReLU's layout is ``Layout((8, 1))`` whatever the
     run (as mindformers GLM2's ``tile_kv`` writes ``(1, 4, 1, 2)``). On 4 devices MindSpore
     refused it before this fix ("The configured device_matrix {8, 1} accumulate value 8 dose
@@ -65,7 +68,7 @@ def test_a_kept_layout_written_for_eight_devices_is_fitted_to_four():
     from smsg_ms.planner import plan_graph
 
     spec = "smsg_ms.networks.user_shard:written_for_eight"
-    plan = plan_graph(capture_network(spec), 4, progress=False, network=spec, options={})
+    plan = plan_graph(shared_capture(spec), 4, progress=False, network=spec, options={})
     report = check_plan(plan, [0])
     assert [r.error for r in report.ranks] == [None]
     assert report.ok
@@ -90,7 +93,7 @@ def test_fitted_device_matrix_by_hand():
     assert fitted_device_matrix((4, 2), 8, {0}) is None
 
 
-def test_a_kept_layout_is_the_one_choice_of_its_primitive():
+def test_a_kept_layout_is_the_one_choice_of_its_primitive(shared_capture):
     """``user_shard.columns_for_eight``: the ReLU keeps ``x`` (16, 32) cut (1, 8) (columns).
     The capture records that layout; the plan's only option for the ReLU is it, so the
     prediction prices what MindSpore does around it (the data input re-cut into it, the MatMul
@@ -102,7 +105,7 @@ def test_a_kept_layout_is_the_one_choice_of_its_primitive():
     from smsg_ms.planner import plan_graph
 
     spec = "smsg_ms.networks.user_shard:columns_for_eight"
-    graph = capture_network(spec)
+    graph = shared_capture(spec)
     (relu,) = [op for op in graph.ops if op.type == "ReLU"]
     assert KEPT_LAYOUT_ATTR in relu.attrs
     assert [o.strategy for o in CostModel(graph, 8).options(relu)] == [((1, 8),)]

@@ -6,8 +6,8 @@ key/value heads ``(B, N_kv, 1, S·D)`` by ``(1, 1, rep, 1)``).
 
 Accepted strategies compiled once as a bank (one compile), collectives compared per case and
 phase (``assert_bank_matches``); rejections: ``CostModel.check`` raises exactly when MindSpore
-refuses the strategy (each rejected case compiled alone, all in one dry-run child:
-``compile_each``).
+refuses the strategy (each rejected case compiled alone; the bank and the rejected cases all
+in one dry-run child: ``compile_each``).
 """
 from __future__ import annotations
 
@@ -84,20 +84,30 @@ def bank():
     return capture_network(SPEC, cases=net_cases(ACCEPTED))
 
 
+@pytest.fixture(scope="module")
+def compiled():
+    """One dry-run child (``compile_each``) for every compile of the module: the bank of
+    accepted cases (first), then each rejected case alone."""
+    jobs = [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases(ACCEPTED)},
+             "strategies": case_strategies(ACCEPTED)}]
+    jobs += [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases([case])},
+              "strategies": case_strategies([case])} for case, _ in REJECTED]
+    return dryrun.run_child({"job": "compile_each", "jobs": jobs}, devices=DEVICES)["results"]
+
+
 def _op(graph, i):
     return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
 
 
-def test_collectives_equal_mindspore(bank):
+def test_collectives_equal_mindspore(bank, compiled):
     """What MindSpore inserts equals the model's prediction, case by case: with its ``Add``
     before it at the same strategy, a Swiglu adds no collective; the gradient of the ``Add``'s
     bias (8, 16, 32) is AllReduced over the devices that hold the same slice. A Tile adds
     none of its own; its input, kept whole under a multiple, is gathered from a producer that
     cuts it."""
     strats = case_strategies(ACCEPTED)
-    result = dryrun.run_child({"job": "compile", "spec": SPEC,
-                               "options": {"cases": net_cases(ACCEPTED)}, "strategies": strats},
-                              devices=DEVICES)
+    result = compiled[0]
+    assert result["ok"], result.get("error")
     model = CostModel(bank, DEVICES)
     assert_bank_matches([c[0] for c in ACCEPTED], result["collectives"], bank, model, strats,
                         set())
@@ -123,11 +133,9 @@ def test_output_is_half_of_dim_and_flops_by_hand(bank):
 
 
 @pytest.fixture(scope="module")
-def refusals():
-    """MindSpore's answer to each rejected case compiled alone (one child for all)."""
-    jobs = [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases([case])},
-             "strategies": case_strategies([case])} for case, _ in REJECTED]
-    return dryrun.run_child({"job": "compile_each", "jobs": jobs}, devices=DEVICES)["results"]
+def refusals(compiled):
+    """MindSpore's answer to each rejected case compiled alone."""
+    return compiled[1:]
 
 
 @pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0][0] for c in REJECTED])

@@ -14,7 +14,6 @@ plan chose the propagate write-back, and it put the gammas of the first stage on
 from __future__ import annotations
 
 import copy
-import functools
 
 import pytest
 
@@ -30,7 +29,7 @@ def _bad(rank):
     return [(row.key, row.predicted, row.inserted) for row in rank.rows if not row.ok]
 
 
-def test_weight_first_product_keeps_batch_cut(captured):
+def test_weight_first_product_keeps_batch_cut(captured, shared_capture):
     plan = plan_graph(captured(SPEC), 8, network=SPEC, progress=False)
     # the product's default costs nothing but the weight's gradient sync: no propagation needed
     assert plan.write_back == "shard"
@@ -41,14 +40,17 @@ def test_weight_first_product_keeps_batch_cut(captured):
     assert not inserted.get(("AllGather", "forward", 8))
 
 
-@functools.lru_cache(maxsize=None)
-def _pipelined(stages: int = 2):
-    return plan_network_pipelined(SPEC, 8, global_batch=8, stages=stages, micro_batches=2)
+@pytest.fixture(scope="module")
+def pipelined(capture_of, shared_capture):
+    """The 2-stage plan (2 micro-batches), planned once for the module from the session's
+    captures (``check_plan``'s fingerprint capture reuses them: ``shared_capture``)."""
+    return plan_network_pipelined(SPEC, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(SPEC))
 
 
-def test_functional_weight_on_its_blocks_stage():
+def test_functional_weight_on_its_blocks_stage(pipelined):
     stages = 2
-    plan = _pipelined(stages)
+    plan = pipelined
     assert plan.pipeline["stages"] == stages
     # block 0 ends with a Reshape (its proj Dense): the only border is after block 1
     assert plan.pipeline["stage_of_block"] == {"blocks.0": 0, "blocks.1": 0, "blocks.2": 1,
@@ -62,13 +64,14 @@ def test_functional_weight_on_its_blocks_stage():
         assert got.get(("AllReduce", "grad_sync", 8 // stages), 0) >= 4 // stages
 
 
-def test_no_stage_border_after_a_reshape():
+def test_no_stage_border_after_a_reshape(pipelined, capture_of):
     """MindSpore refuses the border the planner avoids; a stage count needing it is refused
     with that reason."""
-    plan = copy.deepcopy(_pipelined(2))
+    plan = copy.deepcopy(pipelined)
     plan.pipeline["stage_of_block"] = {"blocks.0": 0, "blocks.1": 1, "blocks.2": 1,
                                        "blocks.3": 1}
     rank = check_plan(plan, [0]).ranks[0]
     assert rank.error and "Reshape op can't be a border" in rank.error
     with pytest.raises(PipelinePlanningError, match="Reshape op can't be a border"):
-        plan_network_pipelined(SPEC, 8, global_batch=8, stages=4, micro_batches=4)
+        plan_network_pipelined(SPEC, 8, global_batch=8, stages=4, micro_batches=4,
+                               capture=capture_of(SPEC))

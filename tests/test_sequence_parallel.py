@@ -26,15 +26,15 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def planned():
-    """(problem, variables, the search's choice, its plan) of the case, searched once."""
+def planned(shared_capture):
+    """(problem, variables, the search's choice, its plan) of the case, searched once (its
+    capture shared with ``check_plan``'s fingerprint capture: ``shared_capture``)."""
     from smsg_ms.cost.model import CostModel
-    from smsg_ms.graph.capture import capture_network
     from smsg_ms.planner import build_problem, plan_graph
     from smsg_ms.planner.variables import repeated_variable_groups
     from smsg_ms.search import solve
 
-    graph = capture_network("llama", **OPTS)
+    graph = shared_capture("llama", **OPTS)
     model = CostModel(graph, DEVICES, "ascend910b", fully_use_devices=True)
     problem, variables = build_problem(graph, model)
     solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables))
