@@ -19,6 +19,7 @@ import pytest
 import smsg_ms
 from smsg_ms.compare.configs import ConfigError, expand, parse_config
 from smsg_ms.compare.score_configs import ShapeScorer, score_csv
+from smsg_ms.graph.batch_scale import BatchFamily
 from smsg_ms.integration.check import check_plan
 from smsg_ms.planner import plan_graph
 
@@ -115,10 +116,11 @@ def test_expansion_compiles_with_predicted_collectives(spec):
     assert report.ok, [(r.error, [row for row in r.rows if not row.ok]) for r in report.ranks]
 
 
-def test_micro_batches_enter_as_the_1f1b_formula(captured):
+def test_micro_batches_enter_as_the_1f1b_formula(captured, capture_of):
     """``(m + p − 1)·t + g`` is affine in ``m``: equal steps of ``m`` give equal steps of the
     score, the slope (one slowest-stage micro-step) is the same for every ``m``."""
     scorer = ShapeScorer("gpt", options=dict(SMALL))
+    scorer.family = BatchFamily(capture_of("gpt", **SMALL))   # session captures (score_fast)
     for pp in (1, 2):
         dp = 2 if pp == 1 else 1
         steps = [scorer.score(parse_config(f"dp={dp},tp=4,pp={pp},micro_batch=1,"

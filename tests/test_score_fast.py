@@ -14,6 +14,7 @@ import pytest
 
 from smsg_ms.compare.configs import parse_config
 from smsg_ms.compare.score_configs import ShapeScorer
+from smsg_ms.graph.batch_scale import BatchFamily
 
 CONFIGS = ["dp=2,tp=4,pp=1,micro_batch=1,global_batch=2",
            "dp=8,tp=1,pp=1,micro_batch=1,global_batch=8",
@@ -27,8 +28,11 @@ NETWORKS = [("gpt", dict(layers=2, seq=64, hidden=128, heads=8, vocab=1024)),
 
 
 @pytest.mark.parametrize("spec, options", NETWORKS, ids=[n for n, _ in NETWORKS])
-def test_fast_score_equals_whole_problem(spec, options):
+def test_fast_score_equals_whole_problem(spec, options, capture_of):
     fast = ShapeScorer(spec, options=dict(options))
+    # the scorer's own capture (capture_network(spec, batch=b, **options)) from the session
+    # cache, shared with the suite's other captures of the network (gpt: test_score_configs)
+    fast.family = BatchFamily(capture_of(spec, **options))
     whole = ShapeScorer(spec, options=dict(options), full_problem=True)
     whole.family = fast.family                      # one capture for both
     for text in CONFIGS:
