@@ -87,4 +87,4 @@ def test_runner_launches_the_child_module():
 
     module = importlib.import_module(runner.CHILD_MODULE)
     assert {"capture", "compile", "plan_compile", "pipeline_compile", "planner_compile",
-            "read_shard", "capture_train", "init"} == set(module.JOBS)
+            "read_shard", "capture_train", "init", "compile_each"} == set(module.JOBS)
