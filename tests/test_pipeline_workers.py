@@ -73,10 +73,11 @@ def test_two_processes_make_the_single_process_plan(graph_file):
     assert two["plan"] == one["plan"]            # byte for byte: hash, records, strategies
     # pairs the search prunes are not solved by the workers either, except where a process
     # takes a pair while the pair that prunes it still runs on the other one (the board says
-    # "beaten" only of finished pairs): with two processes, at most the one pair taken beside
-    # the first (the queue is costliest first, and the first pair finished prunes the rest)
-    assert one["stats"]["stage_solves"] <= two["stats"]["stage_solves"]
-    assert two["stats"]["stage_solves"] <= one["stats"]["stage_solves"] + 1
+    # "beaten" only of finished pairs). How many that is depends on how long each solve takes
+    # (under load, one process may take several cheap pairs while the other runs the costliest
+    # one), so the bound that holds whatever the timing is that no pair is solved twice:
+    # 8 devices give 4 stage sizes (p = 1, 2, 4, 8) and batch 16 five micro-batch sizes.
+    assert one["stats"]["stage_solves"] <= two["stats"]["stage_solves"] <= 4 * 5
 
 
 def test_a_failing_worker_loses_nothing(graph_file):
