@@ -1,4 +1,6 @@
-"""Hand-made plans for testing the write-back before the planner exists.
+"""Shared pieces of the tests: hand-made plans for testing the write-back (``data_parallel_plan``),
+one search of a captured graph whose problem a test reads (``searched_plan``), and the
+mindformers wheel's ``configs/`` folder (``mindformers_configs``).
 
 ``data_parallel_plan``: every shardable operator cuts the first axis of its activation/data inputs
 ``devices`` ways and keeps parameters whole (pure data parallel, which MindSpore accepts for the
@@ -40,3 +42,31 @@ def data_parallel_plan(graph, devices: int, network: str, options: dict) -> Plan
                 options=dict(options),
                 input_shapes=[list(graph.tensors[n].shape) for n in graph.inputs],
                 hardware="ascend910b", decisions=decisions).seal()
+
+
+def searched_plan(graph, devices: int, network: str, options: dict):
+    """The search's plan of ``graph`` on ``devices``, with what it was made from: (cost model,
+    problem, variables, the search's choice, plan). The same search as ``plan_graph``'s (its
+    repeated-layer groups), built once so a test can read the problem it solved."""
+    from smsg_ms.cost.model import CostModel
+    from smsg_ms.planner import build_problem, plan_graph
+    from smsg_ms.planner.variables import repeated_variable_groups
+    from smsg_ms.search import solve
+
+    model = CostModel(graph, devices, "ascend910b", fully_use_devices=True)
+    problem, variables = build_problem(graph, model)
+    solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables))
+    plan = plan_graph(graph, devices, options=options, network=network, model=model,
+                      built=(problem, variables), exhaustive=False, choice=solution.choice)
+    return model, problem, variables, solution.choice, plan
+
+
+def mindformers_configs():
+    """The ``configs/`` folder the mindformers 1.9.0 wheel installs beside its package, or
+    ``None`` when mindformers or the folder is missing."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("mindformers")
+    configs = Path(spec.origin).parent.parent / "configs" if spec else None
+    return configs if configs is not None and configs.is_dir() else None

@@ -9,19 +9,17 @@ mindformers' dispatcher against the plan's prediction, the expert weights' gradi
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
+from integration_support import mindformers_configs
 
-_SPEC = importlib.util.find_spec("mindformers")
-CONFIGS = Path(_SPEC.origin).parent.parent / "configs" if _SPEC else None
-pytestmark = pytest.mark.skipif(CONFIGS is None or not CONFIGS.is_dir(),
+CONFIGS = mindformers_configs()
+pytestmark = pytest.mark.skipif(CONFIGS is None,
                                 reason="mindformers 1.9.0 wheel with its configs/ not installed")
 
 MOE = "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml"

@@ -8,20 +8,18 @@ compile. The MoE YAMLs: ``tests/test_mindformers_moe.py``.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
+from integration_support import mindformers_configs
 
-_SPEC = importlib.util.find_spec("mindformers")
-CONFIGS = Path(_SPEC.origin).parent.parent / "configs" if _SPEC else None
-pytestmark = pytest.mark.skipif(CONFIGS is None or not CONFIGS.is_dir(),
+CONFIGS = mindformers_configs()
+pytestmark = pytest.mark.skipif(CONFIGS is None,
                                 reason="mindformers 1.9.0 wheel with its configs/ not installed")
 
 QWEN3 = "qwen3/pretrain_qwen3_32b_4k.yaml"

@@ -35,20 +35,11 @@ AROUND = ("to_experts", "from_experts", "split_reshape", "in_reshape", "back_res
 def planned():
     """(graph, cost model, problem, variables, the search's choice, its plan) of the case,
     searched once (the search of ``plan_graph``: no memory limit binds this small case)."""
-    from smsg_ms.cost.model import CostModel
+    from integration_support import searched_plan
     from smsg_ms.graph.capture import capture_network
-    from smsg_ms.planner import build_problem, plan_graph
-
-    from smsg_ms.planner.variables import repeated_variable_groups
-    from smsg_ms.search import solve
 
     graph = capture_network("moe", **OPTS)
-    model = CostModel(graph, DEVICES, "ascend910b", fully_use_devices=True)
-    problem, variables = build_problem(graph, model)
-    solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables))
-    plan = plan_graph(graph, DEVICES, options=OPTS, network="moe", model=model,
-                      built=(problem, variables), exhaustive=False, choice=solution.choice)
-    return graph, model, problem, variables, solution.choice, plan
+    return (graph, *searched_plan(graph, DEVICES, "moe", OPTS))
 
 
 @pytest.fixture(scope="module")

@@ -29,18 +29,11 @@ MIB = 1 << 20
 def planned(shared_capture):
     """(problem, variables, the search's choice, its plan) of the case, searched once (its
     capture shared with ``check_plan``'s fingerprint capture: ``shared_capture``)."""
-    from smsg_ms.cost.model import CostModel
-    from smsg_ms.planner import build_problem, plan_graph
-    from smsg_ms.planner.variables import repeated_variable_groups
-    from smsg_ms.search import solve
+    from integration_support import searched_plan
 
-    graph = shared_capture("llama", **OPTS)
-    model = CostModel(graph, DEVICES, "ascend910b", fully_use_devices=True)
-    problem, variables = build_problem(graph, model)
-    solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables))
-    plan = plan_graph(graph, DEVICES, options=OPTS, network="llama", model=model,
-                      built=(problem, variables), exhaustive=False, choice=solution.choice)
-    return problem, variables, solution.choice, plan
+    _, problem, variables, choice, plan = searched_plan(shared_capture("llama", **OPTS), DEVICES,
+                                                        "llama", OPTS)
+    return problem, variables, choice, plan
 
 
 @pytest.fixture(scope="module")
