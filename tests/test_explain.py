@@ -107,6 +107,18 @@ def test_block_instances_fold_per_primitive():
         d.name for d in plan.decisions]
 
 
+def test_an_out_strategy_in_one_instance_is_its_own_strategy():
+    """Sequence parallel in layers.3 only: ``a`` has the same in_strategy everywhere, but an
+    out_strategy in layers.3 makes it another strategy (MatMul ``shard(in, out)``), so ``a`` is
+    shown for layers.0–2 and for layers.3, not folded into one entry."""
+    from dataclasses import replace
+
+    plan = _four_layers()
+    plan = replace(plan, out_strategies={"layers.3.a": [[8, 1]]})
+    names = [r.name for r in explained_decisions(plan) if r.decision is not None]
+    assert "layers.0–2.a" in names and "layers.3.a" in names and "layers.*.a" not in names
+
+
 def test_plan_table_names_the_instances_of_each_strategy():
     rows = summary_rows(_four_layers())
     assert rows == [("(outside blocks)", "embed", "(8,1)"),

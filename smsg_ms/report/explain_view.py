@@ -51,17 +51,20 @@ def explained_decisions(plan: Plan, show_all: bool = False) -> list[Shown]:
         if show_all or inst is None:
             rows.append(Shown(d, d.name))
         elif d.block in members:
-            rows += _fold_block(d.block, members.pop(d.block))
+            rows += _fold_block(d.block, members.pop(d.block), plan.out_strategies)
     return rows
 
 
-def _fold_block(block: str, members: list[tuple[str, str, OpDecision]]) -> list[Shown]:
+def _fold_block(block: str, members: list[tuple[str, str, OpDecision]],
+                outs: dict) -> list[Shown]:
+    """``outs``: the plan's out_strategies; a strategy with one differs from the same
+    in_strategy without (sequence parallel in one instance only)."""
     every = list(OrderedDict.fromkeys(inst for _, inst, _ in members))
     if len(every) == 1:
         return [Shown(d, d.name) for _, _, d in members]
     variants: OrderedDict[str, OrderedDict[str, list]] = OrderedDict()
     for rel, inst, d in members:
-        key = fmt_strategy(d.strategy) if d.shardable else "-"
+        key = fmt_strategy(d.strategy, outs.get(d.name)) if d.shardable else "-"
         variants.setdefault(rel, OrderedDict()).setdefault(key, []).append((inst, d))
     differ = [rel for rel, by in variants.items()
               if len(by) > 1 or len(next(iter(by.values()))) != len(every)]
