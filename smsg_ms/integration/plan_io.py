@@ -87,8 +87,9 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
         ended_early = (exc.pos >= len(text.rstrip())
                        or exc.msg.startswith("Unterminated string"))
         what = "truncated" if ended_early else "not valid JSON"
-        raise PlanError(f"{source}: {what} (JSON error at line {exc.lineno}, column "
-                        f"{exc.colno}: {exc.msg})") from exc
+        # Python's message ends where its position would follow ("... starting at")
+        raise PlanError(f"{source}: {what} (JSON error: {exc.msg}: line {exc.lineno}, column "
+                        f"{exc.colno})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:
         raise PlanError(f"{source}: not an smsg-ms plan file (no 'decisions' / 'content_hash')")
     if data.get("format") != PLAN_FORMAT:
