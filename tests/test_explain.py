@@ -260,7 +260,7 @@ def test_explain_shows_degrees_and_runner_up():
     plan = Plan.from_dict(data)
     degrees = chosen_degrees(plan)
     assert degrees["pp"] == 2 and degrees["vp"] == 1 and degrees["micro-batches"] == 2
-    assert degrees["dp"] * degrees["tp"] == 8          # 16 devices / 2 stages
+    assert degrees["recompute"] == "0/12 blocks"        # 12 layers, none recomputed
     plan.pipeline["runner_up"] = {"stages": 4, "micro_batches": 4, "virtual_stages": 2,
                                   "optimizer_level": "level2", "step_seconds": 2.0,
                                   "difference_seconds": 0.5}
@@ -269,3 +269,49 @@ def test_explain_shows_degrees_and_runner_up():
     text = out.getvalue()
     assert "chosen: dp " in text and "pp 2" in text and "vp 1" in text
     assert "runner-up: pp 4, micro-batches 4, virtual stages 2, optimizer level2" in text
+
+
+def test_degrees_are_the_dominant_device_matrix_of_the_blocks():
+    """#17 item 7: a plan whose degrees are known by construction. Three instances of
+    ``layers.*`` on 8 devices: in layers.0 and layers.1 three MatMuls ((4,1),(1,2)) (device
+    matrix m4·k1·n2: dp 4, tp 2) and one Add ((4,1),(4,1)) (dp 4 on 4 devices); layers.2 is all
+    dp 8 ((8,1),(1,1)); the head outside the blocks is ((1,1),(1,8)). The dominant per instance
+    is (4,2), (4,2), (8,1); the one most instances share is dp 4, tp 2. One of the three
+    instances recomputed: 1/3 blocks. The data set's layout (1,1) says nothing about dp (the
+    token ids of an embedding are not cut)."""
+    from smsg_ms.plan import OpDecision, Plan
+    from smsg_ms.report.explain_view import chosen_degrees
+
+    def matmul(name, a, b, block="layers.*"):
+        cuts = {"c_m": a[0], "c_k": a[1], "c_n": b[1]}
+        return OpDecision(name, "MatMul", [list(a), list(b)], block=block,
+                          symbolic=f"s{a}{b}"), {f"s{a}{b}": {"cuts": cuts}}
+
+    decisions, symbolic = [], {}
+    for i, (a, b) in enumerate([((4, 1), (1, 2)), ((4, 1), (1, 2)), ((8, 1), (1, 1))]):
+        for j in range(3):
+            d, sym = matmul(f"layers.{i}.w{j}.matmul", a, b)
+            decisions.append(d)
+            symbolic.update(sym)
+        decisions.append(OpDecision(f"layers.{i}.add", "Add", [list(a), list(a)],
+                                    block="layers.*"))
+    head, sym = matmul("head.matmul", (1, 1), (1, 8), block=None)
+    decisions.append(head)
+    symbolic.update(sym)
+    plan = Plan("toy", "f", 8, {}, [[8, 16]], "a100", decisions, dataset_strategy=[[1, 1]],
+                symbolic=symbolic,
+                pipeline={"stages": 1, "devices_per_stage": 8,
+                          "recompute": {"layers.0": False, "layers.1": True, "layers.2": False}})
+    degrees = chosen_degrees(plan)
+    assert (degrees["dp"], degrees["tp"]) == (4, 2)
+    assert "repeated" not in degrees                     # 4 x 2 = the 8 devices
+    assert degrees["recompute"] == "1/3 blocks"
+    plan.pipeline = None                                 # a single-stage plan: no record
+    assert chosen_degrees(plan)["recompute"] == "0/3 blocks"
+    for d in decisions[:8]:                              # layers.0 and 1 become dp 2 x tp 2
+        d.strategy[0][0] = 2
+        if d.symbolic:
+            d.symbolic = "s2"
+    plan.symbolic["s2"] = {"cuts": {"c_m": 2, "c_k": 1, "c_n": 2}}
+    degrees = chosen_degrees(plan)
+    assert (degrees["dp"], degrees["tp"], degrees["repeated"]) == (2, 2, "x2")

@@ -10,7 +10,8 @@ instances (``layers.0–6.add_ffn``, ``layers.7.add_ffn``). Nothing here recompu
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+import math
+from collections import Counter, OrderedDict
 from typing import NamedTuple
 
 from ..plan import OpDecision, Plan
@@ -219,26 +220,62 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
 
 
 def chosen_degrees(plan: Plan) -> dict[str, object]:
-    """The parallel degrees of ``plan`` as plain values: ``dp`` (the data set's batch cut),
-    ``tp`` (the rest of a stage's devices: operator parallel), ``sp`` (sequence parallel: the
-    group a row-parallel MatMul reduce-scatters its partial sums over onto the tokens,
-    :attr:`Plan.out_strategies`; 1 when none does), ``pp`` (stages), ``vp`` (virtual
-    stages), ``micro-batches``, ``recompute`` (recomputed blocks / blocks), ``selective
-    recompute`` (blocks whose selective primitives are recomputed) and ``optimizer``
-    (``off`` or MindSpore's ``optimizer_level``). Read from the plan file, nothing recomputed."""
+    """The parallel degrees of ``plan`` as plain values: ``dp`` and ``tp`` (the dominant
+    :func:`operator_degrees` of each repeated-block instance, then the one most instances
+    share; of all the decisions when the plan has no repeated block), ``repeated`` (only where
+    ``dp·tp`` is below a stage's devices: the factor MindSpore repeats the computation by),
+    ``sp`` (sequence parallel: the group a row-parallel MatMul reduce-scatters its partial sums
+    over onto the tokens, :attr:`Plan.out_strategies`; 1 when none does), ``pp`` (stages),
+    ``vp`` (virtual stages), ``micro-batches``, ``recompute`` (recomputed block instances / block instances of
+    the plan), ``selective recompute`` (blocks whose selective primitives are recomputed) and
+    ``optimizer`` (``off`` or MindSpore's ``optimizer_level``). Read from the plan file,
+    nothing recomputed."""
     rec = plan.pipeline or {}
-    per_stage = int(rec.get("devices_per_stage", plan.devices))
-    batch_cuts = [int(s[0]) for s in (plan.dataset_strategy or []) if s]
-    dp = max(batch_cuts, default=1)
+    groups: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+    for d in plan.decisions:
+        degrees = operator_degrees(plan, d)
+        _, inst = relative_name(d)
+        key = "" if inst is None else f"{d.block}#{inst}"
+        groups.setdefault(key, [])
+        if degrees:
+            groups[key].append(degrees)
+    blocks = [k for k in groups if k]
+    per_group = [_most_common(groups[k]) for k in (blocks or list(groups)) if groups[k]]
+    dp, tp = _most_common(per_group) if per_group else (1, int(plan.devices))
     recompute = rec.get("recompute", {})
     level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
-    return {"dp": dp, "tp": max(1, per_stage // dp), "sp": sequence_parallel_degree(plan),
+    per_stage = int(rec.get("devices_per_stage", plan.devices))
+    repeat = {"repeated": f"x{per_stage // (dp * tp)}"} if per_stage > dp * tp else {}
+    return {"dp": dp, "tp": tp, **repeat, "sp": sequence_parallel_degree(plan),
             "pp": int(rec.get("stages", 1)),
             "vp": int(rec.get("virtual_stages", 1)),
             "micro-batches": int(rec.get("micro_batches", 1)),
-            "recompute": f"{sum(bool(v) for v in recompute.values())}/{len(recompute)} blocks",
+            "recompute": f"{sum(bool(v) for v in recompute.values())}/"
+                         f"{len(blocks) or len(recompute)} blocks",
             "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
             "optimizer": level}
+
+
+def operator_degrees(plan: Plan, d: OpDecision) -> tuple[int, int] | None:
+    """``(dp, tp)`` of one decision's device matrix: ``dp`` the cut of its first input's first
+    axis (the batch / token axis), ``tp`` the rest of the devices its device matrix spans (the
+    product of its einsum letters' cuts, MindSpore's ``dev_matrix`` of ``ops_info/*_info.cc``;
+    without a symbolic description the largest product of one input's cuts). A MatMul
+    ``((4, 1), (1, 2))`` is ``(4, 2)``; an Add ``((4, 1), (4, 1))`` is ``(4, 1)`` (repeated on
+    the other devices). ``None`` for a decision without a strategy."""
+    if not d.shardable or not d.strategy or not d.strategy[0]:
+        return None
+    dp = int(d.strategy[0][0])
+    cuts = (plan.symbolic_of(d) or {}).get("cuts") or {}
+    used = (math.prod(int(c) for c in cuts.values()) if cuts
+            else max(math.prod(int(c) for c in s) for s in d.strategy))
+    return dp, max(1, used // max(dp, 1))
+
+
+def _most_common(items: list):
+    """The item ``items`` hold most often; of equal counts, the first to appear."""
+    counts = Counter(items)
+    return max(counts, key=lambda x: (counts[x], -items.index(x)))
 
 
 def sequence_parallel_degree(plan: Plan) -> int:
