@@ -92,10 +92,12 @@ def test_check_compiles_a_strategy_file_for_its_network(exported):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    # 8-device strategies on 4 devices: MindSpore's own reason, and the likely cause
+    # the file records the 8 devices it was exported for: refused on 4 and on 16, although every
+    # cut divides 16 (MindSpore would repeat the computation)
     (["--network", "mlp", "--devices", "4", "--batch", "64"],
-     ["MindSpore rejects mlp.strategy.json for 'mlp' on 4 devices", "requires 8 devices",
-      "exported for another device count"]),
+     ["mlp.strategy.json was written for 8 devices, not --devices 4", "--devices 8"]),
+    (["--network", "mlp", "--devices", "16", "--batch", "64"],
+     ["mlp.strategy.json was written for 8 devices, not --devices 16", "--devices 8"]),
     # the keys name the MLP's Dense layers, which LLaMA does not have
     (["--network", "llama", "--devices", "8", "--layers", "1", "--seq", "16", "--hidden", "64",
       "--heads", "4", "--ffn", "64", "--vocab", "100"],
@@ -106,3 +108,34 @@ def test_check_compiles_a_strategy_file_for_its_network(exported):
 def test_a_file_for_another_device_count_or_network_is_explained_in_one_line(exported, args,
                                                                                fragments):
     one_line_error(smsg(["check", "mlp.strategy.json", *args], exported[0]), *fragments)
+
+
+def test_a_file_without_its_device_count_is_refused_by_mindspore(exported):
+    """A file that records no device count (an older export): MindSpore's own reason for 8-device
+    strategies on 4 devices, and the likely cause."""
+    data = json.loads((exported[0] / "mlp.strategy.json").read_text())
+    del data["device_num"]
+    (exported[0] / "bare.strategy.json").write_text(json.dumps(data))
+    one_line_error(smsg(["check", "bare.strategy.json", "--network", "mlp", "--devices", "4",
+                         "--batch", "64"], exported[0]),
+                   "MindSpore rejects bare.strategy.json for 'mlp' on 4 devices",
+                   "requires 8 devices", "exported for another device count")
+
+
+def test_the_device_count_of_mindspores_own_save_is_its_device_matrix(tmp_path):
+    """MindSpore's save carries no device count, but each parameter layout's device matrix
+    spans the stage's devices (the repeated-calculation dimension pads it): [2, 4] is 8
+    devices; a pipelined save (an item in stage 1) tells only a stage's, so nothing."""
+    from smsg_ms.integration.strategy_check import recorded_devices
+
+    layout = {"dev_matrix": [2, 4], "tensor_map": [1, -1], "tensor_shape": [64, 64], "field": 0,
+              "opt_weight_shard_step": 0, "opt_weight_shard_size": 0}
+    data = {"current_stage": 0,
+            "parallel_strategy_item": {"MatMul_w": {"stage": 0, "parallel_strategy": [[4, 1]]}},
+            "parallel_layout_item": {"w": layout}}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(data))
+    assert recorded_devices(str(path)) == 8
+    data["parallel_strategy_item"]["MatMul_v"] = {"stage": 1, "parallel_strategy": [[4, 1]]}
+    path.write_text(json.dumps(data))
+    assert recorded_devices(str(path)) is None

@@ -218,7 +218,8 @@ def write_run_strategy_ckpt(plan: Plan, graph, layers: int, path: str) -> str:
     stages = int((plan.pipeline or {}).get("stages", 1))
     planned = int(plan.options.get("layers") or layers)
     items = extend_to_depth(strategy_ckpt_items(plan, graph), planned, layers, stages)
-    data = {"current_stage": stages, "parallel_strategy_item": items}
+    data = {"current_stage": stages, "device_num": int(plan.devices),
+            "parallel_strategy_item": items}
     return write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
 
 

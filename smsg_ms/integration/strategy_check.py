@@ -7,7 +7,10 @@ Parameter read>``, :mod:`smsg_ms.integration.strategy_files`): a key the network
 file is for another network (MindSpore would silently ignore it). Then the network is compiled in
 the dry-run with ``strategy_ckpt_config={"load_file": ...}``; MindSpore's rejection is reported
 in one line with the likely cause (a strategy that cuts into more parts than there are devices, or
-into a count that does not divide them, was exported for another device count).
+into a count that does not divide them, was exported for another device count). A file that
+records its device count (``device_num``, written by ``export``) is refused before the compile
+when ``--devices`` differs: MindSpore would take a file written for 4 devices on 8 whenever
+every cut divides 8, repeating the computation.
 """
 from __future__ import annotations
 
@@ -42,6 +45,25 @@ def read_strategy_file(path: str) -> dict | None:
     return items
 
 
+def recorded_devices(path: str) -> int | None:
+    """The device count a strategy file was written for: ``device_num`` (``smsg-ms export``
+    records it), else, for MindSpore's own single-stage save (every item and ``current_stage``
+    stage 0), the device matrix of its parameter layouts (``parallel_layout_item``
+    ``dev_matrix``: MindSpore pads an operator's device matrix with the repeated-calculation
+    dimension to the stage's devices, ``ops_info/operator_info.cc``); ``None`` when the file
+    tells neither."""
+    data = json.loads(Path(path).read_text())
+    if isinstance(data.get("device_num"), int):
+        return data["device_num"]
+    layouts = data.get("parallel_layout_item")
+    stages = {v.get("stage", 0) for v in data["parallel_strategy_item"].values()}
+    if not isinstance(layouts, dict) or not layouts or stages - {0} or data.get("current_stage"):
+        return None
+    matrices = {math.prod(int(x) for x in v.get("dev_matrix", [])) for v in layouts.values()
+                if isinstance(v, dict)}
+    return matrices.pop() if len(matrices) == 1 else None
+
+
 def network_keys(graph) -> set[str]:
     """The strategy-checkpoint keys a network's operators can take: ``<type>_<first parameter
     read>`` for each operator that reads a Parameter."""
@@ -74,7 +96,8 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
     """Compile ``spec`` on ``devices`` devices with the strategy file ``path`` loaded.
 
     Raises:
-        PlanError: not a strategy file, keys the network lacks, or MindSpore's rejection (one
+        PlanError: not a strategy file, a file written for another device count
+            (:func:`recorded_devices`), keys the network lacks, or MindSpore's rejection (one
             line with its reason and the likely cause).
     """
     from ..graph.capture import capture_network
@@ -85,6 +108,11 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
     items = read_strategy_file(path)
     if items is None:
         raise PlanError(f"{path} is not a strategy checkpoint (no parallel_strategy_item)")
+    written_for = recorded_devices(path)
+    if written_for is not None and written_for != devices:
+        raise PlanError(f"{path} was written for {written_for} devices, not --devices {devices}:"
+                        f" check it with --devices {written_for}, or plan and export again for "
+                        f"{devices}")
     unknown = sorted(set(items) - network_keys(capture_network(spec, **options)))
     if unknown:
         shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")

@@ -3,7 +3,9 @@
 Format, as MindSpore 2.10 saves it (``strategy_ckpt_config={"save_file": "x.json"}``, checked in
 the dry-run): ``{"current_stage": int, "parallel_strategy_item": {"<PrimName>_<parameter name>":
 {"stage": int, "parallel_strategy": [[cuts], ...]}}, "parallel_layout_item": {...}}``. The key names
-the primitive type and the first Parameter the operator reads directly; on load, MindSpore gives
+the primitive type and the first Parameter the operator reads directly; ``device_num`` (the
+plan's device count, which ``smsg-ms check`` compares with ``--devices``) is ours: MindSpore's
+reader (``strategy_checkpoint_info.cc`` ``from_json``) reads the keys it knows and ignores it; on load, MindSpore gives
 that strategy to such operators that have no ``in_strategy`` yet (``mindspore-notes.md``). Operators
 that read no Parameter (activations only) cannot be expressed in this format and are left out.
 """
@@ -52,7 +54,8 @@ def strategy_ckpt_items(plan: Plan, graph) -> dict[str, dict]:
 def strategy_ckpt_json(plan: Plan, graph) -> str:
     """JSON text of the strategy checkpoint (sorted keys, deterministic)."""
     stages = int((plan.pipeline or {}).get("stages", 1))
-    data = {"current_stage": stages, "parallel_strategy_item": strategy_ckpt_items(plan, graph)}
+    data = {"current_stage": stages, "device_num": int(plan.devices),
+            "parallel_strategy_item": strategy_ckpt_items(plan, graph)}
     return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
 
