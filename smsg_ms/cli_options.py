@@ -105,6 +105,35 @@ def given_options(args) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
+def flag_of(option: str) -> str:
+    """The command-line flag of a network option: ``kv_heads`` → ``--kv-heads``."""
+    return "--" + option.replace("_", "-")
+
+
+def check_flags(spec: str, given: dict) -> None:
+    """Refuse the network-option flags ``spec``'s function does not take, naming the flags it
+    does (``network 'mlp' takes no --heads (its flags: --batch, --hidden)``); a function with
+    ``**kwargs`` takes every flag.
+
+    Raises:
+        NetworkSpecError: a flag not taken, or a spec that does not resolve.
+    """
+    import inspect
+
+    from .networks import NetworkSpecError, resolve_spec
+    from .networks.presets import WIDTH_FLAGS
+
+    name, func = resolve_spec(spec)
+    params = inspect.signature(func).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    bad = [flag_of(k) for k in given if k not in params]
+    if bad:
+        taken = [flag_of(k) for k in SIZE_FLAGS + tuple(WIDTH_FLAGS) if k in params]
+        raise NetworkSpecError(f"network '{name}' takes no {', '.join(bad)} (its flags: "
+                               f"{', '.join(taken) or 'none of the size flags'})")
+
+
 #: (network, preset) pairs whose note was printed (commands read the options more than once)
 _NOTED: set = set()
 
@@ -117,12 +146,14 @@ def network_options(args) -> dict:
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
+        NetworkSpecError: see :func:`check_flags`.
     """
     import sys
 
     from .networks.presets import resolve_shape, shape_note
 
     options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
+    check_flags(args.network, given_options(args))
     note = shape_note(args.network, getattr(args, "shape", None))
     if note and (args.network, args.shape) not in _NOTED:
         _NOTED.add((args.network, args.shape))

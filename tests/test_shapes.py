@@ -87,7 +87,13 @@ def test_what_a_builtin_cannot_express_is_refused_in_one_line(tmp_path, args, fr
 
 
 def test_width_flags_a_network_lacks_are_refused(tmp_path):
-    one_line_error(smsg(["plan", "mlp", "--heads", "4"], tmp_path), "takes no option heads")
+    """The refusal names command-line flags, not the builder's parameters: the built-in mlp
+    (``networks/mlp.py``: batch, d_in, hidden, d_out, dtype) has two flags, --batch and
+    --hidden; d_in is no flag (it was listed before)."""
+    proc = smsg(["plan", "mlp", "--heads", "4", "--kv-heads", "2"], tmp_path)
+    one_line_error(proc, "network 'mlp' takes no --heads, --kv-heads",
+                   "(its flags: --batch, --hidden)")
+    assert "d_in" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
