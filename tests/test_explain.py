@@ -315,3 +315,30 @@ def test_degrees_are_the_dominant_device_matrix_of_the_blocks():
     plan.symbolic["s2"] = {"cuts": {"c_m": 2, "c_k": 1, "c_n": 2}}
     degrees = chosen_degrees(plan)
     assert (degrees["dp"], degrees["tp"], degrees["repeated"]) == (2, 2, "x2")
+
+
+def test_totals_say_when_the_gradient_sync_is_hidden_by_overlap():
+    """#14 item 4: a single-stage plan whose gradient AllReduces the backward pass hides shows
+    ``gradient sync (exposed) 0 s`` and, beside it, the collectives it overlaps: here two
+    replicated biases of 512 float32 elements (2 KiB each) and one of 256 (1 KiB), synchronised
+    by three AllReduces of 5 KiB in all, none exposed. A pipelined plan synchronises after its
+    last micro-batch (no overlap): its row stays as it is."""
+    from smsg_ms.plan import OpDecision, Plan
+    from smsg_ms.report.tables import totals_rows
+
+    def bias(name, elements):
+        sync = {"kind": "AllReduce", "group": 8, "phase": "grad_sync",
+                "bytes": 4.0 * elements, "tensor": f"{name}.bias"}
+        return OpDecision(name, "BiasAdd", [[8, 1], [1]], collectives=[sync])
+
+    plan = Plan("toy", "f", 8, {}, [[8, 16]], "a100",
+                [bias("fc1", 512), bias("fc2", 512), bias("fc3", 256),
+                 OpDecision("fc4", "MatMul", [[8, 1], [1, 1]])],
+                totals={"step_seconds": 1e-3, "grad_sync": 0.0})
+    rows = dict(totals_rows(plan))
+    assert rows["gradient sync (exposed)"] == "0 s"
+    assert rows["gradient sync, overlapped with backward"] == "3 AllReduces (5.000 KiB)"
+    assert "gradient sync" not in rows
+    plan.pipeline = {"stages": 2, "micro_batches": 2, "devices_per_stage": 4}
+    labels = [label for label, _ in totals_rows(plan)]
+    assert "gradient sync, overlapped with backward" not in labels
