@@ -22,6 +22,7 @@ from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
+from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
 from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
@@ -30,7 +31,7 @@ from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
 from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
-                             enumerate_cuts, letter_cuts, reduce_scatter_variant)
+                             letter_cuts, reduce_scatter_variant)
 from .redistribution import redistribute
 from .shared_parameters import borrowed_inputs
 
@@ -71,8 +72,7 @@ class CostModel:
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
                              f"{', '.join(sorted(OPTIMIZER_STATES))}")
-        self.graph = graph
-        self.devices = devices
+        self.graph, self.devices = graph, devices
         self.hardware = get_hardware(hardware)
         self.optimizer = optimizer
         self.states = OPTIMIZER_STATES[optimizer]
@@ -187,12 +187,13 @@ class CostModel:
             if spec is None or not op.shardable:
                 result = [self._default(op, spec)]
             else:
-                all_cuts = enumerate_cuts(spec, self.devices)
+                all_cuts, dynamic = allowed_cuts(spec, op, self.graph.tensors, self.devices)
                 if self.fully_use_devices:
                     full = [c for c in all_cuts if prod(c.values()) == self.devices]
                     all_cuts = full or all_cuts
                 result = [self._cost(op, spec, cuts) for cuts in all_cuts]
-                result += [self._cost(op, spec, cuts, variant=v) for cuts in all_cuts
+                variants = () if dynamic else all_cuts   # no out_strategy on a dynamic axis
+                result += [self._cost(op, spec, cuts, variant=v) for cuts in variants
                            if (v := reduce_scatter_variant(spec, cuts, self.devices))]
                 result = self._kept(op, result)
         self._options[op.id] = result = self.with_kernel(op, result)

@@ -58,6 +58,10 @@ class TensorInfo:
             ``enable_parallel_optimizer`` may shard it (``False`` for mindformers' embedding).
             Left out of the JSON form when ``True`` (graphs written before it existed load
             with ``True``, MindSpore's default).
+        dynamic: axes declared dynamic (``Cell.set_inputs`` with ``None`` or a
+            ``mindspore.Symbol``): ``[axis, divisor]`` pairs, the divisor MindSpore guarantees
+            (1 for ``None``; :mod:`smsg_ms.networks.dynamic_inputs`). ``shape`` keeps the example's
+            size for the cost. Left out of the JSON form when empty.
     """
 
     name: str
@@ -68,6 +72,7 @@ class TensorInfo:
     consumers: list[int] = field(default_factory=list)
     requires_grad: bool = True
     parallel_optimizer: bool = True
+    dynamic: list = field(default_factory=list)
 
     @property
     def numel(self) -> int | None:
@@ -90,6 +95,8 @@ def _tensor_dict(t: TensorInfo) -> dict:
     out = dict(asdict(t), shape=list(t.shape))
     if out["parallel_optimizer"]:
         del out["parallel_optimizer"]      # the default: JSON as before the field existed
+    if not out["dynamic"]:
+        del out["dynamic"]
     return out
 
 
@@ -247,10 +254,13 @@ class OpGraph:
         per operator.
 
         Two captures of the same network with the same input shapes give the same fingerprint.
+        A tensor's declared dynamic axes (:attr:`TensorInfo.dynamic`) join its triple where
+        there are some.
         """
         tensors = self.tensors
         items = [[op.type, op.attrs, op.prim_path, op.call_index,
                   [(tensors[n].shape, tensors[n].dtype, tensors[n].kind)
+                   + ((tensors[n].dynamic,) if tensors[n].dynamic else ())
                    for n in op.inputs + op.outputs]] for op in self.ops]
         text = orjson.dumps(items, default=str,
                             option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)

@@ -102,6 +102,8 @@ class CollectiveRow:
     predicted_bytes: float
     inserted: int
     inserted_bytes: int
+    #: inserted collectives of a shape with a dynamic axis (``-1``): their bytes are unknown
+    dynamic: int = 0
 
     @property
     def planned(self) -> bool:
@@ -109,7 +111,11 @@ class CollectiveRow:
 
     @property
     def bytes_agree(self) -> bool:
-        """Total bytes within 1% (or both zero)."""
+        """Total bytes within 1% (or both zero); not compared (``True``) where an inserted
+        collective has a dynamic shape (a network's ``set_inputs``): MindSpore records ``-1``
+        for the axis, so its bytes are unknown; the counts still are."""
+        if self.dynamic:
+            return True
         top = max(self.predicted_bytes, self.inserted_bytes)
         return top == 0 or abs(self.predicted_bytes - self.inserted_bytes) <= 0.01 * top
 
@@ -122,7 +128,7 @@ def compare_collectives(predicted: list[dict], inserted: list[dict],
                         loss: set[int] | None = None) -> list[CollectiveRow]:
     """Rows for every key seen on either side, sorted by key; ``loss``: indices of ``inserted``
     that are the loss's (default :func:`loss_collectives`)."""
-    pc, pb, ic, ib = Counter(), Counter(), Counter(), Counter()
+    pc, pb, ic, ib, dyn = Counter(), Counter(), Counter(), Counter(), Counter()
     for c in predicted:
         k = predicted_key(c)
         pc[k] += 1
@@ -132,8 +138,9 @@ def compare_collectives(predicted: list[dict], inserted: list[dict],
         k = inserted_key(c, i in loss)
         ic[k] += 1
         ib[k] += inserted_bytes(c)
+        dyn[k] += any(int(d) < 0 for d in c["in_shape"])
     keys = sorted(set(pc) | set(ic))
-    return [CollectiveRow(k, pc[k], pb[k], ic[k], ib[k]) for k in keys]
+    return [CollectiveRow(k, pc[k], pb[k], ic[k], ib[k], dyn[k]) for k in keys]
 
 
 @dataclass
@@ -409,11 +416,14 @@ def print_report(report: CheckReport, console) -> None:
         table.add_column("verdict", min_width=len("MISMATCH"))
         for row in r.rows:
             kind, phase, size = row.key
-            mark = ("loss (not compared)" if not row.planned else "ok" if row.ok else
+            mark = ("loss (not compared)" if not row.planned else
+                    "ok (dynamic shape: count only)" if row.ok and row.dynamic else
+                    "ok" if row.ok else
                     "-" if not report.has_predictions else
                     "MISMATCH (bytes)" if row.predicted == row.inserted else "MISMATCH")
             table.add_row(kind, phase, str(size), str(row.predicted),
-                          mib(row.predicted_bytes), str(row.inserted), mib(row.inserted_bytes),
+                          mib(row.predicted_bytes), str(row.inserted),
+                          "?" if row.dynamic else mib(row.inserted_bytes),
                           mark)
         console.print(table)
         if r.p2p:

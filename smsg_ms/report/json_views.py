@@ -72,6 +72,7 @@ def check_json(report) -> dict:
         rows = [{"collective": row.key[0], "phase": row.key[1], "group": row.key[2],
                  "predicted": row.predicted, "predicted_bytes": row.predicted_bytes,
                  "inserted": row.inserted, "inserted_bytes": row.inserted_bytes,
+                 "dynamic_shape": bool(row.dynamic),
                  "compared": row.planned and report.has_predictions, "ok": row.ok}
                 for row in r.rows]
         p2p = [{"kind": row.key[0], "pass": row.key[1], "slice": list(row.key[2]),

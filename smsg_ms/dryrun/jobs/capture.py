@@ -21,6 +21,7 @@ from .common import setup_parallel
 def job_capture(job: dict) -> dict:
     from ...graph.capture import compile_cell, read_mindir, set_training_mode, tag_primitives
     from ...networks import build_network
+    from ...networks.dynamic_inputs import declared_axes, mark_dynamic_axes
 
     t0 = time.perf_counter()
     setup_parallel(extra_context={"full_batch": True})
@@ -34,6 +35,14 @@ def job_capture(job: dict) -> dict:
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
+    declared = None if training else declared_axes(built.net)
+    if declared:   # the axes set_inputs declares dynamic: compiled again as declared
+        dyn_phase = compile_cell(built.net, tuple(built.net.get_inputs()),
+                                 phase="smsg_capture_dynamic")
+        if not mark_dynamic_axes(graph, read_mindir(built.net, dyn_phase, built.name), declared):
+            graph.warnings.append("the inputs declared dynamic (set_inputs) compile to other "
+                                  "operators than the example's: their axes are not known, "
+                                  "and a plan may cut them")
     if dropped:
         graph.warnings.append(f"capture ignored the network's own shard() of {len(dropped)} "
                               f"primitive(s) ({', '.join(dropped)}): they need more than the "

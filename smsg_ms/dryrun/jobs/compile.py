@@ -12,6 +12,8 @@ and the tests compile it.
   MindSpore instead of one per job), each result or error kept: what the tests use to see
   MindSpore refuse several strategies, one compile each.
 * ``init``: does MindSpore accept the device count?
+
+Inputs a network declares dynamic (``set_inputs``) are compiled dynamic (:func:`declared_inputs`).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def job_compile(job: dict) -> dict:
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     shard_all(tag_primitives(built.net), job.get("strategies", {}), job.get("out_strategies"))
     train = built.train_cell(ms)
-    phase = compile_cell(train, built.train_inputs, phase="train")
+    phase = compile_cell(train, declared_inputs(built, built.train_inputs), phase="train")
     strategies = executor_strategies(phase)
     collectives = read_collectives(train, phase)
     return {"collectives": collectives, "strategies": strategies,
@@ -81,11 +83,24 @@ def job_plan_compile(job: dict) -> dict:
         ms.set_auto_parallel_context(full_batch=False, dataset_strategy=tuple(ranks))
     shard_all(tag_primitives(built.net), job.get("strategies", {}), job.get("out_strategies"))
     train = built.train_cell(ms)
-    phase = compile_cell(train, tuple(inputs), phase="train")
+    phase = compile_cell(train, declared_inputs(built, tuple(inputs)), phase="train")
     strategies = executor_strategies(phase)
     return {"collectives": read_collectives(train, phase), "strategies": strategies,
             "dataset_strategy": None if layout is None else [list(r) for r in ranks],
             "seconds": time.perf_counter() - t0}
+
+
+def declared_inputs(built, inputs: tuple) -> tuple:
+    """The training step's ``inputs`` with the axes the network declares dynamic
+    (``set_inputs``) dynamic again, so MindSpore compiles the shapes the user trains with
+    (:func:`smsg_ms.networks.dynamic_inputs.with_declared_dynamic`); a network that computes
+    its own loss on other training inputs keeps them."""
+    from ...networks.dynamic_inputs import with_declared_dynamic
+
+    if built.train_example:
+        return tuple(inputs)
+    labels = len(built.labels) if built.loss is not None else 0
+    return with_declared_dynamic(built.net, tuple(inputs), labels)
 
 
 def job_init(job: dict) -> dict:
