@@ -61,6 +61,7 @@ def _plan_settings(args) -> dict:
             (".json", ".yaml", ".yml")):      # a description file: its stem
         settings["hardware"] = os.path.splitext(os.path.basename(settings["hardware"]))[0]
     settings["devices_per_node"] = args.devices_per_node
+    settings["replace_strategies"] = "replaced" if args.replace_strategies else None
     return settings
 
 
@@ -99,6 +100,9 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
+    if args.pipeline is not None and args.replace_strategies:
+        raise PlanError("--replace-strategies is for single-stage plans; a pipelined plan keeps "
+                        "the network's own shard() strategies (plan without --pipeline)")
     graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
@@ -112,7 +116,8 @@ def cmd_plan(args) -> int:
                 plan = planner.plan_graph(graph, args.devices, hardware=args.machine,
                                           memory_gib=args.memory, options=options,
                                           network=args.network, write_back=args.write_back,
-                                          time_limit=args.time_limit)
+                                          time_limit=args.time_limit,
+                                          replace_strategies=args.replace_strategies)
         except NoFeasiblePlan as exc:
             raise NoFeasiblePlan(f"{exc}; {_memory_hint(graph, args.network)}") from None
     else:
@@ -306,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shard: semi_auto_parallel; propagate: sharding propagation seeded with "
                         "the plan (reaches functional calls); auto (default): propagate when "
                         "functional calls are predicted to communicate")
+    p.add_argument("--replace-strategies", action="store_true",
+                   help="plan anew the primitives whose strategy the network's own shard() "
+                        "sets (default: kept as fixed choices where they fit the devices)")
     add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 

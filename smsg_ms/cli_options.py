@@ -241,7 +241,8 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
     shape = "".join(f"-{k}{v}" for k, v in sorted((options or {}).items()))
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
             "virtual_stages": "vs{}", "hardware": "{}", "devices_per_node": "dpn{}",
-            "memory": "mem{}", "write_back": "{}", "time_limit": "t{}"}
+            "memory": "mem{}", "write_back": "{}", "time_limit": "t{}",
+            "replace_strategies": "{}"}
     extra = ""
     for key, fmt in tags.items():
         value = (settings or {}).get(key)

@@ -113,3 +113,30 @@ def test_a_kept_layout_is_the_one_choice_of_its_primitive(shared_capture):
     report = check_plan(plan, [0])
     assert [r.error for r in report.ranks] == [None]
     assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]
+
+
+def test_own_strategies_are_kept_unless_replaced(shared_capture):
+    """#14 item 2: the network's own ``mm.shard(((2, 1), (1, 4)))`` (its code, USER) is the
+    plan's strategy on 8 devices, noted as kept; ``replace_strategies`` plans it anew: the
+    plan of the same graph without the recorded strategy (a network with no ``shard()``). On 4
+    devices USER (8 devices) does not fit: planned anew, as MindSpore would refuse it there."""
+    import copy
+
+    from smsg_ms.cost.kept_layout import OWN_STRATEGY_ATTR
+    from smsg_ms.planner import plan_graph
+
+    graph = shared_capture(SPEC)
+    (mm,) = [op for op in graph.ops if op.type == "MatMul"]
+    assert OWN_STRATEGY_ATTR in mm.attrs
+    kept = plan_graph(graph, 8, progress=False, network=SPEC, options={})
+    assert kept.strategies["mm"] == USER
+    assert any("own shard()" in n for n in kept.decisions[0].notes)
+    bare = copy.deepcopy(graph)
+    del next(op for op in bare.ops if op.type == "MatMul").attrs[OWN_STRATEGY_ATTR]
+    anew = plan_graph(graph, 8, progress=False, network=SPEC, options={},
+                      replace_strategies=True)
+    assert anew.strategies == plan_graph(bare, 8, progress=False, network=SPEC,
+                                         options={}).strategies
+    assert anew.strategies["mm"] != USER
+    four = plan_graph(graph, 4, progress=False, network=SPEC, options={})
+    assert not any("own shard()" in n for d in four.decisions for n in d.notes)

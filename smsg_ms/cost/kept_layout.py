@@ -1,6 +1,8 @@
 """The cuts of a layout a network keeps on a primitive (``self_define_shard``: MindSpore takes
 only the network's ``Layout`` there, ``frontend/parallel/ops_info/self_define_shard_info.cc``),
-at a given device count: the one option the search may choose for that primitive.
+at a given device count: the one option the search may choose for that primitive. Likewise the
+strategy a network's own ``shard()`` sets (:data:`OWN_STRATEGY_ATTR`): a fixed choice unless
+the plan is asked to replace it (``--replace-strategies``), :func:`kept_options`.
 
 A layout is MindSpore's ``Layout.to_dict()``: ``device_matrix`` (devices per axis, outermost
 first) and ``tensor_map`` (per tensor dimension the device axis counted from the right, ``-1``
@@ -9,11 +11,40 @@ fitted first (:func:`fitted_device_matrix`).
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from math import gcd, prod
 
 #: op attribute (JSON text) where the capture records the layouts a network keeps, with the
 #: device matrix it wrote (the capture's one device cannot hold them)
 KEPT_LAYOUT_ATTR = "smsg_kept_layout"
+#: op attribute (JSON text) where the capture records the in_strategy a network's own
+#: ``shard()`` sets and the capture's one device cannot hold
+OWN_STRATEGY_ATTR = "smsg_own_strategy"
+#: the note of an option kept because the network's code sets it
+OWN_NOTE = ("the network's own shard() strategy, kept as a fixed choice "
+            "(--replace-strategies plans it anew)")
+
+
+def kept_options(op, result: list, devices: int, replace_strategies: bool = False) -> list:
+    """The options of ``op`` (``result``, :class:`~smsg_ms.cost.api.OpCost`) the search may
+    choose: only the one of the layout the network keeps (:data:`KEPT_LAYOUT_ATTR`, at
+    ``devices``: :func:`kept_cuts`), or of the strategy its own ``shard()`` sets
+    (:data:`OWN_STRATEGY_ATTR`, noted :data:`OWN_NOTE`) unless ``replace_strategies``; never an
+    out_strategy variant. ``result`` unchanged when no option has it (a strategy for more
+    devices than ``devices``, or one whose product does not divide them)."""
+    text, own = op.attrs.get(KEPT_LAYOUT_ATTR), op.attrs.get(OWN_STRATEGY_ATTR)
+    if isinstance(text, str):
+        cuts = kept_cuts(json.loads(text), devices)
+        kept = [r for r in result if cuts is not None and r.out_strategy is None
+                and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
+        return kept or result
+    if replace_strategies or not isinstance(own, str):
+        return result
+    want = tuple(tuple(int(c) for c in s) for s in json.loads(own))
+    kept = [dataclasses.replace(r, notes=list(r.notes) + [OWN_NOTE]) for r in result
+            if r.out_strategy is None and tuple(tuple(c) for c in r.strategy) == want]
+    return kept or result
 
 
 def _axes(entry) -> tuple[int, ...]:

@@ -11,7 +11,6 @@ runs the same family code on sympy symbols.
 """
 from __future__ import annotations
 
-import json
 import math
 from math import prod
 
@@ -24,7 +23,7 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
-from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
+from .kept_layout import kept_options
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
 from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
@@ -59,6 +58,8 @@ class CostModel:
             (``fully_use_devices``); an operator with no such strategy keeps all of its
             strategies. ``False`` proposes every strategy (exhaustive, much slower on many
             devices).
+        replace_strategies: plan anew the primitives whose strategy the network's own
+            ``shard()`` sets (by default their one option, :mod:`smsg_ms.cost.kept_layout`).
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses (a ``ValueError``).
@@ -67,12 +68,13 @@ class CostModel:
 
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
                  optimizer: str = "adam", *, enable_alltoall: bool | None = None,
-                 fully_use_devices: bool = False):
+                 fully_use_devices: bool = False, replace_strategies: bool = False):
         check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
                              f"{', '.join(sorted(OPTIMIZER_STATES))}")
         self.graph, self.devices = graph, devices
+        self.replace_strategies = replace_strategies
         self.hardware = get_hardware(hardware)
         self.optimizer = optimizer
         self.states = OPTIMIZER_STATES[optimizer]
@@ -200,17 +202,9 @@ class CostModel:
         return result
 
     def _kept(self, op: OpNode, result: list[OpCost]) -> list[OpCost]:
-        """Only the option of the layout the network keeps on ``op`` (op attribute
-        :data:`~smsg_ms.cost.kept_layout.KEPT_LAYOUT_ATTR`, at this model's device count), when
-        one option has it (never an out_strategy variant: the kept layout sets the output);
-        otherwise ``result`` unchanged."""
-        text = op.attrs.get(KEPT_LAYOUT_ATTR)
-        if not isinstance(text, str):
-            return result
-        cuts = kept_cuts(json.loads(text), self.devices)
-        kept = [r for r in result if cuts is not None and r.out_strategy is None
-                and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
-        return kept or result
+        """The options the network fixes (a kept layout, or its own ``shard()`` strategy unless
+        :attr:`replace_strategies`): :func:`smsg_ms.cost.kept_layout.kept_options`."""
+        return kept_options(op, result, self.devices, self.replace_strategies)
 
     def check(self, op: OpNode, strategy: Strategy) -> OpCost:
         """Cost of ``op`` under ``strategy`` after MindSpore's checks.

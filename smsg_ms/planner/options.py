@@ -47,6 +47,9 @@ class PlanningOptions:
         time_limit: seconds of search work (:mod:`smsg_ms.search.effort`: a bound on work, so
             every rank stops at the same plan); past it the plan is the best found and its
             totals give the proven lower bound and the optimality gap.
+        replace_strategies: plan anew the primitives whose strategy the network's own
+            ``shard()`` sets; by default each is kept as its one option where it fits the
+            devices (:func:`smsg_ms.cost.kept_layout.kept_options`; single stage only).
 
     Raises:
         ValueError: a time limit that is not a positive number of seconds.
@@ -65,6 +68,7 @@ class PlanningOptions:
     virtual_stages: int | None = 1
     workers: int | None = None
     time_limit: float = DEFAULT_SECONDS
+    replace_strategies: bool = False
 
     def __post_init__(self):
         Effort(self.time_limit)          # refuses a bad limit before any work

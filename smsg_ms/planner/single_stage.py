@@ -34,7 +34,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
                network: str | None = None, repeated=None, progress: bool | None = None,
                exhaustive: bool | None = None, choice: list[int] | None = None,
                write_back: str = "auto", model=None, built: tuple | None = None,
-               time_limit: float = DEFAULT_SECONDS) -> Plan:
+               time_limit: float = DEFAULT_SECONDS,
+               replace_strategies: bool = False) -> Plan:
     """Plan ``graph`` on ``devices`` devices.
 
     Args:
@@ -57,6 +58,8 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
             reuse its option cache (a pipeline's stage plan).
         built: ``build_problem(graph, model)`` already made with that ``model``, to reuse.
         time_limit: seconds of search work (:attr:`PlanningOptions.time_limit`).
+        replace_strategies: plan anew the primitives whose strategy the network's own
+            ``shard()`` sets (default: kept, :attr:`PlanningOptions.replace_strategies`).
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses.
@@ -66,7 +69,7 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
     """
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
                                exhaustive=exhaustive, write_back=write_back,
-                               time_limit=time_limit)
+                               time_limit=time_limit, replace_strategies=replace_strategies)
     return plan_graph_with(graph, devices, settings, network=network, network_options=options,
                            repeated=repeated, choice=choice, model=model, built=built)
 
@@ -117,10 +120,12 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
     hw = get_hardware(settings.hardware)
     exhaustive = settings.exhaustive_on(devices)
     if model is None:
-        model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive)
+        model = CostModel(graph, devices, hw, fully_use_devices=not exhaustive,
+                          replace_strategies=settings.replace_strategies)
         built = None
     elif (model.graph is not graph or model.devices != devices or model.hardware != hw
-          or model.fully_use_devices != (not exhaustive)):
+          or model.fully_use_devices != (not exhaustive)
+          or model.replace_strategies != settings.replace_strategies):
         raise PlanningError("plan_graph(model=...) must be the cost model of this graph on "
                             f"{devices} devices with fully_use_devices={not exhaustive}")
     problem, variables = built if built is not None else build_problem(graph, model,
@@ -144,8 +149,10 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
 
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
                  progress: bool | None = None, write_back: str = "auto",
-                 time_limit: float = DEFAULT_SECONDS, **network_options) -> Plan:
-    """Capture ``spec`` (built-in name or ``package.module:function``) and plan it.
+                 time_limit: float = DEFAULT_SECONDS, replace_strategies: bool = False,
+                 **network_options) -> Plan:
+    """Capture ``spec`` (built-in name or ``package.module:function``) and plan it; the
+    strategies the network's own ``shard()`` sets are kept unless ``replace_strategies``.
 
     Raises:
         smsg_ms.devices.DeviceCountError, PlanningError, smsg_ms.graph.capture.CaptureError,
@@ -155,7 +162,8 @@ def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=N
 
     check_device_count(devices)
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
-                               write_back=write_back, time_limit=time_limit)
+                               write_back=write_back, time_limit=time_limit,
+                               replace_strategies=replace_strategies)
     graph = capture_network(spec, **network_options)
     return plan_graph_with(graph, devices, settings, network=spec,
                            network_options=network_options)

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from ...cost.kept_layout import KEPT_LAYOUT_ATTR
+from ...cost.kept_layout import KEPT_LAYOUT_ATTR, OWN_STRATEGY_ATTR
 from ...integration.annotate import clear_strategies
 from .common import setup_parallel
 
@@ -26,7 +26,9 @@ def job_capture(job: dict) -> dict:
     t0 = time.perf_counter()
     setup_parallel(extra_context={"full_batch": True})
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    dropped = drop_multi_device_shards(tag_primitives(built.net))
+    prims = tag_primitives(built.net)
+    own = own_strategies(prims)
+    dropped = drop_multi_device_shards(prims)
     # training mode everywhere (BatchNorm's bn_train, Dropout); a network that computes its own
     # loss is captured on its training path (training inputs): the operators the training
     # compile runs, the loss's among them
@@ -35,6 +37,9 @@ def job_capture(job: dict) -> dict:
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
     graph = read_mindir(built.net, phase, built.name)
+    for op in graph.ops:
+        if op.prim_path in own:
+            op.attrs[OWN_STRATEGY_ATTR] = own[op.prim_path]
     declared = None if training else declared_axes(built.net)
     if declared:   # the axes set_inputs declares dynamic: compiled again as declared
         dyn_phase = compile_cell(built.net, tuple(built.net.get_inputs()),
@@ -44,16 +49,17 @@ def job_capture(job: dict) -> dict:
                                   "operators than the example's: their axes are not known, "
                                   "and a plan may cut them")
     if dropped:
-        graph.warnings.append(f"capture ignored the network's own shard() of {len(dropped)} "
-                              f"primitive(s) ({', '.join(dropped)}): they need more than the "
-                              "capture's 1 device; a plan sets every strategy itself")
+        graph.warnings.append(f"the network's own shard() of {len(dropped)} primitive(s) "
+                              f"({', '.join(dropped)}) needs more than the capture's 1 device: "
+                              "recorded, and a plan keeps each where it fits the devices "
+                              "(--replace-strategies plans them anew)")
     return {"graph": graph.to_dict(), "seconds": time.perf_counter() - t0}
 
 
 def drop_multi_device_shards(prims: dict) -> list[str]:
     """Delete the ``shard()`` strategies that cut any dimension (MindSpore rejects them on the
     capture's single device: "requires N devices, but the device number of this stage is 1");
-    all-ones strategies stay. ``shard()`` given ``Layout`` objects (GLM2) keeps its tensor maps
+    all-ones strategies stay (the deleted ones: :func:`own_strategies`). ``shard()`` given ``Layout`` objects (GLM2) keeps its tensor maps
     over a device matrix of ones; one the network fixes (``self_define_shard``) records its
     input layouts as written in op attribute ``smsg_kept_layout``
     (:mod:`smsg_ms.cost.kept_layout`). Returns the paths changed, sorted."""
@@ -82,6 +88,21 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
                     dict(v, device_matrix=tuple(1 for _ in v["device_matrix"]))
                     if isinstance(v, dict) else v for v in prim.attrs[attr]))
     return sorted(clear_strategies(multi) + laid)
+
+
+def own_strategies(prims: dict) -> dict[str, str]:
+    """``{path: JSON in_strategy}`` of the primitives whose own ``shard()`` cuts (not those
+    marked ``self_define_shard``, whose layout :func:`drop_multi_device_shards` keeps): the
+    strategies a plan keeps unless ``--replace-strategies``. Read before they are dropped and
+    set on the graph's operators as :data:`~smsg_ms.cost.kept_layout.OWN_STRATEGY_ATTR` (MindIR
+    drops a generated primitive's attributes)."""
+    out = {}
+    for path, prim in prims.items():
+        strategy = prim.attrs.get("in_strategy")
+        if (isinstance(strategy, (tuple, list)) and not prim.attrs.get("self_define_shard")
+                and any(int(c) > 1 for part in strategy for c in part)):
+            out[path] = json.dumps([[int(c) for c in part] for part in strategy])
+    return out
 
 
 def job_capture_train(job: dict) -> dict:
