@@ -48,6 +48,24 @@ CASES = [
     ("heads 4 -> hidden 4", chain(HEADS, [1, 1, 4, 1], HIDDEN, [1, 4])),
     # gathered whole from the last dimension: heads 2-way (3 KiB), then rows 4-way (12 KiB)
     ("heads 2 rows 4 -> hidden 8", chain(HEADS, [4, 1, 2, 1], HIDDEN, [1, 8])),
+    # merges and splits of cut axes (#14 item 3), (8, 16) float32 = 512 B, 64 B a device.
+    # (8, 16) cut (2, 4) merged into 128 cut 8 = rows cut 8 on the refinement (8, 16): the
+    # column cut is gathered (4-way, 256 B), the rows split further by a slice
+    ("merge rows 2 cols 4 -> 8", chain((8, 16), [2, 4], (128,), [8])),
+    # only the inner axis cut: each device's 2-element strides are 8 rows, no 128-chunk of
+    # them exists: the 8-way column cut moves to the rows, AllGather then slice (512 B)
+    ("merge cols 8 -> 8", chain((8, 16), [1, 8], (128,), [8])),
+    # rows 4, cols 2: the 2-way column cut gathered (128 B), rows split 4 -> 8
+    ("merge rows 4 cols 2 -> 8", chain((8, 16), [4, 2], (128,), [8])),
+    # 128 cut 8 split into (8, 16) is rows 8 = (2 x 4); the minor 4 moves to the columns
+    # (AllGather 4-way, 256 B)
+    ("split 8 -> rows 2 cols 4", chain((128,), [8], (8, 16), [2, 4])),
+    # a merge after a Transpose: (8, 16) cut (4, 2) leaves (16, 8) with the 2-way cut on its
+    # rows over the minor device axis; MindSpore gathers the 4-way cut (of the new columns,
+    # 256 B), then the 2-way one (512 B), then slices
+    ("transposed merge -> 8", [("Transpose", {}, [act(8, 16)], [[1, 0]], [[4, 2]]),
+                               ("Reshape", {}, [PREV], [[128]], None),
+                               ("ReLU", {}, [PREV], [], [[8]])]),
 ]
 
 #: forward collectives (kind, group, bytes) derived by hand in the comments above
@@ -55,6 +73,8 @@ EXPECTED = [
     [("AllGather", 8, 12288)], [], [("AllGather", 4, 12288)], [("AllGather", 2, 12288)],
     [("AllGather", 8, 6144)], [], [("AllGather", 8, 12288)], [],
     [("AllGather", 2, 3072), ("AllGather", 4, 12288)],
+    [("AllGather", 4, 256)], [("AllGather", 8, 512)], [("AllGather", 2, 128)],
+    [("AllGather", 4, 256)], [("AllGather", 4, 256), ("AllGather", 2, 512)],
 ]
 
 
