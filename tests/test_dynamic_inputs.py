@@ -13,11 +13,11 @@ SPEC = "smsg_ms.networks.dynamic_batch:build"
 
 
 @pytest.fixture(scope="module")
-def planned():
-    from smsg_ms.graph.capture import capture_network
+def planned(shared_capture):
+    """The capture (shared with ``check_plan``'s fingerprint capture) and its 8-device plan."""
     from smsg_ms.planner import plan_graph
 
-    graph = capture_network(SPEC)
+    graph = shared_capture(SPEC)
     return graph, plan_graph(graph, 8, options={}, network=SPEC)
 
 
