@@ -106,3 +106,20 @@ def test_pipeline_grad_sync_uses_the_same_formula():
     # a Send of 8 bytes: 8 / 2 + 1; over its own point-to-point link: 8 / 8 + 1
     assert links.send_seconds(8) == 5.0 and links.send_seconds(0) == 0.0
     assert Links(bandwidth=2.0, latency=1.0, p2p_bandwidth=8.0).send_seconds(8) == 2.0
+
+
+def test_dense_reads_its_weight_as_out_by_in():
+    # mindspore.ops.Dense is x · wᵀ + b with w (out, in): mindformers' MoE router maps 512-wide
+    # tokens to 128 expert scores with a (128, 512) fp32 weight. Replicated on 4 devices, its
+    # gradient AllReduce moves the whole weight, 128·512·4 = 262,144 bytes (the dry-run's
+    # inserted router AllReduce is [128, 512] float32), not 512·512·4 as a (k, n) reading gives
+    t = {"x": TensorInfo("x", (1024, 512), "float32", producer=None, kind="input", consumers=[0]),
+         "w": TensorInfo("w", (128, 512), "float32", producer=None, kind="parameter",
+                         consumers=[0]),
+         "y": TensorInfo("y", (1024, 128), "float32", producer=0)}
+    g = OpGraph([OpNode(0, "Dense", ["x", "w"], ["y"], {}, "router.linear")], t, ["x"], ["y"])
+    model = CostModel(g, 4)
+    whole = next(c for c in model.options(g.ops[0]) if c.strategy == ((4, 1), (1, 1)))
+    sync = [c for c in whole.collectives if c.phase == "grad_sync"]
+    assert [(c.group, c.full_bytes) for c in sync] == [(4, 128 * 512 * 4)]
+    assert whole.memory["parameter"] == 128 * 512 * 4

@@ -82,6 +82,29 @@ def test_check_finds_the_predicted_alltoalls(planned):
     # the 604 MB of expert weights (ep = 1 would synchronise all of them)
     synced = sum(r["inserted_bytes"] for r in rows if r["phase"] == "grad_sync")
     assert synced < EXPERT_ELEMENTS * 4 / 4, rows
+    # and the plan's per-operator predictions say the same as MindSpore's compiled graph: the
+    # gradient AllReduces (the dense weights' only) and the dispatcher's AlltoAllV, count and
+    # bytes, are rows the check finds equal
+    for key in (("AllReduce", "grad_sync"), ("AlltoAllV", "forward"), ("AlltoAllV", "backward")):
+        row = next(r for r in rows if (r["collective"], r["phase"]) == key)
+        assert row["ok"], (key, rows)
+
+
+def test_expert_sync_is_priced_as_the_planner_prices_it(planned):
+    _, out, result = planned
+    plan = json.loads(out.read_text())
+    totals = plan["totals"]
+    experts = [d for d in plan["decisions"] if d["op_type"] == "GroupedMatmul"]
+    assert experts
+    # ep = 4 = d: no expert gradient is synchronised, so neither operator predicts one, and the
+    # time it was charged at ep = 1 (its exposed part) is what the step lost: the plan's
+    # gradient-sync total stays the sum of its decisions' and is not driven below zero
+    for d in experts:
+        assert not [c for c in d["collectives"] if c["phase"] == "grad_sync"], d["collectives"]
+        assert d["breakdown"]["grad_sync"] == pytest.approx(0.0, abs=1e-12)
+    assert totals["grad_sync"] == pytest.approx(
+        sum(d["breakdown"].get("grad_sync", 0.0) for d in plan["decisions"]), rel=1e-9)
+    assert 0.0 <= totals["grad_sync"] and totals["expert_grad_sync_seconds"] < 0.0
 
 
 def test_score_prices_the_yaml_expert_parallel(tmp_path):

@@ -193,16 +193,16 @@ def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
         ConfigError: ``ep`` does not divide ``dp·tp`` or the expert count (mindformers refuses).
     """
     from ..cost.expert_dispatch import expert_layout, expert_parallel_delta
-    from ..cost.hardware import get_hardware
     from .configs import ConfigError
 
     batch, devices = config.micro_batch * config.dp, config.dp * config.tp
-    layout = expert_layout(scorer.stage(batch, devices).graph, batch)
+    stage = scorer.stage(batch, devices)
+    layout = expert_layout(stage.graph, batch)
     if layout is None:
         return None
     try:
-        return expert_parallel_delta(layout, devices, ep, get_hardware(scorer.hardware),
-                                     stages=config.pp, micro_batches=config.micro_batches)
+        return expert_parallel_delta(layout, stage.model, ep, stages=config.pp,
+                                     micro_batches=config.micro_batches)
     except ValueError as exc:
         raise ConfigError(f"parallel_config.expert_parallel: {exc}") from None
 

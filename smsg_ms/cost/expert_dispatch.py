@@ -17,10 +17,18 @@ rows cut over the stage, expert weights replicated with one gradient AllReduce o
 * communication per micro-batch: each ``AlltoAllV`` of hidden-state rows forward and its bprop
   (an ``AlltoAllV`` again) backward, the one of the routing probabilities forward only (the
   compiled graph of the dry-run holds 3 forward and 2 backward per layer,
-  ``tests/test_mindformers_moe.py``), over ``ep`` devices, the group's tensor being ``ep/d`` of
-  the global one (``d`` = devices per stage);
+  ``tests/test_mindformers_moe.py``), over ``ep`` devices, each device's buffer being ``1/d`` of
+  the global tensor (``d`` = devices per stage; the dry-run's inserted ``AlltoAllV`` input at
+  ``ep = d = 4`` is a quarter of the captured one), of which it sends ``(ep − 1)/ep``
+  (:func:`dispatch_collectives`);
 * gradient synchronisation once per step: the expert weights' AllReduce over ``d/ep`` devices
-  of ``1/ep`` of them, in place of one over ``d`` of all of them;
+  of ``1/ep`` of them (the replicas of one expert slice: ranks ``ep`` apart, the expert axis
+  being the device matrix's last), in place of one over ``d`` of all of them, none when
+  ``ep = d`` (:func:`expert_sync_collectives`, the one rule the plan's predicted collectives,
+  ``check`` and the price share). It is priced as the planner prices every gradient
+  synchronisation (:meth:`smsg_ms.cost.model.CostModel.breakdown`: the part the operator's
+  backward pass does not hide, :func:`smsg_ms.cost.overlap.exposed_grad_sync`), so the
+  difference at ``ep`` subtracts exactly what the stage plan charged at ``ep = 1``;
 * memory per device: parameters, gradients and optimizer states of the expert weights ÷ ``ep``.
 
 The GroupedMatmul FLOPs per device do not change (each device computes about ``N·k/d`` routed
@@ -32,7 +40,7 @@ parallel), and memory ``1/p`` of theirs (a derivation from the 1F1B schedule of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..graph.model import DTYPE_BYTES
 
@@ -51,6 +59,9 @@ class ExpertLayout:
         weight_elements: elements of those parameters.
         dispatch: ``(bytes, has_bprop)`` of every ``AlltoAllV`` of the forward pass.
         batch: samples of the capture (the bytes above are for this many).
+        ops: ids of the forward ``GroupedMatmul`` operators reading the expert weights (they
+            hold and synchronise them in the cost model).
+        dispatch_ops: ids of the forward ``AlltoAllV`` operators, in the order of ``dispatch``.
     """
 
     experts: int
@@ -58,6 +69,8 @@ class ExpertLayout:
     weight_elements: int = 0
     dispatch: list = field(default_factory=list)
     batch: int = 1
+    ops: list = field(default_factory=list)
+    dispatch_ops: list = field(default_factory=list)
 
 
 def parameter_behind(graph, name: str, hops: int = 4):
@@ -89,6 +102,7 @@ def expert_layout(graph, batch: int) -> ExpertLayout | None:
         if param is None or len(w_shape) != 3:
             continue
         out = out or ExpertLayout(int(w_shape[0]), batch=batch)
+        out.ops.append(op.id)
         if param.name not in out.weights:
             out.weights[param.name] = (param.numel or 0) * DTYPE_BYTES.get(param.dtype, 4)
             out.weight_elements += param.numel or 0
@@ -101,6 +115,7 @@ def expert_layout(graph, batch: int) -> ExpertLayout | None:
             # probabilities (block_size 1) none (the dry-run's compiled graph)
             out.dispatch.append(((t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4),
                                  int(op.attrs.get("block_size", 1) or 1) > 1))
+            out.dispatch_ops.append(op.id)
     return out
 
 
@@ -117,7 +132,64 @@ def expert_parallel_candidates(layout: ExpertLayout, devices: int) -> list[int]:
     return [ep for ep in range(1, devices + 1) if devices % ep == 0 and layout.experts % ep == 0]
 
 
-def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware, *,
+def expert_sync_collectives(collectives, weights, ep: int) -> list:
+    """``collectives`` (:class:`~smsg_ms.cost.api.Collective`, priced at ``ep = 1``) with each
+    gradient AllReduce of an expert weight (``tensor`` in ``weights``) taken over the replicas of
+    its ``1/ep`` slice: group ``g/ep`` (ranks ``ep`` apart, span ``((g/ep, ep),)``), ``1/ep`` of
+    its bytes; dropped when ``g/ep = 1`` (each slice on one device). Others are kept as they
+    are. Source: mindformers' ``MoeLayoutManager`` device matrix ``(dp·tp/ep, ep)``, expert
+    axis last; MindSpore synchronises a parameter over the devices holding the same slice
+    (``_MirrorOperator``, ``frontend/parallel/step_parallel.cc``)."""
+    out = []
+    for c in collectives:
+        if ep > 1 and c.phase == "grad_sync" and c.tensor in weights:
+            group = c.group // ep
+            if group > 1:
+                out.append(replace(c, group=group, full_bytes=c.full_bytes / ep,
+                                   span=((group, ep),)))
+            continue
+        out.append(c)
+    return out
+
+
+def dispatch_collectives(layout: ExpertLayout, devices: int, ep: int,
+                         micro_batch: int | None = None) -> list[dict]:
+    """The ``AlltoAllV`` calls of one micro-batch at ``ep`` (none at ``ep = 1``), as plan
+    collectives ``{"kind", "group", "phase", "bytes", "op"}`` (``op``: the forward operator's
+    id; ``bytes``: ``S``, each device's buffer, the tensor the capture holds (all ``N·k``
+    routed rows of ``micro_batch`` samples) over the stage's ``d`` devices, of which it sends
+    ``(ep − 1)/ep``, :func:`smsg_ms.cost.api.ring_volume`). A hidden-state call (``block_size
+    h``) has its bprop in the backward pass, the routing probabilities' none (module
+    docstring)."""
+    if ep <= 1:
+        return []
+    scale = (micro_batch or layout.batch) / layout.batch
+    out = []
+    for op_id, (nbytes, grad) in zip(layout.dispatch_ops, layout.dispatch):
+        call = {"kind": ALLTOALLV, "group": ep, "bytes": nbytes * scale / devices, "op": op_id}
+        out.append(dict(call, phase="forward"))
+        if grad:
+            out.append(dict(call, phase="backward"))
+    return out
+
+
+def expert_grad_sync_seconds(layout: ExpertLayout, model, ep: int) -> float:
+    """Seconds of the expert weights' gradient synchronisation at ``ep`` as the planner prices
+    it: per expert operator (``layout.ops``) its priced option on ``model`` (a
+    :class:`~smsg_ms.cost.model.CostModel` of the stage graph on its ``d`` devices; the
+    operator runs inside mindformers' ``Morph``, so it has one option, MindSpore's default),
+    its collectives through :func:`expert_sync_collectives`, the ``grad_sync`` of
+    :meth:`~smsg_ms.cost.model.CostModel.breakdown` (exposed past its backward pass)."""
+    total = 0.0
+    for op_id in layout.ops:
+        cost = model.options(model.graph.ops[op_id])[0]
+        moved = replace(cost, collectives=expert_sync_collectives(cost.collectives,
+                                                                  layout.weights, ep))
+        total += model.breakdown(moved).get("grad_sync", 0.0)
+    return total
+
+
+def expert_parallel_delta(layout: ExpertLayout, model, ep: int, *,
                           micro_batch: int | None = None, stages: int = 1,
                           micro_batches: int = 1, optimizer_states: int = 2) -> dict:
     """Change of the step against ``ep = 1`` (module docstring):
@@ -128,28 +200,25 @@ def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware,
     group of one).
 
     Args:
-        devices: devices per stage ``d`` (``dp·tp``).
+        model: :class:`~smsg_ms.cost.model.CostModel` of the stage graph on its ``d = dp·tp``
+            devices (its hardware prices the AlltoAllV; :func:`expert_grad_sync_seconds`).
         micro_batch: samples per micro-batch (default the capture's batch).
         optimizer_states: fp32 states per parameter element (Adam: 2).
 
     Raises:
         ValueError: ``ep`` not in :func:`expert_parallel_candidates`.
     """
+    devices, hardware = model.devices, model.hardware
     if ep not in expert_parallel_candidates(layout, devices):
         raise ValueError(f"expert_parallel {ep} must divide the stage's {devices} devices and "
                          f"the {layout.experts} experts")
-    scale = (micro_batch or layout.batch) / layout.batch
     a2a = 0.0
     if ep > 1:
-        for nbytes, grad in layout.dispatch:
-            once = hardware.collective_seconds("AlltoAll", ep, nbytes * scale * ep / devices)
-            a2a += once * (2 if grad else 1)
+        for call in dispatch_collectives(layout, devices, ep, micro_batch):
+            a2a += hardware.collective_seconds("AlltoAll", ep, call["bytes"])
     weight_bytes = sum(layout.weights.values())
-
-    def sync(group: int, nbytes: float) -> float:
-        return hardware.collective_seconds("AllReduce", group, nbytes) if group > 1 else 0.0
-
-    grad = sync(devices // ep, weight_bytes / ep) - sync(devices, weight_bytes)
+    grad = (expert_grad_sync_seconds(layout, model, ep) - expert_grad_sync_seconds(layout, model, 1)
+            if ep > 1 else 0.0)
     per_element = weight_bytes / max(layout.weight_elements, 1)
     memory = (2 * per_element + 4 * optimizer_states) * layout.weight_elements * (1 / ep - 1)
     seconds = (micro_batches + stages - 1) / stages * a2a + grad / stages
@@ -160,17 +229,18 @@ def expert_parallel_delta(layout: ExpertLayout, devices: int, ep: int, hardware,
             "grad_sync_seconds": grad / stages}
 
 
-def choose_expert_parallel(layout: ExpertLayout, devices: int, hardware, **kw) -> tuple[int, dict]:
+def choose_expert_parallel(layout: ExpertLayout, model, **kw) -> tuple[int, dict]:
     """The candidate ``ep`` of least predicted step (ties: least memory, then the smaller
     ``ep``) and its :func:`expert_parallel_delta`; every candidate is priced (a search over
     one run-level dimension)."""
-    priced = [(expert_parallel_delta(layout, devices, ep, hardware, **kw), ep)
-              for ep in expert_parallel_candidates(layout, devices)]
+    priced = [(expert_parallel_delta(layout, model, ep, **kw), ep)
+              for ep in expert_parallel_candidates(layout, model.devices)]
     best = min(priced, key=lambda item: (round(item[0]["seconds"], 12),
                                          item[0]["memory_bytes"], item[1]))
     return best[1], best[0]
 
 
-__all__ = ["ExpertLayout", "choose_expert_parallel", "expert_layout",
-           "expert_parallel_candidates", "expert_parallel_delta", "morph_expert_weights",
-           "parameter_behind"]
+__all__ = ["ExpertLayout", "choose_expert_parallel", "expert_grad_sync_seconds", "expert_layout",
+           "expert_parallel_candidates", "expert_parallel_delta", "expert_sync_collectives",
+           "dispatch_collectives",
+           "morph_expert_weights", "parameter_behind"]

@@ -90,7 +90,9 @@ def predicted_key(c: dict) -> Key:
     :func:`smsg_ms.planner.loss.loss_layout`) are keyed with the loss's collectives."""
     kind = "AlltoAll" if c["kind"] in ("AllToAll", "AlltoAll") else c["kind"]
     phase = _phase(c.get("phase", "forward")) + (LOSS_SUFFIX if c.get("loss") else "")
-    return kind, phase, _group_size(c.get("group"))
+    # a collective the network calls itself over a group it names (mindformers' AlltoAllV over
+    # its expert-parallel group): the compiled graph's reader knows no size for it (0)
+    return kind, phase, 0 if c.get("own_group") else _group_size(c.get("group"))
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 from ..plan import Plan
 from .plan_io import PlanError, write_text_atomic
@@ -88,14 +89,18 @@ def run_settings(plan: Plan, model_config: dict) -> dict:
 def apply_expert_parallel(plan: Plan, graph=None):
     """With mindformers' MoE layers in the plan's graph (:mod:`smsg_ms.cost.expert_dispatch`):
     choose the expert-parallel degree of least predicted step among those mindformers accepts,
-    add its difference to ``plan.totals`` (``step_seconds``, ``memory_bytes``) and record it as
-    ``totals["expert_parallel"]`` with its parts (``expert_alltoall_seconds``,
-    ``expert_grad_sync_seconds``, ``expert_memory_bytes``; ``expert_alltoall_forward``/``_backward``: the AlltoAllV
-    calls predicted in the compiled graph), and in ``plan.options`` (the network option of
-:func:`smsg_ms.networks.mf_run.build`, so ``check`` compiles that layout), and seal it again. The planner priced the experts at ``ep = 1``. Returns the graph
-    (captured again from the plan when ``None``); a plan without experts is left as it was."""
+    add its difference to ``plan.totals`` (``step_seconds``, ``memory_bytes``, ``grad_sync``)
+    and record it as ``totals["expert_parallel"]`` with its parts (``expert_alltoall_seconds``,
+    ``expert_grad_sync_seconds``, ``expert_memory_bytes``; ``expert_alltoall_forward``/
+    ``_backward``: the AlltoAllV calls predicted in the compiled graph), and in
+    ``plan.options`` (the network option of :func:`smsg_ms.networks.mf_run.build`, so ``check``
+    compiles that layout). The planner priced the experts at ``ep = 1``; the decisions'
+    predicted collectives are moved to ``ep`` (:func:`_decisions_at`), and the plan sealed
+    again. Returns the graph (captured again from the plan when ``None``); a plan without
+    experts is left as it was."""
     from ..cost.expert_dispatch import choose_expert_parallel, expert_layout
     from ..cost.hardware import get_hardware
+    from ..cost.model import CostModel
 
     if graph is None:
         from ..graph.capture import capture_network
@@ -108,15 +113,19 @@ def apply_expert_parallel(plan: Plan, graph=None):
     stages = int(pipe.get("stages", 1))
     micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
     global_batch = int(pipe.get("global_batch") or batch)
-    ep, delta = choose_expert_parallel(layout, plan.devices // stages, get_hardware(plan.hardware),
-                                       micro_batch=global_batch // micro, stages=stages,
-                                       micro_batches=micro)
+    devices = plan.devices // stages
+    model = CostModel(graph, devices, get_hardware(plan.hardware))
+    ep, delta = choose_expert_parallel(layout, model, micro_batch=global_batch // micro,
+                                       stages=stages, micro_batches=micro)
     totals = dict(plan.totals or {})
     totals["step_seconds"] = float(totals.get("step_seconds", 0.0)) + delta["seconds"]
     totals["memory_bytes"] = float(totals.get("memory_bytes", 0.0)) + delta["memory_bytes"]
+    if "grad_sync" in totals:
+        totals["grad_sync"] = float(totals["grad_sync"]) + delta["grad_sync_seconds"]
     totals["expert_parallel"] = ep
     if ep > 1:      # check and compare build the experts' layout the plan chose
         plan.options = {**plan.options, "expert_parallel": ep}
+        _decisions_at(plan, graph, layout, model, ep, global_batch // micro)
     totals["expert_alltoall_seconds"] = delta["alltoall_seconds"]
     totals["expert_grad_sync_seconds"] = delta["grad_sync_seconds"]
     totals["expert_memory_bytes"] = delta["memory_bytes"]
@@ -125,6 +134,45 @@ def apply_expert_parallel(plan: Plan, graph=None):
     plan.totals = totals
     plan.seal()
     return graph
+
+
+def _decisions_at(plan: Plan, graph, layout, model, ep: int, micro_batch: int) -> None:
+    """Move the predictions of ``plan``'s decisions from ``ep = 1`` to ``ep``: the expert
+    weights' gradient AllReduces as :func:`~smsg_ms.cost.expert_dispatch.expert_sync_collectives`
+    takes them (group ``d/ep`` of ``1/ep`` of the bytes, none at ``ep = d``), their exposed
+    seconds repriced on ``model`` (``breakdown["grad_sync"]`` and ``seconds``), and the
+    ``AlltoAllV`` decisions given their calls
+    (:func:`~smsg_ms.cost.expert_dispatch.dispatch_collectives`; ``own_group``: the group is
+    mindformers' own, which the compiled graph's reader cannot size)."""
+    from ..cost.expert_dispatch import dispatch_collectives, expert_grad_sync_seconds
+
+    by_name = {d.name: d for d in plan.decisions}
+    for op_id in layout.ops:
+        decision = by_name.get(graph.ops[op_id].label)
+        if decision is None:
+            continue
+        one = replace(layout, ops=[op_id])
+        before, after = (expert_grad_sync_seconds(one, model, e) for e in (1, ep))
+        kept = []
+        for c in decision.collectives:
+            if c.get("phase") == "grad_sync" and c.get("tensor") in layout.weights:
+                group = int(c["group"]) // ep
+                if group <= 1:
+                    continue
+                c = dict(c, group=group, bytes=float(c["bytes"]) / ep)
+            kept.append(c)
+        decision.collectives = kept
+        breakdown = dict(decision.breakdown)
+        breakdown["grad_sync"] = float(breakdown.get("grad_sync", 0.0)) + after - before
+        decision.breakdown = breakdown
+        decision.seconds = float(decision.seconds) + after - before
+    calls: dict = {}
+    for call in dispatch_collectives(layout, model.devices, ep, micro_batch):
+        op = graph.ops[call.pop("op")]
+        calls.setdefault(op.label, []).append(dict(call, tensor=op.inputs[0], own_group=True))
+    for decision in plan.decisions:
+        if decision.name in calls:
+            decision.collectives = [*decision.collectives, *calls[decision.name]]
 
 
 def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:

@@ -1,4 +1,5 @@
-"""MatMul and BatchMatMul, every transpose flag (``ops_info/matmul_info.cc``).
+"""MatMul and BatchMatMul, every transpose flag (``ops_info/matmul_info.cc``); Dense as a
+MatMul with ``transpose_b``.
 
 Letters: batch dims (broadcast right-aligned), ``m`` rows of x, ``k`` contracting, ``n`` columns
 of w. Device matrix ``[batch..., m, k, n]`` (``MatMulInfo::InferDevMatrixShape``: x's strategy
@@ -23,7 +24,9 @@ def _flag(attrs, *names):
 def describe(op, in_shapes, out_shapes) -> Einsum:
     a, b = in_shapes[0], in_shapes[1]
     ta = _flag(op.attrs, "transpose_a", "transpose_x1")
-    tb = _flag(op.attrs, "transpose_b", "transpose_x2")
+    # Dense is ``x · wᵀ + b`` with w of shape (out, in) (``mindspore.ops.Dense``; mindformers'
+    # MoE router): its weight is always read transposed, without a flag saying so
+    tb = op.type == "Dense" or _flag(op.attrs, "transpose_b", "transpose_x2")
     lt = Letters()
     batch_ins, batch = broadcast([tuple(a[:-2]), tuple(b[:-2])], lt)
     m = lt.new(a[-1] if ta else a[-2], "m")

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""How one stage solve of ``plan --pipeline auto`` grows with the devices per stage: the
+LLaMA-2-70B shape (built-in ``llama``, ``--shape llama2-70b`` widths: hidden 8192, 64 heads, 8
+KV heads, FFN 28672, vocab 32000, seq 4096, 80 layers, fp16) at one micro-batch size.
+
+The outer pipeline search (:func:`smsg_ms.planner.plan_network_pipelined`) asks for the
+operator-level stage plan of every (devices per stage ``d``, micro-batch size ``b``) pair it
+cannot prune; on ``n`` devices ``d`` runs over ``n/p`` for the stage counts ``p`` up to the
+block count, so 8,192 devices solve stages of 128 to 8,192 devices where 64 devices solve 1 to
+64. For each ``d`` this script reports, in CPU seconds of this process (the machine is shared;
+wall time counts other users' load): the cost model's options (largest option count of a
+search variable), the problem build (:func:`smsg_ms.planner.problem.build_problem`: option
+costs and the redistribution tables of every edge), the compute floor the outer search prunes
+with, and the exact search (:func:`smsg_ms.search.solve.solve`'s unconstrained path): ``chain``
+when the divide-and-conquer elimination fits :data:`~smsg_ms.search.solve.TABLE_LIMIT`,
+``too wide (T)`` with the table it would need otherwise (then the planner falls back to the
+integer program over the whole problem, which this script does not run: at 256 devices and
+beyond it did not finish in minutes). Ratios are against the first ``d`` of the run, measured
+in the same run.
+
+Measured 2026-12-03 (branch cp17, micro-batch 64, load average 7-8 from other users): d = 64
+3.8 s (chain), 256 17.8 s (4.7x, too wide: 21.9 M entries), 1,024 50.6 s (13.3x, 94.4 M),
+2,048 76.4 s (20.1x, 164.7 M), the build almost all of it (docs/benchmarks.md).
+
+Usage: ``PYTHONPATH=. python scripts/bench_stage_scale.py [--devices 64 256 1024]
+[--micro-batch 64] [--cache DIR]``; captures are cached as in ``bench_plan.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import resource
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_plan import load_graph, warm_imports  # noqa: E402
+
+SHAPE = dict(hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq=4096,
+             dtype="float16", layers=80)
+
+
+def measure(costs, d: int, b: int) -> dict:
+    """CPU seconds of the floor, the build and the exact search of the pair ``(d, b)``."""
+    from smsg_ms.planner.problem import build_problem
+    from smsg_ms.planner.variables import repeated_variable_groups
+    from smsg_ms.search.chain import TooWide, frontiers
+
+    solve = importlib.import_module("smsg_ms.search.solve")
+    graph = costs.graph(b)
+    model = costs.model(d, b)
+    c0 = time.process_time()
+    costs.compute_floor(d, b)
+    c1 = time.process_time()
+    problem, variables = build_problem(graph, model, signatures=costs.op_signatures(b))
+    c2 = time.process_time()
+    p, _, hint = solve._solver_form(problem, repeated_variable_groups(graph, problem, variables))
+    fronts = frontiers(len(p.sizes), p.edges)
+    try:
+        solve.solve_chain(p, solve.choose_cuts(p, hint, fronts), None, fronts)
+        how = "chain"
+    except TooWide as wide:
+        how = f"too wide ({wide})"
+    c3 = time.process_time()
+    costs.models.pop((d, b), None)
+    return {"options": max(p.sizes), "floor": c1 - c0, "build": c2 - c1, "search": c3 - c2,
+            "how": how, "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
+
+
+def main(argv=None) -> int:
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.graph.batch_scale import BatchFamily
+    from smsg_ms.planner.stage_costs import StageCosts
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--devices", type=int, nargs="+", default=[64, 256, 1024],
+                    help="devices per stage d (the first is the baseline)")
+    ap.add_argument("--micro-batch", type=int, default=64, help="micro-batch size b (samples)")
+    ap.add_argument("--cache", type=Path, default=Path("/tmp") / "smsg-bench-plan")
+    args = ap.parse_args(argv)
+    warm_imports()
+    family = BatchFamily(lambda b: load_graph(dict(SHAPE, batch=b), args.cache)[0])
+    costs = StageCosts("llama", get_hardware("ascend910b"), capture=family,
+                       **{k: v for k, v in SHAPE.items()})
+    base = None
+    for d in args.devices:
+        r = measure(costs, d, args.micro_batch)
+        total = r["floor"] + r["build"] + r["search"]
+        base = base or total
+        print(f"d={d:5d} b={args.micro_batch}: {r['options']:4d} options at most, floor "
+              f"{r['floor']:6.1f} s, build {r['build']:7.1f} s, search {r['search']:5.1f} s "
+              f"[{r['how']}], total {total:7.1f} s CPU ({total / base:5.1f}x d={args.devices[0]}),"
+              f" peak RSS {r['rss_gb']:.2f} GB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
