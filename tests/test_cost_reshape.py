@@ -30,6 +30,13 @@ def chain(src_shape, src, dst_shape, dst):
             ("ReLU", {}, [PREV], [], [dst])]
 
 
+def transposed(cuts, reader):
+    """Transpose (8, 16) cut ``cuts`` → Reshape to 128 → ReLU cut ``reader``."""
+    return [("Transpose", {}, [act(8, 16)], [[1, 0]], [list(cuts)]),
+            ("Reshape", {}, [PREV], [[128]], None),
+            ("ReLU", {}, [PREV], [], [[reader]])]
+
+
 #: (name, steps, what MindSpore does, derived by hand, at 8 and 16 devices)
 CASES = [
     # 96 cut 8: chunks of 12 = 1.5 heads; whole tensor (32·96·4 B = 12 KiB) gathered 8-way
@@ -66,6 +73,16 @@ CASES = [
     ("transposed merge -> 8", [("Transpose", {}, [act(8, 16)], [[1, 0]], [[4, 2]]),
                                ("Reshape", {}, [PREV], [[128]], None),
                                ("ReLU", {}, [PREV], [], [[8]])]),
+    # D11: (8, 16) cut (2, 4) transposed leaves (16, 8) with the 4-way cut on its rows over the
+    # minor device axis of (2, 4). MindSpore unifies (16, 8) and 128 cut 8 (8 = (2, 4)) on the
+    # shape (2, 2, 4, 8) over three 2-way device axes a, b, c (major first): the source cuts
+    # dims (0, 1, 3) by (b, c, a), the reader dims (0, 1, 2) by (a, b, c); every axis moves,
+    # three 2-way AllGathers of the growing tensor (64 B a device: 128, 256, 512 B), then slices
+    ("transposed merge, minor 4 -> 8", transposed((2, 4), 8)),
+    # the reader cut 4: ReLU's device matrix (4, 2) keeps its replicas on the minor axis, so
+    # 128 is cut by the major 4 = (a, b) into (2, 2, 32): unified on (2, 2, 4, 8) again, the
+    # reader cuts dims (0, 1) by (a, b); a and b move, c (on dim 3) is gathered: three 2-way
+    ("transposed merge, minor 4 -> 4", transposed((2, 4), 4)),
 ]
 
 #: forward collectives (kind, group, bytes) derived by hand in the comments above
@@ -75,6 +92,8 @@ EXPECTED = [
     [("AllGather", 2, 3072), ("AllGather", 4, 12288)],
     [("AllGather", 4, 256)], [("AllGather", 8, 512)], [("AllGather", 2, 128)],
     [("AllGather", 4, 256)], [("AllGather", 4, 256), ("AllGather", 2, 512)],
+    [("AllGather", 2, 128), ("AllGather", 2, 256), ("AllGather", 2, 512)],
+    [("AllGather", 2, 128), ("AllGather", 2, 256), ("AllGather", 2, 512)],
 ]
 
 

@@ -228,13 +228,17 @@ class CostModel:
         return self.with_kernel(op, [self._cost(op, spec, cuts)])[0]
 
     def redistribution(self, tensor: TensorInfo, src: TensorLayout,
-                       dst: TensorLayout) -> list[Collective]:
+                       dst: TensorLayout, shape: tuple | None = None) -> list[Collective]:
         """Collectives (forward and backward) MindSpore's tensor redistribution inserts to turn
         ``src`` into ``dst`` for ``tensor``; ``[]`` when equal or a pure slice
         (:mod:`smsg_ms.cost.redistribution`); no backward part for a tensor that carries no
-        gradient (:meth:`carries_gradient`)."""
-        colls = redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                             tensor.name, self.enable_alltoall)
+        gradient (:meth:`carries_gradient`). ``shape``: MindSpore's expanded shape of a
+        redistribution through a Reshape, ``src`` and ``dst`` laid on it (``redistribute``'s
+        ``expanded``); ``None``: the tensor's own shape."""
+        expanded = shape is not None
+        colls = redistribute(tuple(shape if expanded else tensor.shape),
+                             DTYPE_BYTES.get(tensor.dtype, 4), src, dst, tensor.name,
+                             self.enable_alltoall, expanded=expanded)
         if self.carries_gradient(tensor.name):
             return colls
         return [c for c in colls if c.phase != "backward"]
