@@ -16,6 +16,7 @@ import pytest
 
 from smsg_ms.cost.layout import TensorLayout, front_split, maps_through_reshape, refined_shape
 from smsg_ms.cost.model import CostModel
+from smsg_ms.cost.redistribution_reshape import expand_device_matrix, unify_through_reshape
 from smsg_ms.graph.model import OpGraph, OpNode, TensorInfo
 from smsg_ms.dryrun import runner as dryrun
 from test_cost_vs_mindspore import SPEC, act, backward_difference, observed
@@ -215,3 +216,31 @@ def test_reshape_options_cut_across_split_dimensions():
     assert not model.reshape_gathers(g.ops[0], TensorLayout.from_cuts((1, 1, 1, 8), 8), "output")
     with pytest.raises(ValueError, match="side"):
         model.reshape_gathers(g.ops[0], rows.in_layouts[0], "inside")
+
+
+@pytest.mark.parametrize("tensor_map, matrix, want_shape, want_map", [
+    # the four examples of TensorLayout::ExpandDeviceArrangement's comment (tensor_layout.cc):
+    # (512, 1024) on device matrix (8, 4); an axis refined into (c1, c2) splits the dimension
+    # it cuts into (c1, rest)
+    ((1, 0), (4, 2, 2, 2), (4, 128, 2, 512), (3, 2, 1, 0)),
+    ((0, 1), (4, 2, 2, 2), (2, 256, 4, 256), (1, 0, 3, 2)),
+    ((1, -1), (4, 2, 2, 2), (4, 128, 1024), (3, 2, -1)),
+    ((0, 1), (4, 2, 4), (512, 4, 256), (0, 2, 1)),
+])
+def test_expand_device_matrix(tensor_map, matrix, want_shape, want_map):
+    shape, layout = expand_device_matrix((512, 1024), TensorLayout((8, 4), tensor_map), matrix)
+    assert shape == want_shape and layout == TensorLayout(matrix, want_map)
+
+
+def test_unify_through_reshape():
+    """D11 by hand: (16, 8) on (2, 4) cut (4, 2) (tensor map (0, 1)) into 128 cut 8. The device
+    matrices unify on (2, 4), 128 becomes (2, 64); the shapes refine to (2, 8, 8), splitting
+    the 4-way cut of 16 into 2 × 2 (device matrix (2, 2, 2)), 64 follows as (2, 32); then
+    (2, 2, 4, 8) for both. A straddling cut (96 cut 8 into 12 × 8) does not unify (D9)."""
+    shape, src, dst = unify_through_reshape((16, 8), TensorLayout((2, 4), (0, 1)),
+                                            (128,), TensorLayout((8,), (0,)))
+    assert shape == (2, 2, 4, 8)
+    assert src == TensorLayout((2, 2, 2), (1, 0, -1, 2))
+    assert dst == TensorLayout((2, 2, 2), (2, 1, 0, -1))
+    assert unify_through_reshape(HIDDEN, TensorLayout.from_cuts((1, 8), 8), HEADS,
+                                 TensorLayout.from_cuts((1, 1, 4, 1), 8)) is None

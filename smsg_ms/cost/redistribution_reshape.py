@@ -122,6 +122,14 @@ def _expand_shape(lay: _Layout, target: tuple[int, ...]) -> _Layout | None:
     return tuple(target), tuple(new_matrix), tuple(new_axes)
 
 
+def expand_device_matrix(shape, layout: TensorLayout, matrix: tuple[int, ...]):
+    """``layout`` of a tensor of ``shape`` (elements) on the finer device ``matrix``
+    (``TensorLayout::ExpandDeviceArrangement``): ``(expanded shape, layout)``, or ``None`` when
+    ``matrix`` does not refine ``layout``'s device matrix or a cut dimension does not split."""
+    got = _expand_devices(_from_layout(shape, layout), tuple(matrix))
+    return None if got is None else (got[0], _to_layout(got))
+
+
 def unify_through_reshape(src_shape, src: TensorLayout, dst_shape, dst: TensorLayout):
     """The two layouts of a redistribution through a Reshape on MindSpore's common expanded
     shape: ``(shape, src', dst')`` (elements; ``src'``/``dst'`` on one device matrix), or
