@@ -4,8 +4,9 @@ Each case: ReLU (source strategy) → Reshape → ReLU (destination strategy). M
 ``ReshapeInfo`` redistributes the producer's layout to the consumer's through the reshape;
 when a layout cannot be expanded onto the common refinement of the two shapes (a cut whose
 chunks straddle the split dimensions: 96 of 12 × 8 cut 8 is 1.5 heads) it gathers the whole
-tensor and slices. Predicted: the ReLUs' own collectives plus
-``CostModel.reshape_redistribution`` (what the search charges). Observed: the collectives
+tensor and slices; else it expands both layouts onto one shape and device matrix and
+redistributes once (D11). Predicted: the producer's and consumer's own collectives plus
+``CostModel.reshape_redistribution``. Observed: the collectives
 under the case's scope, forward per case, backward over the whole compile (D1).
 """
 from __future__ import annotations
