@@ -115,7 +115,8 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     a stable sort putting every AllConcat before the slices, by concat axis, last first):
     source dimension descending, concats and permutes together (D11: ``(4, 4, 8)`` cut by
     axes ``(2, -, 4)`` to ``(4, 2, -)`` gathers the 4-way dimension 2 before the 2-way
-    dimension 0, 256 then 512 B, in the dry-run).
+    dimension 0, 256 then 512 B, in the dry-run). Not with AlltoAll: MindSpore reorders only
+    lists of AllGathers, slices and reshapes.
 
     Returns:
         ``[]`` when the placements are equal or only slicing is needed.
@@ -225,7 +226,9 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     moves = groups(lambda x: x in src_owner and x in dst_owner and src_at[x] != dst_at[x])
     moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
     steps = [(False, run) for run in concats] + [(True, run) for run in moves]
-    if expanded:     # ReorderAndMergeRedistributionOp: by concat (source) dimension, last first
+    # ReorderAndMergeRedistributionOp (AllGathers and slices only): by concat (source)
+    # dimension, last first
+    if expanded and not enable_alltoall:
         steps.sort(key=lambda step: -src_owner[step[1][0]])
     for moving, run in steps:
         if not moving:
