@@ -82,8 +82,9 @@ CASES = [
     # three 2-way AllGathers of the growing tensor (64 B a device: 128, 256, 512 B), then slices
     ("transposed merge, minor 4 -> 8", transposed((2, 4), 8)),
     # the reader cut 4: ReLU's device matrix (4, 2) keeps its replicas on the minor axis, so
-    # 128 is cut by the major 4 = (a, b) into (2, 2, 32): unified on (2, 2, 4, 8) again, the
-    # reader cuts dims (0, 1) by (a, b); a and b move, c (on dim 3) is gathered: three 2-way
+    # 128 is cut by the major 4 = (a, b): (2, 64) cut by (a, b); both unify on (2, 8, 8), the
+    # source cut by (b, c, a), the reader by (a, b, -): a and b move, c is gathered: three
+    # 2-way AllGathers again (128, 256, 512 B)
     ("transposed merge, minor 4 -> 4", transposed((2, 4), 4)),
 ]
 
