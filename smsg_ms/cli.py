@@ -100,9 +100,6 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
-    if args.pipeline is not None and args.replace_strategies:
-        raise PlanError("--replace-strategies is for single-stage plans; a pipelined plan keeps "
-                        "the network's own shard() strategies (plan without --pipeline)")
     graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
@@ -205,6 +202,7 @@ def _plan_pipelined(args):
                                   virtual_stages=None if args.virtual_stages == "auto"
                                   else int(args.virtual_stages),
                                   time_limit=args.time_limit,
+                                  replace_strategies=args.replace_strategies,
                                   **options)
 
 

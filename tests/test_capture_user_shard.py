@@ -140,3 +140,37 @@ def test_own_strategies_are_kept_unless_replaced(shared_capture):
     assert anew.strategies["mm"] != USER
     four = plan_graph(graph, 4, progress=False, network=SPEC, options={})
     assert not any("own shard()" in n for d in four.decisions for n in d.notes)
+
+
+def test_pipelined_plans_keep_own_strategies_unless_replaced(shared_capture):
+    """``--replace-strategies`` with ``--pipeline``: ``user_shard.blocks`` (two blocks, each
+    MatMul carrying its own ``shard(((2, 1), (1, 4)))``) on 16 devices in 2 stages, 8 devices a
+    stage where that strategy fits. Kept (default): every block's MatMul is USER, noted as kept.
+    Replaced: the plan of the same graph without the recorded strategies (a network with no
+    ``shard()``), the strategy planned anew. One capture (micro-batch 8)."""
+    import copy
+
+    from smsg_ms.cost.kept_layout import OWN_STRATEGY_ATTR
+    from smsg_ms.planner import plan_network_pipelined
+
+    spec = "smsg_ms.networks.user_shard:blocks"
+    graph = shared_capture(spec, batch=8)
+    bare = copy.deepcopy(graph)
+    for op in bare.ops:
+        op.attrs.pop(OWN_STRATEGY_ATTR, None)
+
+    def plan(g, **kw):
+        def capture(batch):
+            assert batch == 8, batch      # 16 samples in 2 micro-batches
+            return g
+        return plan_network_pipelined(spec, 16, global_batch=16, stages=2, micro_batches=2,
+                                      capture=capture, **kw)
+
+    kept = plan(graph)
+    mms = [name for name in kept.strategies if name.endswith(".mm")]
+    assert len(mms) == 2 and all(kept.strategies[m] == USER for m in mms)
+    assert sum("own shard()" in n for d in kept.decisions for n in d.notes) == 2
+    anew = plan(graph, replace_strategies=True)
+    assert anew.strategies == plan(bare).strategies
+    assert all(anew.strategies[m] != USER for m in mms)
+    assert not any("own shard()" in n for d in anew.decisions for n in d.notes)

@@ -4,8 +4,9 @@ Each case: ReLU (source strategy) → Reshape → ReLU (destination strategy). M
 ``ReshapeInfo`` redistributes the producer's layout to the consumer's through the reshape;
 when a layout cannot be expanded onto the common refinement of the two shapes (a cut whose
 chunks straddle the split dimensions: 96 of 12 × 8 cut 8 is 1.5 heads) it gathers the whole
-tensor and slices. Predicted: the ReLUs' own collectives plus
-``CostModel.reshape_redistribution`` (what the search charges). Observed: the collectives
+tensor and slices; else it expands both layouts onto one shape and device matrix and
+redistributes once (D11). Predicted: the producer's and consumer's own collectives plus
+``CostModel.reshape_redistribution``. Observed: the collectives
 under the case's scope, forward per case, backward over the whole compile (D1).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from smsg_ms.cost.layout import TensorLayout, front_split, maps_through_reshape, refined_shape
 from smsg_ms.cost.model import CostModel
+from smsg_ms.cost.redistribution_reshape import expand_device_matrix, unify_through_reshape
 from smsg_ms.graph.model import OpGraph, OpNode, TensorInfo
 from smsg_ms.dryrun import runner as dryrun
 from test_cost_vs_mindspore import SPEC, act, backward_difference, observed
@@ -28,6 +30,13 @@ def chain(src_shape, src, dst_shape, dst):
     return [("ReLU", {}, [act(*src_shape)], [], [src]),
             ("Reshape", {}, [PREV], [list(dst_shape)], None),
             ("ReLU", {}, [PREV], [], [dst])]
+
+
+def transposed(cuts, reader):
+    """Transpose (8, 16) cut ``cuts`` → Reshape to 128 → ReLU cut ``reader``."""
+    return [("Transpose", {}, [act(8, 16)], [[1, 0]], [list(cuts)]),
+            ("Reshape", {}, [PREV], [[128]], None),
+            ("ReLU", {}, [PREV], [], [[reader]])]
 
 
 #: (name, steps, what MindSpore does, derived by hand, at 8 and 16 devices)
@@ -66,6 +75,17 @@ CASES = [
     ("transposed merge -> 8", [("Transpose", {}, [act(8, 16)], [[1, 0]], [[4, 2]]),
                                ("Reshape", {}, [PREV], [[128]], None),
                                ("ReLU", {}, [PREV], [], [[8]])]),
+    # D11: (8, 16) cut (2, 4) transposed leaves (16, 8) with the 4-way cut on its rows over the
+    # minor device axis of (2, 4). MindSpore unifies (16, 8) and 128 cut 8 (8 = (2, 4)) on the
+    # shape (2, 2, 4, 8) over three 2-way device axes a, b, c (major first): the source cuts
+    # dims (0, 1, 3) by (b, c, a), the reader dims (0, 1, 2) by (a, b, c); every axis moves,
+    # three 2-way AllGathers of the growing tensor (64 B a device: 128, 256, 512 B), then slices
+    ("transposed merge, minor 4 -> 8", transposed((2, 4), 8)),
+    # the reader cut 4: ReLU's device matrix (4, 2) keeps its replicas on the minor axis, so
+    # 128 is cut by the major 4 = (a, b): (2, 64) cut by (a, b); both unify on (2, 8, 8), the
+    # source cut by (b, c, a), the reader by (a, b, -): a and b move, c is gathered: three
+    # 2-way AllGathers again (128, 256, 512 B)
+    ("transposed merge, minor 4 -> 4", transposed((2, 4), 4)),
 ]
 
 #: forward collectives (kind, group, bytes) derived by hand in the comments above
@@ -75,6 +95,8 @@ EXPECTED = [
     [("AllGather", 2, 3072), ("AllGather", 4, 12288)],
     [("AllGather", 4, 256)], [("AllGather", 8, 512)], [("AllGather", 2, 128)],
     [("AllGather", 4, 256)], [("AllGather", 4, 256), ("AllGather", 2, 512)],
+    [("AllGather", 2, 128), ("AllGather", 2, 256), ("AllGather", 2, 512)],
+    [("AllGather", 2, 128), ("AllGather", 2, 256), ("AllGather", 2, 512)],
 ]
 
 
@@ -196,3 +218,31 @@ def test_reshape_options_cut_across_split_dimensions():
     assert not model.reshape_gathers(g.ops[0], TensorLayout.from_cuts((1, 1, 1, 8), 8), "output")
     with pytest.raises(ValueError, match="side"):
         model.reshape_gathers(g.ops[0], rows.in_layouts[0], "inside")
+
+
+@pytest.mark.parametrize("tensor_map, matrix, want_shape, want_map", [
+    # the four examples of TensorLayout::ExpandDeviceArrangement's comment (tensor_layout.cc):
+    # (512, 1024) on device matrix (8, 4); an axis refined into (c1, c2) splits the dimension
+    # it cuts into (c1, rest)
+    ((1, 0), (4, 2, 2, 2), (4, 128, 2, 512), (3, 2, 1, 0)),
+    ((0, 1), (4, 2, 2, 2), (2, 256, 4, 256), (1, 0, 3, 2)),
+    ((1, -1), (4, 2, 2, 2), (4, 128, 1024), (3, 2, -1)),
+    ((0, 1), (4, 2, 4), (512, 4, 256), (0, 2, 1)),
+])
+def test_expand_device_matrix(tensor_map, matrix, want_shape, want_map):
+    shape, layout = expand_device_matrix((512, 1024), TensorLayout((8, 4), tensor_map), matrix)
+    assert shape == want_shape and layout == TensorLayout(matrix, want_map)
+
+
+def test_unify_through_reshape():
+    """D11 by hand: (16, 8) on (2, 4) cut (4, 2) (tensor map (0, 1)) into 128 cut 8. The device
+    matrices unify on (2, 4), 128 becomes (2, 64); the shapes refine to (2, 8, 8), splitting
+    the 4-way cut of 16 into 2 × 2 (device matrix (2, 2, 2)), 64 follows as (2, 32); then
+    (2, 2, 4, 8) for both. A straddling cut (96 cut 8 into 12 × 8) does not unify (D9)."""
+    shape, src, dst = unify_through_reshape((16, 8), TensorLayout((2, 4), (0, 1)),
+                                            (128,), TensorLayout((8,), (0,)))
+    assert shape == (2, 2, 4, 8)
+    assert src == TensorLayout((2, 2, 2), (1, 0, -1, 2))
+    assert dst == TensorLayout((2, 2, 2), (2, 1, 0, -1))
+    assert unify_through_reshape(HIDDEN, TensorLayout.from_cuts((1, 8), 8), HEADS,
+                                 TensorLayout.from_cuts((1, 1, 4, 1), 8)) is None

@@ -228,13 +228,17 @@ class CostModel:
         return self.with_kernel(op, [self._cost(op, spec, cuts)])[0]
 
     def redistribution(self, tensor: TensorInfo, src: TensorLayout,
-                       dst: TensorLayout) -> list[Collective]:
+                       dst: TensorLayout, shape: tuple | None = None) -> list[Collective]:
         """Collectives (forward and backward) MindSpore's tensor redistribution inserts to turn
         ``src`` into ``dst`` for ``tensor``; ``[]`` when equal or a pure slice
         (:mod:`smsg_ms.cost.redistribution`); no backward part for a tensor that carries no
-        gradient (:meth:`carries_gradient`)."""
-        colls = redistribute(tuple(tensor.shape), DTYPE_BYTES.get(tensor.dtype, 4), src, dst,
-                             tensor.name, self.enable_alltoall)
+        gradient (:meth:`carries_gradient`). ``shape``: MindSpore's expanded shape of a
+        redistribution through a Reshape, ``src`` and ``dst`` laid on it (``redistribute``'s
+        ``expanded``); ``None``: the tensor's own shape."""
+        expanded = shape is not None
+        colls = redistribute(tuple(shape if expanded else tensor.shape),
+                             DTYPE_BYTES.get(tensor.dtype, 4), src, dst, tensor.name,
+                             self.enable_alltoall, expanded=expanded)
         if self.carries_gradient(tensor.name):
             return colls
         return [c for c in colls if c.phase != "backward"]
@@ -401,8 +405,9 @@ class CostModel:
 
     def reshape_redistribution(self, op: OpNode, src: TensorLayout,
                                dst: TensorLayout) -> list[Collective]:
-        """Collectives of moving ``src`` through Reshape ``op`` to ``dst`` as the search
-        charges them: :func:`smsg_ms.cost.operators.reshape.redistribution_through`."""
+        """Collectives of moving ``src`` through Reshape ``op`` to ``dst`` as MindSpore infers
+        them: :func:`smsg_ms.cost.operators.reshape.redistribution_through` (the search still
+        charges producer → Reshape option → consumer, D11 in docs/known-differences.md)."""
         return reshape.redistribution_through(self, op, src, dst)
 
     def passthrough_options(self, op: OpNode) -> list[OpCost]:

@@ -103,9 +103,20 @@ def _offset_owners(s_axes, d_axes, sizes):
 
 
 def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, tensor: str = "",
-                 enable_alltoall: bool = False) -> list[Collective]:
+                 enable_alltoall: bool = False, expanded: bool = False) -> list[Collective]:
     """Forward and backward collectives turning ``src`` into ``dst`` for a tensor of global
     ``shape`` (elements; str dims allowed) and ``elem_bytes`` bytes per element.
+
+    ``expanded``: the layouts are already MindSpore's expanded ones on one device matrix, one
+    device axis per dimension at most (a Reshape's,
+    :func:`~smsg_ms.cost.redistribution_reshape.unify_through_reshape`); each AllGather then
+    concatenates on its source dimension, and they run in the order of
+    ``TensorTransform::ReorderAndMergeRedistributionOp`` (``tensor_layout/tensor_transform.cc``:
+    a stable sort putting every AllConcat before the slices, by concat axis, last first):
+    source dimension descending, concats and permutes together (D11: ``(4, 4, 8)`` cut by
+    axes ``(2, -, 4)`` to ``(4, 2, -)`` gathers the 4-way dimension 2 before the 2-way
+    dimension 0, 256 then 512 B, in the dry-run). Not with AlltoAll: MindSpore reorders only
+    lists of AllGathers, slices and reshapes.
 
     Returns:
         ``[]`` when the placements are equal or only slicing is needed.
@@ -210,13 +221,19 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     # Reshape bank: (4,1,2,1) -> replicated gathers dimension 2 before dimension 0)
     concats = groups(lambda x: x in src_owner and x not in dst_owner)
     concats.sort(key=lambda run: (-src_owner[run[0]], -s_axes[src_owner[run[0]]].index(run[0])))
-    for run in concats:
-        gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
     # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
     # destination's sub-dimensions from the last one (minor first)
     moves = groups(lambda x: x in src_owner and x in dst_owner and src_at[x] != dst_at[x])
     moves.sort(key=lambda run: (-dst_owner[run[0]], -d_axes[dst_owner[run[0]]].index(run[0])))
-    for run in moves:
+    steps = [(False, run) for run in concats] + [(True, run) for run in moves]
+    # ReorderAndMergeRedistributionOp (AllGathers and slices only): by concat (source)
+    # dimension, last first
+    if expanded and not enable_alltoall:
+        steps.sort(key=lambda step: -src_owner[step[1][0]])
+    for moving, run in steps:
+        if not moving:
+            gather(src_owner[run[0]], run, f"un-split dim {src_owner[run[0]]}")
+            continue
         ds, dd = src_owner[run[0]], dst_owner[run[0]]
         g = prod(sizes[x] for x in run)
         if enable_alltoall:

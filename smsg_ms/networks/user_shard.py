@@ -74,3 +74,35 @@ def _relu_matmul(batch: int, k: int, n: int, devices: int | None, columns: bool 
             return self.mm(self.relu(x), self.w)
 
     return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, k), np.float32)),)}
+
+
+def blocks(batch: int = 16, dim: int = 32, layers: int = 2, own: bool = True):
+    """Repeated blocks ``blocks.0`` ... ``blocks.{layers-1}``, each ``x = ReLU(MatMul(x, w))``
+    with ``w (dim, dim)`` and, when ``own``, ``MatMul().shard(((2, 1), (1, 4)))`` (8 devices)
+    set by the network itself; ``x (batch, dim)``. The MatMuls' paths are ``blocks.{i}.mm``.
+    A pipelined plan on 16 devices in 2 stages has 8 devices a stage, where that strategy fits
+    (``own=False``: the same network without ``shard()``)."""
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+
+    class Block(nn.Cell):
+        def __init__(self, tag: int):
+            super().__init__()
+            self.mm = ops.MatMul().shard(((2, 1), (1, 4))) if own else ops.MatMul()
+            self.relu = ops.ReLU()
+            self.w = Parameter(ms.Tensor(np.full((dim, dim), 0.01, np.float32)), name=f"w{tag}")
+
+        def construct(self, x):
+            return self.relu(self.mm(x, self.w))
+
+    class Blocks(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.CellList([Block(i) for i in range(layers)])
+
+        def construct(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    return {"net": Blocks(), "inputs": (ms.Tensor(np.ones((batch, dim), np.float32)),)}

@@ -50,7 +50,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            hardware="ascend910b", memory_gib: float | None = None,
                            optimizer_sharding: bool | str | None = None, recompute: bool = True,
                            virtual_stages: int | None = 1, capture=None, stats: dict | None = None, workers: int | None = None,
-                           time_limit: float = DEFAULT_SECONDS, **network_options) -> Plan:
+                           time_limit: float = DEFAULT_SECONDS, replace_strategies: bool = False,
+                           **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -84,6 +85,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         time_limit: seconds of search work (:attr:`PlanningOptions.time_limit`), shared by the
             stage solves made under the memory limit (one share per candidate pair); a share
             that stops a solve keeps that solve's best plan.
+        replace_strategies: plan anew the primitives whose strategy the network's own
+            ``shard()`` sets, in every stage (default: kept,
+            :attr:`PlanningOptions.replace_strategies`).
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -103,7 +107,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, stages=stages,
                                micro_batches=micro_batches,
                                optimizer_sharding=optimizer_sharding, recompute=recompute,
-                               virtual_stages=virtual_stages, workers=workers, time_limit=time_limit)
+                               virtual_stages=virtual_stages, workers=workers, time_limit=time_limit,
+                               replace_strategies=replace_strategies)
     return plan_pipelined_with(spec, devices, global_batch, settings, capture=capture,
                                stats=stats, network_options=network_options)
 
@@ -183,7 +188,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     hw = get_hardware(settings.hardware)
     limit = settings.memory_limit(hw)
     recompute = settings.recompute
-    costs = StageCosts(spec, hw, capture=capture, **network_options)
+    costs = StageCosts(spec, hw, capture=capture, replace_strategies=settings.replace_strategies,
+                       **network_options)
     first = costs
     links = links_of(hw)
     bytes_per = bytes_per_element(costs.graph(global_batch // (micro_batches or 1)))
@@ -260,7 +266,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         # the time limit is shared by the memory-limited stage solves, one per candidate pair
         pairs = max(1, len(candidate_pairs(devices, global_batch, p_list, micro_batches)))
         lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
-                          effort=Effort(settings.time_limit / pairs), **network_options)
+                          effort=Effort(settings.time_limit / pairs),
+                          replace_strategies=settings.replace_strategies, **network_options)
         costs, results = lean, search(lean)
     if stats is not None:
         again = costs is not first
@@ -282,7 +289,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     plan = plan_graph_with(costs.graph(b), d,
                            # propagation with pipeline stages: not checked
                            PlanningOptions(hardware=hw, memory_gib=math.inf, progress=False,
-                                           write_back="shard"),
+                                           write_back="shard",
+                                           replace_strategies=settings.replace_strategies),
                            network=spec, network_options=dict(network_options, batch=b),
                            choice=stage.choice, model=stage.model,
                            built=None if stage.problem is None

@@ -21,18 +21,21 @@ class StageCosts:
     """
 
     def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
-                 devices: int | None = None, capture=None, effort=None, **network_options):
+                 devices: int | None = None, capture=None, effort=None,
+                 replace_strategies: bool = False, **network_options):
         """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
         plan so that every stage of the even cut fits, ``p = devices / d``
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
         ``spec`` with ``network_options``), or a ``BatchFamily`` to share. ``effort``: the
         work limit of each memory-limited stage solve (:class:`smsg_ms.search.effort.Effort`;
-        default: the search's)."""
+        default: the search's). ``replace_strategies``: the stage plans plan anew the
+        strategies the network's own ``shard()`` sets (default: kept)."""
         from ..graph.batch_scale import BatchFamily
 
         self.spec, self.hardware = spec, hardware
         self.stage_limit, self.devices, self.effort = stage_limit, devices, effort
+        self.replace_strategies = replace_strategies
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
         if isinstance(capture, BatchFamily):
             self.family = capture
@@ -63,7 +66,8 @@ class StageCosts:
         """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
         stage is solved)."""
         if (d, b) not in self.models:
-            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware)
+            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware,
+                                                   self.replace_strategies)
         return self.models[(d, b)]
 
     def solution(self, d: int, b: int) -> StageSolution:

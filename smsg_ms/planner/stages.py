@@ -127,15 +127,17 @@ class StageSolution:
     problem: object = None      # the SearchProblem (smsg_ms.search.problem)
 
 
-def stage_cost_model(graph: OpGraph, devices: int, hardware):
+def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies: bool = False):
     """The :class:`~smsg_ms.cost.model.CostModel` of a stage plan, as
-    :func:`smsg_ms.planner.plan_graph` builds it."""
+    :func:`smsg_ms.planner.plan_graph` builds it (``replace_strategies``: plan anew the
+    strategies the network's own ``shard()`` sets)."""
     from ..cost.hardware import get_hardware
     from ..cost.model import CostModel
     from .options import EXHAUSTIVE_UP_TO
 
     return CostModel(graph, devices, get_hardware(hardware),
-                     fully_use_devices=devices > EXHAUSTIVE_UP_TO)
+                     fully_use_devices=devices > EXHAUSTIVE_UP_TO,
+                     replace_strategies=replace_strategies)
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware, model=None,

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..api import MEMORY_KINDS, Collective, OpCost
 from ..layout import TensorLayout, front_split, maps_through_reshape, operator_layout
+from ..redistribution_reshape import unify_through_reshape
 from .base import divides, divisors
 
 TYPES = ("Reshape",)
@@ -188,16 +189,26 @@ def through_reshape_block(model, producer, consumer, tensor, src: list, dst: lis
 
 def redistribution_through(model, op, src: TensorLayout, dst: TensorLayout) -> list[Collective]:
     """Collectives of moving ``src`` (the producer's layout of Reshape ``op``'s input) to
-    ``dst`` (the consumer's layout of its output) through ``op``, as the search charges them:
-    the cheapest option of the two redistributions into and out of the Reshape, with
-    :func:`gathers` applied on both sides (``model``: a
-    :class:`~smsg_ms.cost.model.CostModel`). Cheapest by a flat price, ring volume over the
+    ``dst`` (the consumer's layout of its output) through ``op`` (``model``: a
+    :class:`~smsg_ms.cost.model.CostModel`).
+
+    When MindSpore can expand both layouts onto one shape and device matrix
+    (:func:`~smsg_ms.cost.redistribution_reshape.unify_through_reshape`, its
+    ``UnifyDeviceArrangementAndTensorShape``), one redistribution between the expanded layouts,
+    as MindSpore infers it (D11 in docs/known-differences.md: a strided merge is three 2-way
+    AllGathers, not a 2-way and a 4-way). Otherwise (D9, the tensor is gathered whole) as the
+    search charges it: the cheapest option of the two redistributions into and out of the
+    Reshape, with :func:`gathers` applied on both sides. Cheapest by a flat price, ring volume over the
     machine's innermost level plus its latency per collective, as MindSpore's own
     communication cost has no levels (``RedistributionOperatorInfer``'s cost is bytes moved):
     the hierarchical time would favour a larger group whose network part is smaller, a layout
     MindSpore does not pick (the dry-run's Reshape bank on 16 devices)."""
     n = model.devices
     t_in, t_out = (model.graph.tensors[op.inputs[0]], model.graph.tensors[op.outputs[0]])
+    unified = unify_through_reshape(t_in.shape, src, t_out.shape, dst)
+    if unified is not None:
+        shape, a, b = unified
+        return model.redistribution(t_in, a, b, shape=shape)
     best = None
     for opt in model.options(op):
         head = TensorLayout.replicated(len(t_in.shape), n) \
