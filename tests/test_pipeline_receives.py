@@ -129,3 +129,27 @@ def test_middle_stage_period_charges_its_receives(p):
     # the super-step (m + p − 1)·max t_s is at least the timeline (it charges the middle
     # stage's period in the warm-up and cool-down slots too)
     assert super_step_seconds(costs, m) >= simulate_1f1b(p, m, F, B, T) - 1e-9
+
+
+def test_partitioned_transfer_by_hand():
+    """``Links.send_split = t``: each of the ``t`` tensor-parallel ranks sends ``1/t`` of the
+    boundary tensor across the node boundary and the receivers AllGather it inside the node
+    (Narayanan et al. SC'21 §4.1). By hand, latencies negligible (1 ps; a machine needs them
+    positive): a Send is its bytes over the level it
+    crosses, a ring AllGather of ``N`` bytes over ``t`` devices moves ``(t − 1)/t · N`` per
+    device."""
+    from dataclasses import replace
+
+    from smsg_ms.cost.hardware import get_hardware
+
+    base = get_hardware("dgx-a100")
+    machine = replace(base, levels=tuple(replace(x, latency=1e-12) for x in base.levels))
+    node_bw, cluster_bw = machine.levels[0].bandwidth, machine.levels[1].bandwidth
+    links = Links(bandwidth=node_bw, machine=machine).for_stage(8)    # stages of one node each
+    n = 8e6
+    assert links.send_seconds(n) == pytest.approx(n / cluster_bw)          # whole, across
+    split = replace(links, send_split=8)
+    assert split.send_seconds(n) == pytest.approx(n / 8 / cluster_bw + 7 / 8 * n / node_bw)
+    # one flat level: cutting gains nothing, N/t sent + (t − 1)/t·N gathered = N
+    flat = Links(bandwidth=2.0, latency=0.0, send_split=4)     # no machine: no latency needed
+    assert flat.send_seconds(8.0) == pytest.approx(8.0 / 2.0)

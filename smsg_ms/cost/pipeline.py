@@ -195,22 +195,37 @@ class Links:
     holds ranks ``s·d .. s·d + d − 1``: ``stage_id = rank / per_stage_device_num``), a
     gradient synchronisation the parameter's replicas (:attr:`ParamSlice.span`). Without, one
     flat level: ``bandwidth`` bytes/s per device, ``latency`` s per collective or send,
-    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
+    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``).
+
+    ``send_split``: 1 (MindSpore: every device sends its whole slice), or the tensor-parallel
+    degree ``t`` over which a boundary tensor replicated on ``t`` consecutive ranks is cut
+    before it crosses: each rank sends ``1/t`` of it and the receiving ranks AllGather the
+    pieces (Megatron-LM's scatter/gather optimisation, Narayanan et al. SC'21 §4.1;
+    Megatron-DeepSpeed's pipeline engine, ``is_pipe_partitioned`` in DeepSpeed
+    ``runtime/pipe/engine.py``). Not what MindSpore does: an option for pricing measurements
+    of those frameworks (``scripts/bench_measured.py``)."""
 
     bandwidth: float
     latency: float = 0.0
     p2p_bandwidth: float | None = None
     machine: Any = None
     stage_devices: int = 1
+    send_split: int = 1
 
     def for_stage(self, devices: int) -> "Links":
         """The same links for stages of ``devices`` devices."""
         return replace(self, stage_devices=devices)
 
     def send_seconds(self, nbytes: float) -> float:
-        """One Send of ``nbytes`` to the neighbour stage."""
+        """One Send of ``nbytes`` to the neighbour stage; with :attr:`send_split` ``t > 1``
+        the Send of ``nbytes / t`` and the AllGather of the ``nbytes`` tensor over ``t``
+        consecutive ranks (ring volume ``(t − 1)/t · nbytes``), charged to each end."""
         if nbytes <= 0:
             return 0.0
+        t = self.send_split
+        if t > 1:
+            gather = self._seconds("AllGather", t, nbytes, ((t, 1),))
+            return replace(self, send_split=1).send_seconds(nbytes / t) + gather
         # a Send pairs two devices (rank r and r + stage_devices); ring_volume counts its
         # whole tensor
         return self._seconds("Send", 2, nbytes, ((2, self.stage_devices),),
