@@ -15,7 +15,9 @@ the assignment is priced:
   :mod:`smsg_ms.cost.pipeline` (Narayanan et al. SC'21, §2.2) over ``p = pp`` stages of equal
   layer counts, from the per-layer costs of that stage plan
   (:func:`smsg_ms.planner.stages.layer_costs_of`); ``pp = 1`` with ``m > 1`` micro-batches is
-  gradient accumulation (``m·t + g``).
+  gradient accumulation (``m·t + g``). The transfers between stages are placed on the
+  machine's levels for stages of ``dp·tp`` consecutive ranks (``Links.for_stage``), and
+  ``recompute`` re-runs the decoder blocks' forward only (:func:`_decoder_recompute`).
 
 Graphs hold global shapes, so the device count needs no new capture; the micro-batch does, and
 is derived from two captures per shape by :class:`smsg_ms.graph.batch_scale.BatchFamily`.
