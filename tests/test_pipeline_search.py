@@ -26,20 +26,22 @@ def test_stage_cost_by_hand():
     layer = LayerCost(forward_seconds=1.0, backward_seconds=2.0, activation_bytes=10.0,
                       input_bytes=4.0, output_bytes=4.0)
     chain = [layer, layer]
-    # stage 0 of 2: f + b = 3, send 4 bytes at 1 B/s -> 7 s; 2 micro-batches in flight x 10 B
+    # stage 0 of 2: f + b = 3, Send of the activation and Receive of its gradient, 4 bytes
+    # each at 1 B/s -> 3 + 8 = 11 s; 2 micro-batches in flight x 10 B
     c = stage_cost(chain, 0, 1, 0, 2, recompute=[False], sharding=False, links=ONE)
-    assert c.micro_seconds == pytest.approx(7.0)
+    assert c.micro_seconds == pytest.approx(11.0)
     assert c.memory["activation"] == pytest.approx(20.0)
     # recompute: + forward 1 s; keeps 2 x input (4 B) + working set 10 - 4 once
     c = stage_cost(chain, 0, 1, 0, 2, recompute=[True], sharding=False, links=ONE)
-    assert c.micro_seconds == pytest.approx(8.0)
+    assert c.micro_seconds == pytest.approx(12.0)
     assert c.memory["activation"] == pytest.approx(14.0)
-    # last stage: only the gradient send to stage 0 (input 4 B), 1 micro-batch in flight
+    # last stage: Receive of the activation and Send of its gradient (input 4 B each), 1
+    # micro-batch in flight
     c = stage_cost(chain, 1, 2, 1, 2, recompute=[False], sharding=False, links=ONE)
-    assert c.micro_seconds == pytest.approx(7.0)
+    assert c.micro_seconds == pytest.approx(11.0)
     assert c.memory["activation"] == pytest.approx(10.0)
-    # super-step: (m + p - 1) t + g = (4 + 1) * 7
-    assert super_step_seconds([c, c], 4) == pytest.approx(35.0)
+    # super-step: (m + p - 1) t + g = (4 + 1) * 11
+    assert super_step_seconds([c, c], 4) == pytest.approx(55.0)
 
 
 def test_optimizer_sharding_skips_indivisible_first_axis():

@@ -219,3 +219,49 @@ def test_mindformers_llama_roles_found(captured):
                            vocab=1024, dtype="float32")
     report = check_plan(result["plan"], [0])
     assert report.ok, [(r.error, [row for row in r.rows if not row.ok]) for r in report.ranks]
+
+
+def test_sends_between_stages_cross_the_node(capture_of):
+    """A stage of 8 devices fills a node of the ``dgx-a100`` preset, so each Send/Receive between
+    two stages crosses the node boundary (ranks r and r + 8) and is priced on the inter-node
+    level. Oracle, by hand: only that level's bandwidth differs between the two machines, dp = 1
+    leaves no gradient synchronisation across nodes, so the steps differ by the transfers of the
+    slowest stage: ``(m + p − 1) = 5`` slots × 2 transfers (both stages are end stages) of the
+    boundary activation, 1 sample × 64 tokens × 128 hidden × 4 bytes (float32, replicated over
+    the tensor-parallel group: mindformers' (dp, 1) layout), at ``1/(B/2) − 1/B = 1/B`` s/byte."""
+    from dataclasses import replace
+
+    from smsg_ms.cost.hardware import get_hardware
+
+    base = get_hardware("dgx-a100")
+    inter = base.levels[-1]
+    slow = replace(base, levels=base.levels[:-1] + (replace(inter,
+                                                            bandwidth=inter.bandwidth / 2),))
+    text = "dp=1,tp=8,pp=2,micro_batch=1,global_batch=4"
+    steps = []
+    for machine in (base, slow):
+        scorer = ShapeScorer("gpt", hardware=machine, options=dict(SMALL))
+        scorer.family = BatchFamily(capture_of("gpt", **SMALL))
+        steps.append(scorer.score(parse_config(text))["step_seconds"])
+    activation = 1 * 64 * 128 * 4
+    assert steps[1] - steps[0] == pytest.approx(5 * 2 * activation / inter.bandwidth, rel=1e-6)
+
+
+def test_recompute_reruns_the_decoder_blocks_only(capture_of):
+    """``recompute=1`` re-spends the forward of every decoder block, not of the embedding nor of
+    the head and loss (mindformers recomputes its decoder layers; Megatron-DeepSpeed checkpoints
+    only its transformer layers). Oracle by differences: one block more (``depth`` 5 against 4,
+    the same capture) adds ``m·(f + b)`` without recompute and ``m·(2f + b)`` with it, which
+    gives one block's forward ``f``; recompute then adds ``m·4·f`` to the 4-block network."""
+    options = dict(SMALL, layers=4)
+    steps = {}
+    for depth in (4, 5):
+        scorer = ShapeScorer("gpt", options=options, depth=depth)
+        scorer.family = BatchFamily(capture_of("gpt", **options))
+        for rc in (0, 1):
+            text = f"dp=2,tp=2,pp=1,micro_batch=1,global_batch=4,recompute={rc}"
+            steps[depth, rc] = scorer.score(parse_config(text))["step_seconds"]
+    m = 2
+    forward = ((steps[5, 1] - steps[4, 1]) - (steps[5, 0] - steps[4, 0])) / m
+    assert forward > 0
+    assert steps[4, 1] - steps[4, 0] == pytest.approx(m * 4 * forward, rel=1e-6)

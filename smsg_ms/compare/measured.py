@@ -28,6 +28,10 @@ MEASURED_COLUMNS = ("group", "hardware", "source", "layers", "hidden", "heads", 
 _INTEGERS = ("layers", "hidden", "heads", "seq", "vocab", "devices", "global_batch",
              "micro_batch", "tp", "dp", "pp")
 _FLAGS = ("recompute", "optimizer_shard", "approximate")
+#: optional flag columns (false when the file has no such column): ``p2p_partitioned``, the
+#: framework measured cuts each boundary tensor over the tensor-parallel group before sending
+#: it (:attr:`smsg_ms.compare.score_configs.ShapeScorer.partitioned_sends`)
+OPTIONAL_FLAGS = ("p2p_partitioned",)
 _DTYPES = ("bf16", "fp16", "fp32")
 
 
@@ -77,7 +81,10 @@ def _check_row(path, line: int, row: dict, presets) -> dict:
                                      "number") from None
     if not (math.isfinite(out["measured_seconds"]) and out["measured_seconds"] > 0):
         raise _row_error(path, line, "measured_seconds must be a positive number")
-    for key in _FLAGS:
+    for key in OPTIONAL_FLAGS:
+        if row.get(key) in (None, ""):
+            row = {**row, key: "false"}
+    for key in _FLAGS + OPTIONAL_FLAGS:
         text = str(row[key]).strip().lower()
         if text not in ("true", "false"):
             raise _row_error(path, line, f"{key} must be true or false, not {row[key]!r}")

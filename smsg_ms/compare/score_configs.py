@@ -15,7 +15,9 @@ the assignment is priced:
   :mod:`smsg_ms.cost.pipeline` (Narayanan et al. SC'21, §2.2) over ``p = pp`` stages of equal
   layer counts, from the per-layer costs of that stage plan
   (:func:`smsg_ms.planner.stages.layer_costs_of`); ``pp = 1`` with ``m > 1`` micro-batches is
-  gradient accumulation (``m·t + g``).
+  gradient accumulation (``m·t + g``). The transfers between stages are placed on the
+  machine's levels for stages of ``dp·tp`` consecutive ranks (``Links.for_stage``), and
+  ``recompute`` re-runs the decoder blocks' forward only (:func:`_decoder_recompute`).
 
 Graphs hold global shapes, so the device count needs no new capture; the micro-batch does, and
 is derived from two captures per shape by :class:`smsg_ms.graph.batch_scale.BatchFamily`.
@@ -93,6 +95,10 @@ class ShapeScorer:
     #: builds it) instead of the options a configuration needs: the reference the fast path is
     #: tested (tests/test_score_fast.py) and benchmarked (scripts/bench_score_configs.py) against
     full_problem: bool = False
+    #: price the transfers between stages cut over the tensor-parallel group (each rank sends
+    #: ``1/tp``, the receivers AllGather: :attr:`smsg_ms.cost.pipeline.Links.send_split`), as
+    #: Megatron-LM and Megatron-DeepSpeed send them; off: as MindSpore sends them
+    partitioned_sends: bool = False
 
     def __post_init__(self):
         from ..graph.batch_scale import BatchFamily
@@ -311,15 +317,43 @@ class ShapeScorer:
         layers = self._chain(layer_costs_of(sol))
         if len(layers) % p:
             raise ConfigError(f"pp={p} does not divide the {len(layers)} repeated blocks")
-        per, links, bytes_per = len(layers) // p, links_of(self.hardware), bytes_per_element(
-            stage.graph)
+        # stages of dp·tp consecutive ranks: a Send pairs rank r with r + dp·tp (Links)
+        per, bytes_per = len(layers) // p, bytes_per_element(stage.graph)
+        links = links_of(self.hardware).for_stage(config.dp * config.tp)
+        if self.partitioned_sends:
+            links = replace(links, send_split=config.tp)
+        layers, recompute = _decoder_recompute(layers, config.recompute)
         costs = [stage_cost(layers, s * per, (s + 1) * per, s, p,
-                            recompute=[config.recompute] * per, sharding=config.optimizer_shard,
+                            recompute=recompute[s * per:(s + 1) * per],
+                            sharding=config.optimizer_shard,
                             links=links, bytes_per=bytes_per, micro_batches=m)
                  for s in range(p)]
         out["step_seconds"] = float(super_step_seconds(costs, m))
         out["memory_bytes"] = max(c.memory_bytes for c in costs)
         return out
+
+
+def _decoder_recompute(layers: list, on: bool) -> tuple[list, list]:
+    """The chain and its per-element recompute settings when every decoder block recomputes its
+    forward (``on``) and nothing else does: the first element (embedding + block) and the last
+    (block + head and loss) re-spend only their block's forward, taken from the chain's second
+    element (identical blocks: :meth:`ShapeScorer._chain`), and keep the embedding's and the
+    head's activations. mindformers recomputes the decoder layers it calls ``recompute()`` on,
+    not the head; Megatron-DeepSpeed's ``GPTModelPipe`` checkpoints only runs of
+    ``ParallelTransformerLayerPipe`` (DeepSpeed ``PipelineModule._is_checkpointable``).
+    Expressed as :data:`~smsg_ms.cost.pipeline.SELECTIVE` on the two end elements (the block as
+    their selective part). A chain of fewer than 3 elements has no plain block to take the
+    block's forward from: every element is recomputed whole."""
+    from ..cost.pipeline import SELECTIVE
+
+    if not on or len(layers) < 3:
+        return layers, [bool(on)] * len(layers)
+    block = layers[1]
+    part = dict(selective_seconds=block.forward_seconds,
+                selective_bytes=max(0.0, block.activation_bytes - block.input_bytes))
+    ends = (0, len(layers) - 1)
+    chain = [replace(x, **part) if k in ends else x for k, x in enumerate(layers)]
+    return chain, [SELECTIVE if k in ends else True for k in range(len(layers))]
 
 
 def score_config(spec: str, config, *, devices: int | None = None, hardware="ascend910b",
@@ -351,6 +385,7 @@ def _row_shape(row: dict, base: dict) -> dict:
 
 def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                capture_layers: int | None = None, full_problem: bool = False,
+               partitioned_sends: bool = False,
                **network_options):
     """Score CSV rows (dicts with :data:`CSV_COLUMNS`, optional ``recompute``,
     ``optimizer_shard`` and :data:`SHAPE_COLUMNS` overriding ``network_options``): yields each row
@@ -359,7 +394,8 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
     gives its error to every row of that shape. ``capture_layers`` (at least 4): a shape deeper
     than that is captured at that depth and its middle block repeated to the row's ``layers``
     (:attr:`ShapeScorer.depth`; the capture's cost grows with the depth). ``full_problem``:
-    :attr:`ShapeScorer.full_problem` (the reference pricing)."""
+    :attr:`ShapeScorer.full_problem` (the reference pricing); ``partitioned_sends``:
+    :attr:`ShapeScorer.partitioned_sends`."""
     from ..devices import DeviceCountError
     from ..graph.capture import CaptureError
     from ..networks import NetworkSpecError
@@ -382,9 +418,11 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                     depth > capture_layers)
                 try:
                     scorers[key] = (ShapeScorer(spec, hardware, dict(shape, layers=capture_layers),
-                                                depth=depth, full_problem=full_problem)
-                                    if shallow else ShapeScorer(spec, hardware, shape,
-                                                                full_problem=full_problem))
+                                                depth=depth, full_problem=full_problem,
+                                                partitioned_sends=partitioned_sends)
+                                    if shallow else ShapeScorer(
+                                        spec, hardware, shape, full_problem=full_problem,
+                                        partitioned_sends=partitioned_sends))
                 except (NetworkSpecError, CaptureError) as exc:
                     scorers[key] = str(exc).splitlines()[0]
             scorer = scorers[key]

@@ -6,8 +6,9 @@ outer pipeline search evaluates these formulas many thousand times.
 Schedule (PipeDream-Flush / 1F1B, Narayanan et al. 2021, "Efficient large-scale language model
 training on GPU clusters using Megatron-LM", §2.2): with ``p`` stages and ``m`` micro-batches a
 training step takes ``(m + p − 1)`` micro-step slots of the slowest stage, whose per-micro-batch time
-``t_s`` is its forward + backward micro-steps plus its point-to-point sends (the boundary activation
-forward, the gradient of its input backward; sends are not overlapped with compute). The idle part is
+``t_s`` is its forward + backward micro-steps plus its point-to-point transfers (the boundary activation
+forward, the gradient of its input backward, each Sent by one stage and Received by the next;
+transfers are not overlapped with compute). The idle part is
 the bubble ``(p − 1) / (m + p − 1)`` (Huang et al. 2019, "GPipe", §2.2).
 
 Send/Receive and compute do not overlap in MindSpore's 1F1B: its scheduler
@@ -17,9 +18,12 @@ every border by ``Depend`` edges (``ControlOrder``): on an odd stage backward ce
 Receive of forward ``i + 1`` → Send of forward ``i`` → forward cell ``i + 1``, and Receive of
 the next backward → Send of this backward's input gradient → next backward cell; even stages
 swap Send and Receive so that neighbours pair up. Each transfer thus sits between two compute
-cells on the stage's critical path, which is what the per-micro-batch ``t_s`` charges (its own
-two Sends; the paired Receives of a middle stage, which the chain also serialises, are not
-charged yet: a bound from below for middle stages). Each stage then synchronises
+cells on the stage's critical path, and the per-micro-batch ``t_s`` charges every transfer the
+stage takes part in, Receives as well as Sends (one transfer of a tensor over the pair's link
+each, :meth:`Links.send_seconds`): a middle stage four per micro-batch (Receive of the forward
+activation, Send of its own, Receive of the backward gradient, Send of its input gradient), the
+first and the last stage two (stage 0: Send of the activation, Receive of the gradient; the
+last: the reverse). Each stage then synchronises
 its own parameters' gradients once per step (``g_s``), right after its last backward micro-step, so
 
     super-step = max_s ((m + p − 1) · t_s + g_s)
@@ -56,7 +60,7 @@ dry-run (``tests/test_optimizer_levels.py``).
 Interleaved pipeline (``pipeline_config={"pipeline_interleave": True}``, Narayanan et al. 2021
 §2.2.2): the chain is cut into ``p·v`` chunks, chunk ``c`` on stage ``c mod p``; a step takes
 ``(m + (p − 1)/v)`` slots of the slowest stage's per-micro-batch time (bubble ``(p − 1)/(v·m)`` of
-the ideal time), each chunk boundary sends once per micro-batch and direction (``v×`` the sends),
+the ideal time), each chunk boundary transfers once per micro-batch and direction (``v×`` the transfers),
 and stage ``s`` holds ``((v − 1)·p + 2(p − s − 1) + 1)/v`` micro-batches' activations (the warm-up
 micro-batches of Megatron-LM's interleaved schedule, ``schedules.py``, plus the one in flight).
 
@@ -191,22 +195,37 @@ class Links:
     holds ranks ``s·d .. s·d + d − 1``: ``stage_id = rank / per_stage_device_num``), a
     gradient synchronisation the parameter's replicas (:attr:`ParamSlice.span`). Without, one
     flat level: ``bandwidth`` bytes/s per device, ``latency`` s per collective or send,
-    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``)."""
+    ``p2p_bandwidth`` for sends between stages (defaults to ``bandwidth``).
+
+    ``send_split``: 1 (MindSpore: every device sends its whole slice), or the tensor-parallel
+    degree ``t`` over which a boundary tensor replicated on ``t`` consecutive ranks is cut
+    before it crosses: each rank sends ``1/t`` of it and the receiving ranks AllGather the
+    pieces (Megatron-LM's scatter/gather optimisation, Narayanan et al. SC'21 §4.1;
+    Megatron-DeepSpeed's pipeline engine, ``is_pipe_partitioned`` in DeepSpeed
+    ``runtime/pipe/engine.py``). Not what MindSpore does: an option for pricing measurements
+    of those frameworks (``scripts/bench_measured.py``)."""
 
     bandwidth: float
     latency: float = 0.0
     p2p_bandwidth: float | None = None
     machine: Any = None
     stage_devices: int = 1
+    send_split: int = 1
 
     def for_stage(self, devices: int) -> "Links":
         """The same links for stages of ``devices`` devices."""
         return replace(self, stage_devices=devices)
 
     def send_seconds(self, nbytes: float) -> float:
-        """One Send of ``nbytes`` to the neighbour stage."""
+        """One Send of ``nbytes`` to the neighbour stage; with :attr:`send_split` ``t > 1``
+        the Send of ``nbytes / t`` and the AllGather of the ``nbytes`` tensor over ``t``
+        consecutive ranks (ring volume ``(t − 1)/t · nbytes``), charged to each end."""
         if nbytes <= 0:
             return 0.0
+        t = self.send_split
+        if t > 1:
+            gather = self._seconds("AllGather", t, nbytes, ((t, 1),))
+            return replace(self, send_split=1).send_seconds(nbytes / t) + gather
         # a Send pairs two devices (rank r and r + stage_devices); ring_volume counts its
         # whole tensor
         return self._seconds("Send", 2, nbytes, ((2, self.stage_devices),),
@@ -373,12 +392,28 @@ def in_flight(stage: int, stages: int, virtual_stages: int = 1) -> float:
     return ((v - 1) * p + 2 * (p - stage - 1) + 1) / v
 
 
+def border_seconds(layers, start: int, stop: int, links: Links) -> float:
+    """Per micro-batch, seconds of the transfers of the chunk ``layers[start:stop]`` at its two
+    borders: at ``stop < len(layers)`` the Send of its output activation forward and the Receive
+    of that activation's gradient backward, at ``start > 0`` the Receive of its input activation
+    forward and the Send of its input gradient backward; each a transfer of the tensor over the
+    pair's link (:meth:`Links.send_seconds`; a gradient has its activation's shape). MindSpore's
+    1F1B chains every one of them between two compute cells (module docstring,
+    ``pipeline_scheduler.cc``), so they add up."""
+    t = 0.0
+    if stop < len(layers):
+        t += 2 * links.send_seconds(layers[stop - 1].output_bytes)   # Send act, Receive grad
+    if start > 0:
+        t += 2 * links.send_seconds(layers[start].input_bytes)       # Receive act, Send grad
+    return t
+
+
 def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding, links: Links,
                 bytes_per: dict | None = None, virtual_stages: int = 1,
                 micro_batches: int | None = None) -> StageCost:
     """Cost of stage ``stage`` holding the chunks ``[(start, stop), ...]`` of the chain (one
-    chunk, or ``v`` under the interleaved schedule): compute, recompute, one send per chunk
-    boundary and direction, per-micro-batch optimizer collectives (level 2/3), gradient
+    chunk, or ``v`` under the interleaved schedule): compute, recompute, the Sends and Receives
+    at each chunk border and direction (:func:`border_seconds`), per-micro-batch optimizer collectives (level 2/3), gradient
     synchronisation, memory with :func:`in_flight` micro-batches.
 
     Raises:
@@ -394,10 +429,7 @@ def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding,
     t = sum(x.forward_seconds + x.backward_seconds for x in part)
     t += sum(recompute_seconds(x, rc) for x, rc in zip(part, recompute))
     for start, stop in chunks:
-        if stop < len(layers):
-            t += links.send_seconds(layers[stop - 1].output_bytes)   # activation forward
-        if start > 0:
-            t += links.send_seconds(layers[start].input_bytes)       # gradient backward
+        t += border_seconds(layers, start, stop, links)
     params = [prm for x in part for prm in x.params]
     on = [sharding if prm.optimizer_shardable() else False for prm in params]
     t += sum(links.micro_sync_seconds(prm, b["gradient"], sh) for prm, sh in zip(params, on))

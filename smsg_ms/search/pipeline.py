@@ -185,8 +185,10 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     k_act = np.array([k.activation_bytes for k in kinds])
     options = [recompute_options(kinds, row, memo) for row in uniq]
 
-    out_send = np.array([links.send_seconds(x.output_bytes) for x in layers])
-    in_send = np.array([links.send_seconds(x.input_bytes) for x in layers])
+    # a border's Send and its paired Receive (the gradient back) are two transfers of the same
+    # tensor on the stage's chain (cost.pipeline.border_seconds)
+    out_send = np.array([2 * links.send_seconds(x.output_bytes) for x in layers])
+    in_send = np.array([2 * links.send_seconds(x.input_bytes) for x in layers])
     # sends[i, j] = (out_send[j - 1] if j < L else 0) + (in_send[i] if i > 0 else 0), i < j
     out_col = np.zeros(L + 1)
     out_col[1:L] = out_send[:L - 1]
