@@ -24,6 +24,7 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .hardware import Hardware, get_hardware
 from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
+from .morph_region import region_options
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
 from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
@@ -181,7 +182,9 @@ class CostModel:
         """
         if op.id in self._options:
             return self._options[op.id]
-        result = operators.own_options(self, op)
+        result = region_options(self, op)
+        if result is None:
+            result = operators.own_options(self, op)
         if result is None:
             spec = self.spec(op)
             if spec is None or not op.shardable:

@@ -237,12 +237,18 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
 
     if ms.get_context("mode") != ms.GRAPH_MODE:
         ms.set_context(mode=ms.GRAPH_MODE)
-    tag_primitives(net)
+    from .morph_regions import fold_morph_markers, mark_morph_fns, unmark_morph_fns
+
+    prims = tag_primitives(net)
+    mark_morph_fns(prims)
     with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
             _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
         set_training_mode(net)
-        phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
-    graph = read_mindir(net, phase, name or type(net).__name__)
+        try:
+            phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
+        finally:
+            unmark_morph_fns(prims)
+    graph = fold_morph_markers(read_mindir(net, phase, name or type(net).__name__))
     check_inputs_consistent(graph, inputs)
     return graph
 

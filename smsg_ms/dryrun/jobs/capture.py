@@ -20,12 +20,15 @@ from .common import setup_parallel
 
 def job_capture(job: dict) -> dict:
     from ...graph.capture import compile_cell, read_mindir, set_training_mode, tag_primitives
+    from ...graph.morph_regions import fold_morph_markers, mark_morph_fns
     from ...networks import build_network
 
     t0 = time.perf_counter()
     setup_parallel(extra_context={"full_batch": True})
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
-    dropped = drop_multi_device_shards(tag_primitives(built.net))
+    prims = tag_primitives(built.net)
+    mark_morph_fns(prims)   # before the layouts lose their device matrix
+    dropped = drop_multi_device_shards(prims)
     # training mode everywhere (BatchNorm's bn_train, Dropout); a network that computes its own
     # loss is captured on its training path (training inputs): the operators the training
     # compile runs, the loss's among them
@@ -33,7 +36,7 @@ def job_capture(job: dict) -> dict:
     set_training_mode(built.net)
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
-    graph = read_mindir(built.net, phase, built.name)
+    graph = fold_morph_markers(read_mindir(built.net, phase, built.name))
     if dropped:
         graph.warnings.append(f"capture ignored the network's own shard() of {len(dropped)} "
                               f"primitive(s) ({', '.join(dropped)}): they need more than the "
