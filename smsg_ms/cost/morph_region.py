@@ -27,36 +27,23 @@ from .api import MEMORY_KINDS, Collective, OpCost
 from .kept_layout import fitted_device_matrix, used_axes
 from .layout import TensorLayout
 
-#: the device-matrix axis name of data parallelism in mindformers' layouts: it takes the
-#: devices a layout written for fewer has to spare (mindformers sets ``data_parallel`` from the
-#: run's device count; the capture's is 1)
-DATA_PARALLEL_ALIAS = "dp"
-
-
 def fitted_layout(layout: dict, devices: int) -> TensorLayout | None:
     """The network's ``layout`` (``device_matrix``, ``tensor_map``, ``alias_name``) at
     ``devices`` devices; ``None`` when it cannot be fitted or maps a dimension to several
     axes.
 
-    Fewer devices in the matrix than given and a ``dp`` axis: ``dp`` grows by the factor
-    (mindformers' ``data_parallel`` = devices / (``cp`` · ``tp``) per stage); otherwise
-    :func:`~smsg_ms.cost.kept_layout.fitted_device_matrix`. Example: ``(1, 1)`` named
+    The device matrix is fitted by :func:`~smsg_ms.cost.kept_layout.fitted_device_matrix`
+    (a matrix of ones with a ``dp`` axis: ``dp`` takes every device). Example: ``(1, 1)`` named
     ``("dp", "tp")`` at 8 → ``(8, 1)``."""
     matrix = tuple(int(v) for v in layout["device_matrix"])
     tmap = layout["tensor_map"]
     if any(isinstance(v, (list, tuple)) for v in tmap):
         return None
-    names = list(layout.get("alias_name") or ())
-    total = prod(matrix)
-    if total != devices:
-        if devices > total and devices % total == 0 and DATA_PARALLEL_ALIAS in names:
-            dm = list(matrix)
-            dm[names.index(DATA_PARALLEL_ALIAS)] *= devices // total
-            matrix = tuple(dm)
-        else:
-            matrix = fitted_device_matrix(matrix, devices, used_axes([layout]))
-            if matrix is None:
-                return None
+    if prod(matrix) != devices:
+        matrix = fitted_device_matrix(matrix, devices, used_axes([layout]),
+                                      tuple(layout.get("alias_name") or ()))
+        if matrix is None:
+            return None
     try:
         return TensorLayout(matrix, tuple(int(v) for v in tmap))
     except ValueError:

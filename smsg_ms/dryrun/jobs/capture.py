@@ -63,19 +63,31 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
              if any(cuts(prim.attrs.get(a)) for a in ("in_strategy", "out_strategy"))}
     laid = sorted(path for path, prim in prims.items()
                   if any(layout_cuts(prim.attrs.get(a)) for a in ("in_layout", "out_layout")))
-    for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
-        prim = prims[path]
+    for prim in prims.values():
         if prim.attrs.get("self_define_shard") is True and prim.attrs.get("in_layout"):
             # the plan must take this layout as it is: recorded with the device matrix written
-            prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(
-                [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"])}
-                 for v in prim.attrs["in_layout"] if isinstance(v, dict)]))
+            # (a matrix of ones too: the network built it for the capture's one device)
+            kept = [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"]),
+                     "alias_name": list(v.get("alias_name") or ())}
+                    for v in _flat(prim.attrs["in_layout"]) if isinstance(v, dict)]
+            if kept:
+                prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(kept))
+    for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
+        prim = prims[path]
         for attr in ("in_layout", "out_layout"):
             if prim.attrs.get(attr) is not None:
                 prim.add_prim_attr(attr, tuple(
                     dict(v, device_matrix=tuple(1 for _ in v["device_matrix"]))
                     if isinstance(v, dict) else v for v in prim.attrs[attr]))
     return sorted(clear_strategies(multi) + laid)
+
+
+def _flat(layouts) -> list:
+    """``in_layout`` entries, a tuple input's layouts (Concat's) flattened one level."""
+    out = []
+    for v in layouts:
+        out += list(v) if isinstance(v, (tuple, list)) else [v]
+    return out
 
 
 def job_capture_train(job: dict) -> dict:
