@@ -193,10 +193,22 @@ def compile_cell(net, inputs, phase: str):
     return phase
 
 
+#: where in MindSpore's C++ source an error was raised (its stack's file names) → what it means
+KNOWN_SOURCES = {
+    "irpass/morph.cc": "raised by MindSpore's Morph pass (frontend/optimizer/irpass/morph.cc), "
+                       "which expands the network's Morph primitives; MindSpore 2.10 cannot "
+                       "expand them here (a pipelined gradient-accumulation cell: 'The "
+                       "pointer[abs] is null', a monad input without an abstract), whatever "
+                       "the strategies",
+}
+
+
 def _first_paragraph(exc: BaseException, net_name: str) -> str:
     text = str(exc).strip()
     head = text.split("\n\n")[0].split("----")[0].strip()
-    return f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+    known = [why for where, why in KNOWN_SOURCES.items() if where in text]
+    return (f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+            + "".join(f" ({why})" for why in known))
 
 
 @contextlib.contextmanager
