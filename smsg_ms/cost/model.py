@@ -178,13 +178,11 @@ class CostModel:
         refused, one per layout it passes through without communication, keyed by the input
         cuts; OneHot, a strategy over its output). Operators that cannot be sharded (no
         ``prim_path``) or of no known family get one option, MindSpore's semi-auto default
-        (batch-parallel), flagged in ``notes``.
+        (batch-parallel), flagged in ``notes``; one in a Morph region, :mod:`.morph_region`'s.
         """
         if op.id in self._options:
             return self._options[op.id]
-        result = region_options(self, op)
-        if result is None:
-            result = operators.own_options(self, op)
+        result = region_options(self, op) or operators.own_options(self, op)
         if result is None:
             spec = self.spec(op)
             if spec is None or not op.shardable:

@@ -197,9 +197,9 @@ def compile_cell(net, inputs, phase: str):
 KNOWN_SOURCES = {
     "irpass/morph.cc": "raised by MindSpore's Morph pass (frontend/optimizer/irpass/morph.cc), "
                        "which expands the network's Morph primitives; MindSpore 2.10 cannot "
-                       "expand them here (a pipelined gradient-accumulation cell: 'The "
-                       "pointer[abs] is null', a monad input without an abstract), whatever "
-                       "the strategies",
+                       "expand them here (a pipelined gradient-accumulation cell: "
+                       "AddMonadParameterForFuncGraph finds a monad input without an "
+                       "abstract), whatever the strategies",
 }
 
 
