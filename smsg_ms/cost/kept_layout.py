@@ -61,7 +61,13 @@ def used_axes(layouts) -> set[int]:
     return used
 
 
-def fitted_device_matrix(matrix: tuple, devices: int, used: set[int]) -> tuple | None:
+#: the device-matrix axis name of data parallelism in mindformers' layouts (``Layout(dev_mat,
+#: ("dp", "cp", "tp"))``, ``parallel_core/training_graph/device_matrix.py``)
+DATA_PARALLEL_ALIAS = "dp"
+
+
+def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
+                         names: tuple = ()) -> tuple | None:
     """``matrix`` fitted to ``devices``; ``None`` when it cannot be (or needs no change).
 
     More devices in the matrix than given: each axis from the outermost one on gives up the
@@ -70,11 +76,20 @@ def fitted_device_matrix(matrix: tuple, devices: int, used: set[int]) -> tuple |
     axes span the farthest ranks: those a pipeline gives to other stages; fewer cuts keep every
     cut dimension divisible). Fewer: the outermost axis no tensor map names (a replica axis)
     takes the shortfall. Example: ``(1, 4, 1, 2)`` into 4 → ``(1, 2, 1, 2)``; into 16 with axis
-    2 unused → ``(1, 4, 2, 2)``."""
+    2 unused → ``(1, 4, 2, 2)``.
+
+    A matrix of ones (the network built its layouts for the capture's one device, as mindformers'
+    ``parallel_core`` models do: ``data_parallel`` = the run's devices) whose axes are named
+    (``names``, the layout's ``alias_name``) with a ``dp`` axis: ``dp`` takes all devices, as
+    the network sets it for the run: ``(1, 1, 1)`` named ``("dp", "cp", "tp")`` into 8 →
+    ``(8, 1, 1)``."""
     total = prod(matrix)
     if total == devices or devices < 1:
         return None
     dm = list(matrix)
+    if total == 1 and DATA_PARALLEL_ALIAS in names and len(names) == len(dm):
+        dm[list(names).index(DATA_PARALLEL_ALIAS)] = devices
+        return tuple(dm)
     if total % devices == 0:
         excess = total // devices
         for i, n in enumerate(dm):
@@ -99,7 +114,8 @@ def kept_cuts(layouts: list[dict], devices: int) -> tuple[tuple[int, ...], ...] 
         return None
     dm = matrices.pop()
     if prod(dm) != devices:
-        dm = fitted_device_matrix(dm, devices, used_axes(layouts))
+        names = tuple(layouts[0].get("alias_name") or ())
+        dm = fitted_device_matrix(dm, devices, used_axes(layouts), names)
         if dm is None:
             return None
     rank = len(dm)

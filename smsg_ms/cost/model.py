@@ -23,7 +23,12 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
+<<<<<<< HEAD
 from .kept_layout import kept_options
+=======
+from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
+from .morph_region import region_options
+>>>>>>> morph14
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
 from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
@@ -179,11 +184,11 @@ class CostModel:
         refused, one per layout it passes through without communication, keyed by the input
         cuts; OneHot, a strategy over its output). Operators that cannot be sharded (no
         ``prim_path``) or of no known family get one option, MindSpore's semi-auto default
-        (batch-parallel), flagged in ``notes``.
+        (batch-parallel), flagged in ``notes``; one in a Morph region, :mod:`.morph_region`'s.
         """
         if op.id in self._options:
             return self._options[op.id]
-        result = operators.own_options(self, op)
+        result = region_options(self, op) or operators.own_options(self, op)
         if result is None:
             spec = self.spec(op)
             if spec is None or not op.shardable:

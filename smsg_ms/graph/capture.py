@@ -193,10 +193,22 @@ def compile_cell(net, inputs, phase: str):
     return phase
 
 
+#: where in MindSpore's C++ source an error was raised (its stack's file names) → what it means
+KNOWN_SOURCES = {
+    "irpass/morph.cc": "raised by MindSpore's Morph pass (frontend/optimizer/irpass/morph.cc), "
+                       "which expands the network's Morph primitives; MindSpore 2.10 cannot "
+                       "expand them here (a pipelined gradient-accumulation cell: "
+                       "AddMonadParameterForFuncGraph finds a monad input without an "
+                       "abstract), whatever the strategies",
+}
+
+
 def _first_paragraph(exc: BaseException, net_name: str) -> str:
     text = str(exc).strip()
     head = text.split("\n\n")[0].split("----")[0].strip()
-    return f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+    known = [why for where, why in KNOWN_SOURCES.items() if where in text]
+    return (f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+            + "".join(f" ({why})" for why in known))
 
 
 @contextlib.contextmanager
@@ -237,12 +249,18 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
 
     if ms.get_context("mode") != ms.GRAPH_MODE:
         ms.set_context(mode=ms.GRAPH_MODE)
-    tag_primitives(net)
+    from .morph_regions import fold_morph_markers, mark_morph_fns, unmark_morph_fns
+
+    prims = tag_primitives(net)
+    mark_morph_fns(prims)
     with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
             _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
         set_training_mode(net)
-        phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
-    graph = read_mindir(net, phase, name or type(net).__name__)
+        try:
+            phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
+        finally:
+            unmark_morph_fns(prims)
+    graph = fold_morph_markers(read_mindir(net, phase, name or type(net).__name__))
     check_inputs_consistent(graph, inputs)
     return graph
 

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..cost.morph_region import in_region
 from ..cost.operators import passes_layout_through, priced_by_own_rule, shard_refused
 
 #: MindSpore's attribute of a primitive whose layout only the network sets: its ``shard()`` is
@@ -153,7 +154,8 @@ def group_variables(graph: OpGraph, model, reuse: bool = False,
                 # a layout the network fixes (self_define_shard) takes no strategy either
                 known = all((model.spec(op) is not None or priced_by_own_rule(op.type))
                             and not passes_layout_through(op.type)
-                            and not op.attrs.get(SELF_DEFINE_SHARD) for op in ops)
+                            and not op.attrs.get(SELF_DEFINE_SHARD)
+                            and not in_region(op) for op in ops)
                 variables.append(PlanVariable(key, ops, [[m[k] for m in per_call] for k in common],
                                       common, known, signature))
                 seen[signature] = variables[-1]

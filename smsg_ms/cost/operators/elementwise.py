@@ -30,6 +30,10 @@ UNARY = {
     "LeakyReLU": (2, 1, ("in0",)), "Elu": (5, 3, ("out0",)), "Softplus": (6, 4, ("in0",)),
     "OnesLike": (0, 0, ()), "ZerosLike": (0, 0, ()), "StopGradient": (0, 0, ()),
     "Identity": (0, 0, ()),
+    # ActivationOther (``activation_info.h``): mindformers' rotary embedding takes cos/sin of
+    # its angle table; Muls (tensor × scalar, ``arithmetic_info.h`` MulsInfo: an Activation,
+    # the scalar input whole)
+    "Cos": (4, 5, ("in0",)), "Sin": (4, 5, ("in0",)), "Muls": (1, 1, ()),
 }
 TYPES = tuple(BINARY) + tuple(UNARY) + ("BiasAdd",)
 

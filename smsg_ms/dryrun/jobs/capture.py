@@ -20,6 +20,7 @@ from .common import setup_parallel
 
 def job_capture(job: dict) -> dict:
     from ...graph.capture import compile_cell, read_mindir, set_training_mode, tag_primitives
+    from ...graph.morph_regions import fold_morph_markers, mark_morph_fns
     from ...networks import build_network
     from ...networks.dynamic_inputs import declared_axes, mark_dynamic_axes
 
@@ -28,6 +29,7 @@ def job_capture(job: dict) -> dict:
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     prims = tag_primitives(built.net)
     own = own_strategies(prims)
+    mark_morph_fns(prims)   # before the layouts lose their device matrix
     dropped = drop_multi_device_shards(prims)
     # training mode everywhere (BatchNorm's bn_train, Dropout); a network that computes its own
     # loss is captured on its training path (training inputs): the operators the training
@@ -36,7 +38,7 @@ def job_capture(job: dict) -> dict:
     set_training_mode(built.net)
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
-    graph = read_mindir(built.net, phase, built.name)
+    graph = fold_morph_markers(read_mindir(built.net, phase, built.name))
     for op in graph.ops:
         if op.prim_path in own:
             op.attrs[OWN_STRATEGY_ATTR] = own[op.prim_path]
@@ -44,7 +46,8 @@ def job_capture(job: dict) -> dict:
     if declared:   # the axes set_inputs declares dynamic: compiled again as declared
         dyn_phase = compile_cell(built.net, tuple(built.net.get_inputs()),
                                  phase="smsg_capture_dynamic")
-        if not mark_dynamic_axes(graph, read_mindir(built.net, dyn_phase, built.name), declared):
+        dyn_graph = fold_morph_markers(read_mindir(built.net, dyn_phase, built.name))
+        if not mark_dynamic_axes(graph, dyn_graph, declared):
             graph.warnings.append("the inputs declared dynamic (set_inputs) compile to other "
                                   "operators than the example's: their axes are not known, "
                                   "and a plan may cut them")
@@ -75,13 +78,17 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
              if any(cuts(prim.attrs.get(a)) for a in ("in_strategy", "out_strategy"))}
     laid = sorted(path for path, prim in prims.items()
                   if any(layout_cuts(prim.attrs.get(a)) for a in ("in_layout", "out_layout")))
-    for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
-        prim = prims[path]
+    for prim in prims.values():
         if prim.attrs.get("self_define_shard") is True and prim.attrs.get("in_layout"):
             # the plan must take this layout as it is: recorded with the device matrix written
-            prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(
-                [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"])}
-                 for v in prim.attrs["in_layout"] if isinstance(v, dict)]))
+            # (a matrix of ones too: the network built it for the capture's one device)
+            kept = [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"]),
+                     "alias_name": list(v.get("alias_name") or ())}
+                    for v in _flat(prim.attrs["in_layout"]) if isinstance(v, dict)]
+            if kept:
+                prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(kept))
+    for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
+        prim = prims[path]
         for attr in ("in_layout", "out_layout"):
             if prim.attrs.get(attr) is not None:
                 prim.add_prim_attr(attr, tuple(
@@ -102,6 +109,14 @@ def own_strategies(prims: dict) -> dict[str, str]:
         if (isinstance(strategy, (tuple, list)) and not prim.attrs.get("self_define_shard")
                 and any(int(c) > 1 for part in strategy for c in part)):
             out[path] = json.dumps([[int(c) for c in part] for part in strategy])
+    return out
+
+
+def _flat(layouts) -> list:
+    """``in_layout`` entries, a tuple input's layouts (Concat's) flattened one level."""
+    out = []
+    for v in layouts:
+        out += list(v) if isinstance(v, (tuple, list)) else [v]
     return out
 
 
