@@ -23,12 +23,8 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
-<<<<<<< HEAD
 from .kept_layout import kept_options
-=======
-from .kept_layout import KEPT_LAYOUT_ATTR, kept_cuts
 from .morph_region import region_options
->>>>>>> morph14
 from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
 from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
