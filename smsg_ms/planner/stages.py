@@ -54,11 +54,26 @@ def bytes_per_element(graph: OpGraph) -> dict[str, float]:
     return {"parameter": size, "gradient": size, "optimizer": 4.0 * OPTIMIZER_STATES["adam"]}
 
 
+def chain_container(graph: OpGraph) -> str | None:
+    """The container whose indexed cells form the chain of layers: the one with the most
+    distinct indices (the first seen on a tie); ``None`` without indexed cells. Cells of other
+    containers are not layers of the chain: DeepSeek-V3's multi-token-prediction layer
+    (``model.mtp.layers.0``) is another block than ``model.decoder.layers.i``, and mindformers
+    runs it on the last stage after them (``num_hidden_layers`` does not count it)."""
+    seen: dict[str, set[int]] = {}
+    for op in graph.ops:
+        bp = block_prefix(op.prim_path) if op.prim_path else None
+        if bp is not None:
+            seen.setdefault(bp[0], set()).add(bp[1])
+    return max(seen, key=lambda c: len(seen[c])) if seen else None
+
+
 def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """Chain of repeated blocks of ``graph`` and the chain index of every operator.
 
-    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
-    block; functional calls (no path) to the block of the operator before them; operators before
+    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) of the chain's
+    container (:func:`chain_container`) belong to that block (other containers' cells are
+    named operators outside the blocks, below); functional calls (no path) to the block of the operator before them; operators before
     the first block to the first block, and after the last block's last indexed operator to the
     last block. Any other operator (a primitive named outside the blocks, or a functional call
     after one) between two indexed operators of one block belongs to that block: a primitive
@@ -79,8 +94,11 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     indexed: list[int | None] = []     # block of each operator with an indexed path, in order
     current: int | None = None
     seen_after = False
+    chain = chain_container(graph)
     for op in graph.ops:
         bp = block_prefix(op.prim_path) if op.prim_path else None
+        if bp is not None and bp[0] != chain:
+            bp = None   # another container's cell (an MTP layer): a part outside the blocks
         if bp is not None:
             name = f"{bp[0]}.{bp[1]}"
             if name not in names:
@@ -392,7 +410,7 @@ def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
 
-__all__ = ["StageSolution", "block_of_ops", "boundary_slice", "boundary_tensors", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_container", "boundary_slice", "boundary_tensors", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]
