@@ -90,6 +90,12 @@ def with_model_folder(name: str, work: Path) -> tuple[Path, str]:
     return copy, f" (model: `{Path(TEMPLATE_MODELS[name]).stem}`'s model_config)"
 
 
+def cell_text(reason: str) -> str:
+    """The whole reason in one table cell (the renderer wraps it): ``|`` escaped, line breaks
+    as spaces."""
+    return " ".join(reason.split()).replace("|", "\\|")
+
+
 def _flat(value) -> list:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
@@ -124,7 +130,7 @@ def row(name: str, work: Path) -> str:
         rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                             *heads_of(model_config, mp), "--json", cwd=work)
     if rc:      # the plan and the compiles may still be made
-        shipped += f": score fails: {err.removeprefix('smsg-ms: error: ')}"
+        shipped += f": score fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
     expert = json.loads(out) if rc == 0 else None
     sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
@@ -134,11 +140,11 @@ def row(name: str, work: Path) -> str:
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
-    counts = {} if rc == 0 else {"expert": f"compare fails: {err2[:120]}"}
+    counts = {} if rc == 0 else {"expert": f"compare fails: {cell_text(err2)}"}
     if rc == 0:
         for r in json.loads(out)["rows"]:
             counts[r["planner"]] = (r["measures"]["collectives"] if r["ok"] else
-                                    "fails: " + (r["error"] or "")[:90])
+                                    "fails: " + cell_text(r["error"] or ""))
     mib = 2 ** 20
     if plan:
         pc = plan["mindformers"]["settings"]["parallel_config"]
@@ -148,7 +154,7 @@ def row(name: str, work: Path) -> str:
                      f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
                      f"{' sp' if pc.get('use_seq_parallel') else ''})")
     else:
-        smsg_cell = f"plan fails: {err}"
+        smsg_cell = f"plan fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
     if expert:
         shipped += f": {expert['step_seconds']:.4g} s, {expert['memory_bytes'] / mib:.0f} MiB"
     return (f"| {label} | {shipped} | {smsg_cell} | {counts.get('expert', '–')} "
@@ -181,7 +187,9 @@ def main() -> int:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    doc.write_text(text)
+    tmp = doc.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, doc)
     return 0
 
 
