@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -133,9 +134,11 @@ def row(name: str, work: Path) -> str:
         shipped += f": score fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
     expert = json.loads(out) if rc == 0 else None
     sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
+    start = time.monotonic()
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
                         cwd=work)
+    plan_seconds = time.monotonic() - start
     plan = json.loads(out) if rc == 0 else None
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
@@ -152,7 +155,8 @@ def row(name: str, work: Path) -> str:
                      f"{plan['totals']['memory_bytes'] / mib:.0f} MiB (dp{pc['data_parallel']} "
                      f"mp{pc['model_parallel']} pp{pc['pipeline_stage']} "
                      f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
-                     f"{' sp' if pc.get('use_seq_parallel') else ''})")
+                     f"{' sp' if pc.get('use_seq_parallel') else ''}; planned in "
+                     f"{plan_seconds:.0f} s)")
     else:
         smsg_cell = f"plan fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
     if expert:
