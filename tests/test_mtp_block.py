@@ -1,4 +1,4 @@
-"""A layer of another structure after the chain of layers (DeepSeek-V3's multi-token-prediction
+"""A side block after the chain of layers (DeepSeek-V3's multi-token-prediction
 layer, ``model.mtp.layers.0`` after ``model.decoder.layers.i``) is not one more repeated block:
 it neither joins the layers' group nor counts as a layer of the pipeline chain (it runs on the
 last stage). Before, the 12-B DeepSeek YAML (16 layers, 16 stages) was refused with "pp=16 does

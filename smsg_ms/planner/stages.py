@@ -54,28 +54,25 @@ def bytes_per_element(graph: OpGraph) -> dict[str, float]:
     return {"parameter": size, "gradient": size, "optimizer": 4.0 * OPTIMIZER_STATES["adam"]}
 
 
-def chain_container(graph: OpGraph) -> str | None:
-    """The container whose indexed cells form the chain of layers: the one with the most
-    distinct indices (the first seen on a tie); ``None`` without indexed cells. Cells of other
-    containers are not layers of the chain: DeepSeek-V3's multi-token-prediction layer
-    (``model.mtp.layers.0``) is another block than ``model.decoder.layers.i``, and mindformers
-    runs it on the last stage after them (``num_hidden_layers`` does not count it)."""
-    seen: dict[str, set[int]] = {}
-    for op in graph.ops:
-        bp = block_prefix(op.prim_path) if op.prim_path else None
-        if bp is not None:
-            seen.setdefault(bp[0], set()).add(bp[1])
-    return max(seen, key=lambda c: len(seen[c])) if seen else None
+def side_container(container: str) -> bool:
+    """Whether cells of ``container`` are a side block rather than layers of the chain:
+    mindformers' multi-token-prediction block (``GPTModel.mtp``, a ``mtp`` path component:
+    ``model.mtp.layers.0``), which reads the decoder's output, the token ids again and the
+    embedding and output weights, and which mindformers places on the last pipeline stage
+    (``parallel_core/training_graph/base_models/gpt/gpt_model.py``: ``self.mtp.pipeline_stage
+    = pipeline_stage - 1``; ``num_hidden_layers`` does not count it). Every other indexed
+    container is part of the chain (a ResNet's ``layer1`` … ``layer4`` follow each other)."""
+    return "mtp" in container.split(".")
 
 
 def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """Chain of repeated blocks of ``graph`` and the chain index of every operator.
 
-    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) of the chain's
-    container (:func:`chain_container`) belong to that block (other containers' cells are
-    named operators outside the blocks, below); functional calls (no path) to the block of the operator before them; operators before
-    the first block to the first block, and after the last block's last indexed operator to the
-    last block. Any other operator (a primitive named outside the blocks, or a functional call
+    Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
+    block, but for a side block's (:func:`side_container`: they are named operators outside the
+    blocks, below, so an MTP layer runs with the last layer); functional calls (no path) to the
+    block of the operator before them; operators before the first block to the first block, and
+    after the last block's last indexed operator to the last block. Any other operator (a primitive named outside the blocks, or a functional call
     after one) between two indexed operators of one block belongs to that block: a primitive
     the blocks share with their model is called inside each block and runs there (mindformers
     GLM2: the blocks' casts are captured as ``transformer.cast``, scope the model's), so the
@@ -94,11 +91,10 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     indexed: list[int | None] = []     # block of each operator with an indexed path, in order
     current: int | None = None
     seen_after = False
-    chain = chain_container(graph)
     for op in graph.ops:
         bp = block_prefix(op.prim_path) if op.prim_path else None
-        if bp is not None and bp[0] != chain:
-            bp = None   # another container's cell (an MTP layer): a part outside the blocks
+        if bp is not None and side_container(bp[0]):
+            bp = None   # an MTP layer: a named operator outside the blocks
         if bp is not None:
             name = f"{bp[0]}.{bp[1]}"
             if name not in names:
@@ -410,7 +406,7 @@ def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
 
-__all__ = ["StageSolution", "block_of_ops", "chain_container", "boundary_slice", "boundary_tensors", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "side_container", "boundary_slice", "boundary_tensors", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]
