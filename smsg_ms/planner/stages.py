@@ -72,13 +72,14 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     block, but for a side block's (:func:`side_container`: they are named operators outside the
     blocks, below, so an MTP layer runs with the last layer); functional calls (no path) to the
     block of the operator before them; operators before the first block to the first block, and
-    after the last block's last indexed operator to the last block. Any other operator (a
-    primitive named outside the blocks, or a functional call after one) between two indexed operators of one block belongs to that block: a primitive
-    the blocks share with their model is called inside each block and runs there (mindformers
-    GLM2: the blocks' casts are captured as ``transformer.cast``, scope the model's), so the
-    block's returned value, not an internal tensor such a cast reads, crosses a stage boundary.
-    Between two blocks it belongs to the next one (the block that reads it: a cast of the block's
-    input); a cast a block applies to its own returned value cannot be told from it.
+    after the last block's last indexed operator to the last block. Any other operator (a primitive
+    named outside the blocks, or a functional call after one) between two indexed operators of one
+    block belongs to that block: a primitive the blocks share with their model is called inside each
+    block and runs there (mindformers GLM2: the blocks' casts are captured as ``transformer.cast``,
+    scope the model's), so the block's returned value, not an internal tensor such a cast reads,
+    crosses a stage boundary. Between two blocks it belongs to the next one (the block that reads
+    it: a cast of the block's input); a cast a block applies to its own returned value cannot be
+    told from it.
 
     Returns:
         ``(block names in order, {op id: block index})``.
