@@ -53,6 +53,9 @@ def smsg(*args, cwd) -> tuple[int, str, str]:
         proc.communicate()
         return 1, "", f"smsg-ms {args[0]} did not end within {TIMEOUT:.0f} s on this machine"
     proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    with open(Path(cwd) / "commands.log", "a", encoding="utf-8") as log:   # kept for reading
+        log.write(json.dumps({"args": list(map(str, args)), "rc": proc.returncode,
+                              "stdout": stdout[-20000:], "stderr": stderr[-5000:]}) + "\n")
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
         proc.stderr.strip().splitlines()[-1] or ""
 
@@ -159,7 +162,10 @@ def row(name: str, work: Path) -> str:
                      f"{plan_seconds:.0f} s)")
     else:
         smsg_cell = f"plan fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
-    if expert:
+    if expert and expert.get("step_seconds") is None:     # JSON writes a non-finite step as null
+        shipped += ": score gives no finite step (" + cell_text("; ".join(expert.get("notes") or [])
+                                                               or "no note") + ")"
+    elif expert:
         shipped += f": {expert['step_seconds']:.4g} s, {expert['memory_bytes'] / mib:.0f} MiB"
     return (f"| {label} | {shipped} | {smsg_cell} | {counts.get('expert', '–')} "
             f"| {counts.get('smsg', '–')} |")
