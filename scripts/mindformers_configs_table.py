@@ -143,7 +143,10 @@ def row(name: str, work: Path) -> str:
                         cwd=work)
     plan_seconds = time.monotonic() - start
     plan = json.loads(out) if rc == 0 else None
-    rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
+    # DeepSeek-V3 refuses fewer layers than its dense ones plus one ("'first_k_dense_replace'(3)
+    # should not be bigger than 'num_layers'(2)")
+    compiled = max(2, int(model_config.get("first_k_dense_replace") or 0) + 1)
+    rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", compiled, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
     counts = {} if rc == 0 else {"expert": f"compare fails: {cell_text(err2)}"}
