@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -52,6 +53,9 @@ def smsg(*args, cwd) -> tuple[int, str, str]:
         proc.communicate()
         return 1, "", f"smsg-ms {args[0]} did not end within {TIMEOUT:.0f} s on this machine"
     proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    with open(Path(cwd) / "commands.log", "a", encoding="utf-8") as log:   # kept for reading
+        log.write(json.dumps({"args": list(map(str, args)), "rc": proc.returncode,
+                              "stdout": stdout[-20000:], "stderr": stderr[-5000:]}) + "\n")
     return proc.returncode, proc.stdout, proc.stderr.strip().splitlines()[-1:] and \
         proc.stderr.strip().splitlines()[-1] or ""
 
@@ -90,6 +94,12 @@ def with_model_folder(name: str, work: Path) -> tuple[Path, str]:
     return copy, f" (model: `{Path(TEMPLATE_MODELS[name]).stem}`'s model_config)"
 
 
+def cell_text(reason: str) -> str:
+    """The whole reason in one table cell (the renderer wraps it): ``|`` escaped, line breaks
+    as spaces."""
+    return " ".join(reason.split()).replace("|", "\\|")
+
+
 def _flat(value) -> list:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
@@ -124,21 +134,26 @@ def row(name: str, work: Path) -> str:
         rc, out, err = smsg("score", "--mindformers-config", path, "--layers", depth, *SMALL,
                             *heads_of(model_config, mp), "--json", cwd=work)
     if rc:      # the plan and the compiles may still be made
-        shipped += f": score fails: {err.removeprefix('smsg-ms: error: ')}"
+        shipped += f": score fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
     expert = json.loads(out) if rc == 0 else None
     sizes = ["--layers", depth, *SMALL, *heads_of(model_config, mp)]
+    start = time.monotonic()
     rc, out, err = smsg("plan", "--mindformers-config", path, "--devices", dp * mp * pp,
                         "--pipeline", "auto", *sizes, "--out", work / "p.plan.json", "--json",
                         cwd=work)
+    plan_seconds = time.monotonic() - start
     plan = json.loads(out) if rc == 0 else None
-    rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", 2, *SMALL,
+    # DeepSeek-V3 refuses fewer layers than its dense ones plus one ("'first_k_dense_replace'(3)
+    # should not be bigger than 'num_layers'(2)")
+    compiled = max(2, int(model_config.get("first_k_dense_replace") or 0) + 1)
+    rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", compiled, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
-    counts = {} if rc == 0 else {"expert": f"compare fails: {err2[:120]}"}
+    counts = {} if rc == 0 else {"expert": f"compare fails: {cell_text(err2)}"}
     if rc == 0:
         for r in json.loads(out)["rows"]:
             counts[r["planner"]] = (r["measures"]["collectives"] if r["ok"] else
-                                    "fails: " + (r["error"] or "")[:90])
+                                    "fails: " + cell_text(r["error"] or ""))
     mib = 2 ** 20
     if plan:
         pc = plan["mindformers"]["settings"]["parallel_config"]
@@ -146,10 +161,14 @@ def row(name: str, work: Path) -> str:
                      f"{plan['totals']['memory_bytes'] / mib:.0f} MiB (dp{pc['data_parallel']} "
                      f"mp{pc['model_parallel']} pp{pc['pipeline_stage']} "
                      f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
-                     f"{' sp' if pc.get('use_seq_parallel') else ''})")
+                     f"{' sp' if pc.get('use_seq_parallel') else ''}; planned in "
+                     f"{plan_seconds:.0f} s)")
     else:
-        smsg_cell = f"plan fails: {err}"
-    if expert:
+        smsg_cell = f"plan fails: {cell_text(err.removeprefix('smsg-ms: error: '))}"
+    if expert and expert.get("step_seconds") is None:     # JSON writes a non-finite step as null
+        shipped += ": score gives no finite step (" + cell_text("; ".join(expert.get("notes") or [])
+                                                               or "no note") + ")"
+    elif expert:
         shipped += f": {expert['step_seconds']:.4g} s, {expert['memory_bytes'] / mib:.0f} MiB"
     return (f"| {label} | {shipped} | {smsg_cell} | {counts.get('expert', '–')} "
             f"| {counts.get('smsg', '–')} |")
@@ -181,7 +200,9 @@ def main() -> int:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    doc.write_text(text)
+    tmp = doc.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, doc)
     return 0
 
 

@@ -184,3 +184,34 @@ def test_variable_shared_by_all_layers(monkeypatch):
     # first layer (mask is near), middle run, last layer (mask leaves the frontier), ends
     assert len(calls) <= 5
     assert _close(got.cost, solve_ilp(problem).cost)
+
+
+def _hub_problem(spokes: int = 40) -> SearchProblem:
+    """Variable 0 (2 options) and the last one (2 options) joined through ``spokes`` variables
+    of one option each (as a MoE layer's per-expert operators with one strategy): every frontier
+    between them holds all the spokes seen so far."""
+    last = spokes + 1
+    variables = [Variable("a", [0], [0, 1], [1.0, 0.0], [0, 0])]
+    variables += [Variable(f"x{i}", [i], [0], [0.5], [0]) for i in range(1, last)]
+    variables.append(Variable("b", [last], [0, 1], [0.0, 1.0], [0, 0]))
+    edges = [Edge(0, i, np.array([[0.0], [0.1]])) for i in range(1, last)]
+    edges += [Edge(i, last, np.array([[0.05, 0.0]])) for i in range(1, last)]
+    return SearchProblem(variables, edges)
+
+
+def test_single_option_variables_do_not_widen_the_tables():
+    """Regression: 40 single-option variables between two free ones made an elimination table
+    of 41 axes ("maximum supported dimension for an ndarray is 32, found ..."). By hand, with 40
+    spokes: a = 0 costs 1, a = 1 costs 40 · 0.1 = 4; b = 0 costs 40 · 0.05 = 2, b = 1 costs 1;
+    the spokes 40 · 0.5 = 20 whatever the choice: the optimum is a = 0, b = 1, total 22."""
+    from smsg_ms.search.solve import lagrangian_marginals
+
+    problem = _hub_problem(40)
+    got = solve(problem)
+    assert got.choice == [0] + [0] * 40 + [1]
+    assert _close(got.cost, 22.0)
+    # min-marginals: a = 1 forces 4 + 20 + 1 = 25; a spoke's only option, the optimum 22
+    marg = lagrangian_marginals(problem, 0.0)
+    assert _close(float(marg[0][0]), 22.0) and _close(float(marg[0][1]), 25.0)
+    assert _close(float(marg[5][0]), 22.0)
+    assert _close(float(marg[41][0]), 2.0 + 1.0 + 20.0)

@@ -73,6 +73,12 @@ class Config:
         recompute: every decoder layer recomputes its forward in the backward pass
             (mindformers ``recompute=True``).
         optimizer_shard: MindSpore ``enable_parallel_optimizer``.
+        sequence_parallel: Megatron sequence parallel (mindformers ``use_seq_parallel``): the
+            norms and residual Adds cut on the tokens ``tp``-way inside the tensor-parallel
+            group, the row-parallel MatMuls reduce-scatter onto the tokens (out_strategy)
+            where the cost model offers it (Korthikanti et al., "Reducing Activation
+            Recomputation in Large Transformer Models", 2022, §4.2.2). Not one of
+            :data:`KEYS` (the text form stays Megatron's seven keys).
     """
 
     dp: int
@@ -82,6 +88,7 @@ class Config:
     global_batch: int
     recompute: bool = False
     optimizer_shard: bool = False
+    sequence_parallel: bool = False
 
     @property
     def devices(self) -> int:
@@ -312,11 +319,34 @@ def _batch_only(shape, dp: int) -> tuple:
     return (dp,) + (1,) * (len(shape) - 1) if shape else ()
 
 
-def role_strategy(graph: OpGraph, op, role: str, dp: int, tp: int) -> tuple:
+def _tokens_cut(shape, dp: int, tp: int) -> tuple:
+    """Sequence parallel's cut of an activation: ``(batch, tokens, ...)`` as ``(dp, tp, 1..)``,
+    the flattened ``(batch·tokens, hidden)`` as ``(dp·tp, 1)``; the batch alone where ``tp``
+    does not divide the token axis."""
+    if len(shape) >= 3 and shape[1] % tp == 0:
+        return (dp, tp) + (1,) * (len(shape) - 2)
+    if len(shape) == 2 and shape[0] % (dp * tp) == 0:
+        return (dp * tp, 1)
+    return _batch_only(shape, dp)
+
+
+def sequence_parallel_out(dp: int, tp: int) -> tuple:
+    """The option key's tail of a row-parallel MatMul that reduce-scatters its partial sums onto
+    the tokens (sequence parallel): ``(("out", (dp·tp, 1)),)`` (:func:`smsg_ms.planner.
+    variables.option_key`)."""
+    return (("out", (dp * tp, 1)),)
+
+
+def role_strategy(graph: OpGraph, op, role: str, dp: int, tp: int,
+                  sequence_parallel: bool = False) -> tuple:
     """The Megatron strategy (MindSpore ``in_strategy``) of ``op`` in ``role`` (module table,
-    :func:`layout_roles`)."""
+    :func:`layout_roles`); with ``sequence_parallel``, the norms' and residual Adds'
+    activations cut on the tokens too (:func:`_tokens_cut`)."""
     shapes = [graph.tensors[n].shape for n in op.inputs]
     kinds = [graph.tensors[n].kind for n in op.inputs]
+    if sequence_parallel and tp > 1 and role in ("norm", "residual"):
+        return tuple(_tokens_cut(s, dp, tp) if k == "activation" else (1,) * len(s)
+                     for s, k in zip(shapes, kinds))
     if role == "norm":
         return tuple(_batch_only(s, dp) if k == "activation" else (1,) * len(s)
                      for s, k in zip(shapes, kinds))
@@ -352,12 +382,13 @@ def role_strategy(graph: OpGraph, op, role: str, dp: int, tp: int) -> tuple:
     return ((dp, tp), (1, tp) if transpose_b else (tp, 1))     # row: weight's input axis
 
 
-def expand(graph: OpGraph, dp: int, tp: int) -> dict[int, tuple[str, tuple]]:
+def expand(graph: OpGraph, dp: int, tp: int, sequence_parallel: bool = False
+           ) -> dict[int, tuple[str, tuple]]:
     """``{operator id: (role, in_strategy)}`` of the operators the Megatron layout fixes for
     data-parallel ``dp`` and tensor-parallel ``tp`` on the stage's ``dp·tp`` devices."""
-    return {i: (role, role_strategy(graph, graph.ops[i], role, dp, tp))
+    return {i: (role, role_strategy(graph, graph.ops[i], role, dp, tp, sequence_parallel))
             for i, role in sorted(layout_roles(graph).items())}
 
 
 __all__ = ["Config", "ConfigError", "KEYS", "PREFERRED", "layout_roles", "config_from_values", "expand", "matmul_roles",
-           "parse_config", "positive_int", "role_strategy"]
+           "parse_config", "positive_int", "role_strategy", "sequence_parallel_out"]

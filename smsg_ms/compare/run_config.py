@@ -4,7 +4,7 @@
 Keys read (mindformers 1.9.0 names, ``parallel_core/transformer_config_utils.py``
 ``COMMON_CONFIG_MAPPING``): ``parallel_config.data_parallel``, ``model_parallel``,
 ``pipeline_stage``, ``micro_batch_num``, ``expert_parallel``, ``context_parallel``,
-``use_seq_parallel``, ``vocab_emb_dp``, ``gradient_aggregation_group``;
+``use_seq_parallel`` (:attr:`~.configs.Config.sequence_parallel`), ``vocab_emb_dp``, ``gradient_aggregation_group``;
 ``recompute_config.recompute``; ``parallel.enable_parallel_optimizer``;
 ``runner_config.batch_size`` (samples per micro-batch per data-parallel replica) and the global
 batch as mindformers computes it (:func:`smsg_ms.networks.mf_run.global_batch`).
@@ -66,11 +66,10 @@ def config_of_run(data: dict) -> tuple[Config, list[str]]:
                     pp=_int(par, "pipeline_stage"), micro_batch=micro,
                     global_batch=global_batch(data), recompute=recompute,
                     optimizer_shard=bool((data.get("parallel") or {}).get(
-                        "enable_parallel_optimizer", False)))
-    if par.get("use_seq_parallel"):
-        notes.append("use_seq_parallel: priced without sequence parallelism (its AllGather/"
-                     "ReduceScatter pair moves the bytes of the AllReduce it replaces; the norms' "
-                     "activation memory is not divided)")
+                        "enable_parallel_optimizer", False)),
+                    sequence_parallel=bool(par.get("use_seq_parallel", False)))
+    if config.sequence_parallel and config.tp == 1:
+        notes.append("use_seq_parallel with model_parallel = 1: nothing to cut on the tokens")
     if _int(par, "gradient_aggregation_group") > 1:
         notes.append("gradient_aggregation_group: communication fusion, not priced")
     if (data.get("recompute_config") or {}).get("select_recompute"):

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
-                      positive_int, role_strategy)
+                      positive_int, role_strategy, sequence_parallel_out)
 
 #: CSV columns a configuration row needs; ``recompute``, ``optimizer_shard`` and the shape
 #: columns :data:`SHAPE_COLUMNS` are optional, any other column is passed through.
@@ -173,12 +173,13 @@ class ShapeScorer:
         config.validate(**self.limits)
         check_device_count(config.dp * config.tp)
         stage = self.stage(config.micro_batch * config.dp, config.dp * config.tp)
-        key = (config.micro_batch * config.dp, config.dp, config.tp)
-        if key in self.choices:      # the stage plan depends on the micro-batch, dp and tp only
+        sp = config.sequence_parallel and config.tp > 1
+        key = (config.micro_batch * config.dp, config.dp, config.tp, sp)
+        if key in self.choices:      # the stage plan depends on the micro-batch, dp, tp, sp only
             return stage, self.choices[key]
         choice: list[int | None] = [None] * len(stage.variables)
         fallback = []
-        for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp).items():
+        for op_id, (role, strategy) in expand(stage.graph, config.dp, config.tp, sp).items():
             vi, _ = stage.index[op_id]
             try:
                 # an out_strategy option's key ends in ("out", ...): never a configuration's
@@ -192,6 +193,11 @@ class ShapeScorer:
                 fallback.append(stage.variables[vi].name)
                 continue
             wanted = [strategy]
+            if sp and role in ("attn_out", "ffn_out"):   # reduce-scatter onto the tokens first
+                wanted.insert(0, tuple(strategy) + sequence_parallel_out(config.dp, config.tp))
+            if sp and role in ("norm", "residual"):      # the token axis may not divide
+                wanted.append(role_strategy(stage.graph, stage.graph.ops[op_id], role,
+                                            config.dp, config.tp))
             if role == "embedding":
                 wanted.append(role_strategy(stage.graph, stage.graph.ops[op_id],
                                             "embedding_replicated_ids", config.dp, config.tp))

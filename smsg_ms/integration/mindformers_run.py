@@ -68,9 +68,14 @@ def run_settings(plan: Plan, model_config: dict) -> dict:
     pipe = plan.pipeline or {}
     stages = int(pipe.get("stages", 1))
     micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
-    dp, mp = parallel_sizes(plan, int(model_config["num_attention_heads"]),
-                            int(model_config.get("num_key_value_heads")
-                                or model_config["num_attention_heads"]))
+    # a YAML may leave the heads to its configuration class's default (DeepSeek-V3's 671B YAML
+    # names none): the heads the plan was captured with then
+    heads = model_config.get("num_attention_heads") or plan.options.get("heads")
+    if not heads:
+        raise PlanError("the run configuration names no num_attention_heads: give --heads")
+    kv_heads = (model_config.get("num_key_value_heads") or plan.options.get("kv_heads")
+                or heads)
+    dp, mp = parallel_sizes(plan, int(heads), int(kv_heads))
     global_batch = int(pipe.get("global_batch") or plan.options.get("batch") or 1)
     if global_batch % (dp * micro):
         raise PlanError(f"the plan's global batch {global_batch} is not a multiple of "

@@ -119,21 +119,28 @@ def _with_labels_class():
         their loss from them in training (without them their one-hot gets None); every data
         input stays a tensor."""
 
-        def __init__(self, model):
+        def __init__(self, model, sum_losses=False):
             super().__init__(auto_prefix=False)
             self.model = model
+            self.sum_losses = sum_losses
 
         def construct(self, input_ids, labels=None):
             out = self.model(input_ids, labels=labels)
             if isinstance(out, tuple):  # training: (loss, statistics...)
+                if self.sum_losses and len(out) == 4:
+                    # mcore GPTModel: (lm, mtp, aux, attention) losses, summed as mindformers'
+                    # MFTrainOneStepCell does (wrapper/wrapper.py: lm + aux + indexer + mtp);
+                    # the first alone left the MTP layer's MoE and norm dead, their weights
+                    # read by no captured operator
+                    return out[0] + out[1] + out[2] + out[3]
                 return out[0]
             return out
 
     return WithLabels
 
 
-def _WithLabels(model):  # noqa: N802 (a class made on first use: mindspore imported lazily)
-    return _with_labels_class()(model)
+def _WithLabels(model, sum_losses: bool = False):  # noqa: N802 (a class made on first use)
+    return _with_labels_class()(model, sum_losses)
 
 
 def mf_llama(batch: int = 4, seq: int = 64):

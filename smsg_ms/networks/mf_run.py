@@ -224,5 +224,5 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     if type(model).__name__.startswith("Inference"):
         raise RunConfigError(f"mindformers builds only {type(model).__name__} for "
                              f"{architecture(mc)} (inference, no training graph to plan)")
-    return {"net": with_labels(model), "inputs": (token_ids(batch, seq_len),),
+    return {"net": with_labels(model, sum_losses=True), "inputs": (token_ids(batch, seq_len),),
             "train_inputs": (token_ids(batch, seq_len), token_ids(batch, seq_len))}

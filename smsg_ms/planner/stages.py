@@ -54,19 +54,32 @@ def bytes_per_element(graph: OpGraph) -> dict[str, float]:
     return {"parameter": size, "gradient": size, "optimizer": 4.0 * OPTIMIZER_STATES["adam"]}
 
 
+def side_container(container: str) -> bool:
+    """Whether cells of ``container`` are a side block rather than layers of the chain:
+    mindformers' multi-token-prediction block (``GPTModel.mtp``, a ``mtp`` path component:
+    ``model.mtp.layers.0``), which reads the decoder's output, the token ids again and the
+    embedding and output weights, and which mindformers places on the last pipeline stage
+    (``parallel_core/training_graph/base_models/gpt/gpt_model.py``: ``self.mtp.pipeline_stage
+    = pipeline_stage - 1``; ``num_hidden_layers`` does not count it). Every other indexed
+    container is part of the chain (a ResNet's ``layer1`` … ``layer4`` follow each other)."""
+    return "mtp" in container.split(".")
+
+
 def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """Chain of repeated blocks of ``graph`` and the chain index of every operator.
 
     Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
-    block; functional calls (no path) to the block of the operator before them; operators before
-    the first block to the first block, and after the last block's last indexed operator to the
-    last block. Any other operator (a primitive named outside the blocks, or a functional call
-    after one) between two indexed operators of one block belongs to that block: a primitive
-    the blocks share with their model is called inside each block and runs there (mindformers
-    GLM2: the blocks' casts are captured as ``transformer.cast``, scope the model's), so the
-    block's returned value, not an internal tensor such a cast reads, crosses a stage boundary.
-    Between two blocks it belongs to the next one (the block that reads it: a cast of the block's
-    input); a cast a block applies to its own returned value cannot be told from it.
+    block, but for a side block's (:func:`side_container`: they are named operators outside the
+    blocks, below, so an MTP layer runs with the last layer); functional calls (no path) to the
+    block of the operator before them; operators before the first block to the first block, and
+    after the last block's last indexed operator to the last block. Any other operator (a primitive
+    named outside the blocks, or a functional call after one) between two indexed operators of one
+    block belongs to that block: a primitive the blocks share with their model is called inside each
+    block and runs there (mindformers GLM2: the blocks' casts are captured as ``transformer.cast``,
+    scope the model's), so the block's returned value, not an internal tensor such a cast reads,
+    crosses a stage boundary. Between two blocks it belongs to the next one (the block that reads
+    it: a cast of the block's input); a cast a block applies to its own returned value cannot be
+    told from it.
 
     Returns:
         ``(block names in order, {op id: block index})``.
@@ -81,6 +94,8 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     seen_after = False
     for op in graph.ops:
         bp = block_prefix(op.prim_path) if op.prim_path else None
+        if bp is not None and side_container(bp[0]):
+            bp = None   # an MTP layer: a named operator outside the blocks
         if bp is not None:
             name = f"{bp[0]}.{bp[1]}"
             if name not in names:
@@ -394,7 +409,7 @@ def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
 
-__all__ = ["StageSolution", "block_of_ops", "boundary_slice", "boundary_tensors", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "side_container", "boundary_slice", "boundary_tensors", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

@@ -155,16 +155,61 @@ def _permuted(p: Problem, order: list[int]) -> Problem:
     return Problem([p.sizes[v] for v in order], [p.unary[v] for v in order], dict(sorted(edges.items())))
 
 
+def fold_single_options(p: Problem) -> tuple[Problem, list[int], float]:
+    """``(problem over the variables with two or more options, their original indices, constant)``.
+
+    A variable with one option has no choice to make: its cost and its edges' costs at that
+    option are folded into its neighbours' unary costs (an edge between two such variables into
+    the constant), and it leaves the problem. Without this, every such variable still gave each
+    elimination table and frontier state an axis of length 1: MoE layers with one strategy per
+    expert operator made tables of 37 axes, past numpy's 32 ("maximum supported dimension for
+    an ndarray is 32"). Every assignment of the folded problem costs the original's minus
+    ``constant``; the search's answers are unchanged.
+    """
+    fixed = [s == 1 for s in p.sizes]
+    if not any(fixed):
+        return p, list(range(len(p.sizes))), 0.0
+    free = [v for v, f in enumerate(fixed) if not f]
+    new = {v: i for i, v in enumerate(free)}
+    unary = [p.unary[v].copy() for v in free]
+    constant = sum(float(p.unary[v][0]) for v, f in enumerate(fixed) if f)
+    edges = {}
+    for (u, v), m in p.edges.items():
+        if fixed[u] and fixed[v]:
+            constant += float(m[0, 0])
+        elif fixed[u]:
+            unary[new[v]] += m[0, :]
+        elif fixed[v]:
+            unary[new[u]] += m[:, 0]
+        else:
+            edges[(new[u], new[v])] = m
+    return Problem([p.sizes[v] for v in free], unary, edges), free, constant
+
+
 def _solver_form(problem: SearchProblem, repeated, lam: float = 0.0, memory_only: bool = False):
-    """``(solver-form problem, order, hint)``: variables renumbered so that the hinted blocks are
-    contiguous (``order[i]`` = original index of variable ``i``; ``None``: unchanged)."""
-    p = to_problem(problem, lam, memory_only)
+    """``(solver-form problem, order, hint, free, constant)``: single-option variables folded
+    away (:func:`fold_single_options`: ``free[i]`` = original index of folded variable ``i``),
+    then variables renumbered so that the hinted blocks are contiguous (``order[i]`` = folded
+    index of variable ``i``; ``None``: unchanged)."""
+    p, free, constant = fold_single_options(to_problem(problem, lam, memory_only))
+    if len(free) != len(problem.variables):
+        where = {v: i for i, v in enumerate(free)}
+        repeated = [[[where[v] for v in b if v in where] for b in g] for g in repeated or []]
     order = block_order(len(p.sizes), repeated) if p.sizes else None
     if order is None:
-        return p, None, repeated
+        return p, None, repeated, free, constant
     new = {v: i for i, v in enumerate(order)}
     hint = [[[new[v] for v in b if v in new] for b in g] for g in repeated]
-    return _permuted(p, order), order, hint
+    return _permuted(p, order), order, hint, free, constant
+
+
+def _unfolded(values: list, free: list[int], n: int, fill) -> list:
+    """``values`` of the folded variables placed at their original indices among ``n``, the
+    single-option ones given ``fill``."""
+    out = [fill] * n
+    for i, v in enumerate(free):
+        out[v] = values[i]
+    return out
 
 
 def _unpermuted(values: list, order: list[int] | None) -> list:
@@ -179,10 +224,11 @@ def _unpermuted(values: list, order: list[int] | None) -> list:
 def solve_exact(problem: SearchProblem, repeated=None, progress: bool | None = None,
                 lam: float = 0.0, memory_only: bool = False) -> list[int]:
     """Unconstrained exact optimum of cost + lam * memory (or of memory alone); see :func:`solve`."""
-    p, order, hint = _solver_form(problem, repeated, lam, memory_only)
+    p, order, hint, free, _ = _solver_form(problem, repeated, lam, memory_only)
     if not p.sizes:
-        return []
-    return _unpermuted(_solve_problem(p, hint, progress), order)
+        return [0] * len(problem.variables)
+    return _unfolded(_unpermuted(_solve_problem(p, hint, progress), order), free,
+                     len(problem.variables), 0)
 
 
 def lagrangian_marginals(problem: SearchProblem, lam: float, repeated=None) -> list[np.ndarray]:
@@ -192,10 +238,13 @@ def lagrangian_marginals(problem: SearchProblem, lam: float, repeated=None) -> l
         TooWide: as :func:`solve_chain`."""
     from .marginals import min_marginals
 
-    p, order, hint = _solver_form(problem, repeated, lam)
-    if not p.sizes:
-        return []
-    return _unpermuted(min_marginals(p, choose_cuts(p, hint), TABLE_LIMIT), order)
+    p, order, hint, free, constant = _solver_form(problem, repeated, lam)
+    if not p.sizes:     # one assignment: its total is every marginal
+        return [np.full(1, constant) for _ in problem.variables]
+    folded = _unpermuted(min_marginals(p, choose_cuts(p, hint), TABLE_LIMIT), order)
+    best = min(float(np.min(m)) for m in folded) + constant
+    return _unfolded([m + constant for m in folded], free, len(problem.variables),
+                     np.full(1, best))
 
 
 def _reduced(problem: SearchProblem, keep: list[np.ndarray]) -> SearchProblem:
