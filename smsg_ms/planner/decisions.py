@@ -223,7 +223,7 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
     for edge in edges:
         into[edge[2]].append(edge)
         out_of[edge[0]].append(edge)
-    found = {}
+    found, made = {}, {}
     for rid, ins in into.items():
         op = graph.ops[rid]
         outs = out_of.get(rid, [])
@@ -238,9 +238,14 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
         src = producer.out_layouts[graph.ops[src_id].outputs.index(src_t)]
         dst = variables[v].options[choice[v]][vc].in_layouts[idx]
         t_in, t_out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
-        if unify_through_reshape(t_in.shape, src, t_out.shape, dst) is None:
-            continue
-        found[rid] = (src, dst, model.reshape_redistribution(op, src, dst))
+        # the collectives depend on shapes, dtype, layouts and the gradient only: memoised
+        key = (tuple(t_in.shape), tuple(t_out.shape), t_in.dtype,
+               model.carries_gradient(op.inputs[0]), src, dst)
+        if key not in made:
+            made[key] = None if unify_through_reshape(t_in.shape, src, t_out.shape, dst) is None \
+                else model.reshape_redistribution(op, src, dst)
+        if made[key] is not None:
+            found[rid] = (src, dst, made[key])
     return found
 
 
