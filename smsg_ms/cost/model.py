@@ -407,8 +407,9 @@ class CostModel:
     def reshape_redistribution(self, op: OpNode, src: TensorLayout,
                                dst: TensorLayout) -> list[Collective]:
         """Collectives of moving ``src`` through Reshape ``op`` to ``dst`` as MindSpore infers
-        them: :func:`smsg_ms.cost.operators.reshape.redistribution_through` (the search still
-        charges producer → Reshape option → consumer, D11 in docs/known-differences.md)."""
+        them: :func:`smsg_ms.cost.operators.reshape.redistribution_through` (a plan's predicted
+        collectives use it, ``planner/decisions._through_reshapes``; the search still charges
+        producer → Reshape option → consumer, D11 in docs/known-differences.md)."""
         return reshape.redistribution_through(self, op, src, dst)
 
     def passthrough_options(self, op: OpNode) -> list[OpCost]:

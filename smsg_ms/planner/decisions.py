@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cost.operators import reshape
 from ..cost.operators.reshape import edge_destination
+from ..cost.redistribution_reshape import unify_through_reshape
 from ..graph.model import OpGraph
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
@@ -131,12 +132,28 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             got = gathers[key] = model.reshape_gathers(op, layout, side)
         return got
 
+    edges = list(planned_edges(graph, variables))
+    # a Reshape MindSpore redistributes through in one go (D11): its two edges are replaced by
+    # the one redistribution between the expanded layouts
+    through = _through_reshapes(graph, model, variables, choice, where, edges)
+    for rid, (src, dst, colls) in through.items():
+        op = graph.ops[rid]
+        key = (op.inputs[0], "through", model.normalized(src), model.normalized(dst))
+        if key in seen:
+            continue
+        seen.add(key)
+        for coll in colls:
+            out[where[rid][0]].append({"kind": coll.kind, "group": int(coll.group),
+                                       "phase": coll.phase, "bytes": float(coll.full_bytes),
+                                       "tensor": op.inputs[0], "redistribution": True})
     # per (source option list, call, option, output; destination ...): the layouts, whether
     # equal, and a small id of their normal forms (shared option lists share signatures, so
     # operator shapes, so the D9 check)
     structural: dict[tuple, tuple] = {}
     pair_ids: dict[tuple, int] = {}
-    for src_id, src_t, dst_id, tname, idx in planned_edges(graph, variables):
+    for src_id, src_t, dst_id, tname, idx in edges:
+        if src_id in through or dst_id in through:
+            continue
         (u, uc), (v, vc) = where[src_id], where[dst_id]
         U, V = variables[u], variables[v]
         out_idx = graph.ops[src_id].outputs.index(src_t)
@@ -185,6 +202,51 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                                        "tensor": read.tensor.name, "redistribution": True,
                                        "loss": True})
     return out
+
+
+def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choice: list[int],
+                      where: dict, edges: list) -> dict[int, tuple]:
+    """The Reshapes of the chosen plan that MindSpore redistributes through in one go:
+    ``{Reshape op id: (producer's layout, consumer's layout, collectives)}``.
+
+    MindSpore gives a Reshape its producer's output layout and its consumer's input layout and
+    redistributes between them once, on the expanded shape and device matrix
+    (``ReshapeInfo``, ``ReshapeLayoutTransfer::UnifyDeviceArrangementAndTensorShape`` in
+    ``tensor_layout/reshape_layout_transfer.cc``; D11 in docs/known-differences.md): a strided
+    merge is three 2-way AllGathers where the two redistributions through the Reshape's option
+    are a 2-way and a 4-way one. Taken here (``CostModel.reshape_redistribution``) for a
+    Reshape whose input comes from one planned operator and whose output goes to one, neither
+    a Reshape, when both layouts expand
+    (:func:`~smsg_ms.cost.redistribution_reshape.unify_through_reshape`); the others keep the
+    pair of edges (``edges``: :func:`~smsg_ms.planner.variables.planned_edges` as a list)."""
+    into, out_of = defaultdict(list), defaultdict(list)
+    for edge in edges:
+        into[edge[2]].append(edge)
+        out_of[edge[0]].append(edge)
+    found, made = {}, {}
+    for rid, ins in into.items():
+        op = graph.ops[rid]
+        outs = out_of.get(rid, [])
+        if op.type not in reshape.TYPES or len(ins) != 1 or len(outs) != 1 \
+                or len(graph.tensors[op.outputs[0]].consumers) != 1:
+            continue
+        (src_id, src_t, _, _, _), (_, _, dst_id, _, idx) = ins[0], outs[0]
+        if {graph.ops[src_id].type, graph.ops[dst_id].type} & set(reshape.TYPES):
+            continue
+        (u, uc), (v, vc) = where[src_id], where[dst_id]
+        producer = variables[u].options[choice[u]][uc]
+        src = producer.out_layouts[graph.ops[src_id].outputs.index(src_t)]
+        dst = variables[v].options[choice[v]][vc].in_layouts[idx]
+        t_in, t_out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
+        # the collectives depend on shapes, dtype, layouts and the gradient only: memoised
+        key = (tuple(t_in.shape), tuple(t_out.shape), t_in.dtype,
+               model.carries_gradient(op.inputs[0]), src, dst)
+        if key not in made:
+            made[key] = None if unify_through_reshape(t_in.shape, src, t_out.shape, dst) is None \
+                else model.reshape_redistribution(op, src, dst)
+        if made[key] is not None:
+            found[rid] = (src, dst, made[key])
+    return found
 
 
 def _incident_edges(problem: SearchProblem) -> list[list]:
