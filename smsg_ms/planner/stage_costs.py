@@ -27,7 +27,7 @@ class StageCosts:
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
         ``spec`` with ``network_options``), or a ``BatchFamily`` to share. ``effort``: the
-        work limit of each memory-limited stage solve (:class:`smsg_ms.search.effort.Effort`;
+        work limit of each stage solve (memory-limited, or too wide to eliminate) (:class:`smsg_ms.search.effort.Effort`;
         default: the search's)."""
         from ..graph.batch_scale import BatchFamily
 
@@ -83,7 +83,7 @@ class StageCosts:
             model = self.model(d, b)
             if self.stage_limit is None:
                 self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model,
-                                                     self.op_signatures(b))
+                                                     self.op_signatures(b), self.effort)
             else:
                 from .stage_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
