@@ -327,7 +327,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                            network=spec, network_options=dict(network_options, batch=b),
                            choice=stage.choice, model=stage.model,
                            built=None if stage.problem is None
-                           else (stage.problem, stage.variables))
+                           else (stage.problem, stage.variables), bound=stage.bound)
     plan.devices = devices
     plan.pipeline = PipelineRecord.of(best, results, stage, global_batch,
                                       costs.stage_limit).as_plan_dict()

@@ -125,6 +125,7 @@ class StageSolution:
     variables: list
     choice: list[int]
     problem: object = None      # the SearchProblem (smsg_ms.search.problem)
+    bound: float | None = None  # proven lower bound (s) when solved at a work limit, else None
 
 
 def stage_cost_model(graph: OpGraph, devices: int, hardware):
@@ -156,7 +157,8 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
     extra = {} if effort is None else {"effort": effort}
     solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables),
                      progress=False, **extra)
-    return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
+    return StageSolution(graph, devices, model, variables, list(solution.choice), problem,
+                         solution.bound)
 
 
 def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:

@@ -181,7 +181,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
         board.post(index, bound, min(objs, default=math.inf))
     return {"pair": [d, b], "floor": floor,
             "layers": None if layers is None else [_layer_dict(x) for x in layers],
-            "choice": None if sol is None else [int(c) for c in sol.choice], "cuts": cuts}
+            "choice": None if sol is None else [int(c) for c in sol.choice],
+            "bound": None if sol is None else sol.bound, "cuts": cuts}
 
 
 def _store(costs, rec: dict) -> None:
@@ -192,7 +193,7 @@ def _store(costs, rec: dict) -> None:
     costs.store_prefetched(
         d, b, rec["floor"],
         layers=None if rec["layers"] is None else [_layer_of(x) for x in rec["layers"]],
-        choice=rec["choice"],
+        choice=rec["choice"], bound=rec.get("bound"),
         cuts={tuple(key): None if found is None else (found[0], found[1], found[2])
               for key, found in rec["cuts"]})
 
