@@ -50,3 +50,21 @@ def test_time_limit_refused_when_not_positive():
 
     with pytest.raises(ValueError, match="positive number of seconds"):
         PlanningOptions(time_limit=0)
+
+
+def test_too_wide_plan_under_a_tiny_bound_states_its_gap(captured, monkeypatch):
+    """A stage too wide for elimination (forced: every table over the limit) under almost no
+    work: the plan is valid (its step is the priced step of its strategies), between the exact
+    plan's step and the proven bound, and the gap is stated."""
+    import sys
+
+    from smsg_ms.planner import plan_graph
+
+    monkeypatch.setattr(sys.modules["smsg_ms.search.solve"], "TABLE_LIMIT", 1)
+    exact = plan_graph(captured("llama", **NET), 8, memory_gib=math.inf)
+    bounded = plan_graph(captured("llama", **NET), 8, memory_gib=math.inf, time_limit=1e-9)
+    low, step = bounded.totals["lower_bound_seconds"], bounded.totals["step_seconds"]
+    assert low <= exact.totals["step_seconds"] * (1 + 1e-12) <= step * (1 + 1e-12)
+    assert bounded.totals["optimality_gap"] == pytest.approx((step - low) / step)
+    assert "optimality_gap" not in exact.totals          # the integer program finished
+    assert math.isfinite(step) and len(bounded.decisions) == len(exact.decisions)

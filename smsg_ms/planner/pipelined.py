@@ -164,6 +164,24 @@ def _worker_count(devices: int, settings: PlanningOptions) -> int:
     return workers
 
 
+def _one_stage_first(floor, devices: int, global_batch: int, p_list, deep, micro_batches,
+                     virtual) -> bool:
+    """True when the one-stage search goes first: its lowest pair bound (the whole batch's
+    compute floor, or any micro-batch count when they are fixed) is at most the pipelined
+    pairs' lowest bound ``step_slots(p, m, v) / p · floor(n / p, B / m)``
+    (:func:`smsg_ms.search.pipeline.plan_pipeline`'s bound); ``floor``: ``(d, b) → seconds``."""
+    from ..search.pipeline import divisors, step_slots
+
+    if 1 not in p_list or not deep:
+        return True
+    m_all = [micro_batches] if micro_batches is not None else divisors(global_batch)
+    v = max(int(x) for x in virtual) if virtual else 1
+    low_deep = min((step_slots(p, m, v) / p * floor(devices // p, global_batch // m)
+                    for p in deep for m in m_all if m >= p and global_batch % m == 0),
+                   default=math.inf)
+    return floor(devices, global_batch) <= low_deep
+
+
 def _borders(graph) -> tuple[list[str], set[int]]:
     """``(block names in order, indices of the blocks no stage may end after)``
     (:func:`.stages.reshape_borders`)."""
@@ -210,6 +228,9 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                 f"{', '.join(names[i] for i in sorted(refused))} the tensor sent to the next "
                 "block is a Reshape's output, which MindSpore refuses as a stage border "
                 "(\"Reshape op can't be a border\"); use fewer stages")
+    # the time limit is shared by the stage solves, one per candidate pair
+    costs.effort = Effort(settings.time_limit / max(1, len(candidate_pairs(
+        devices, global_batch, p_list, micro_batches))))
     sharding = ((False, True, "level2", "level3") if settings.optimizer_sharding is None
                 else (settings.optimizer_sharding,))
     virtual = (VIRTUAL_STAGES if settings.virtual_stages is None
@@ -217,25 +238,23 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
 
     reasons: list[str] = []     # why each search found nothing (the last one is reported)
 
+    deep = [p for p in p_list if p > 1]
+    # best first: the search whose lowest pair bound is smaller runs first and its step is
+    # the other's incumbent (at 8,192 devices the pipelined one, and the costliest stage plans,
+    # 8,192 devices per stage, are never solved); ties: one stage first, as before
+    one_first = _one_stage_first(costs.compute_floor, devices, global_batch, p_list, deep,
+                                 micro_batches, virtual)
+
     def search(stage_costs) -> list:
-        found = []
-        if 1 in p_list:
-            # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
-            # for or when the whole batch does not fit (it never saves time: m slots of b/m)
-            tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
-            for m_one in tries:
-                try:
-                    found.append(plan_pipeline(stage_costs, devices, global_batch,
-                                               memory_limit=limit, links=links, stages=[1],
-                                               micro_batches=m_one, optimizer_sharding=sharding,
-                                               recompute=recompute, bytes_per=bytes_per,
-                                               compute_floor=stage_costs.compute_floor,
-                                               cuts=stage_costs.cuts))
-                    break
-                except NoFeasiblePipeline as exc:
-                    reasons.append(str(exc))
-        deep = [p for p in p_list if p > 1]
-        if deep:
+        """Both searches, in :func:`_one_stage_first`'s order, the first one's step the
+        second's incumbent. Same plan in either order: a pair is skipped only when its bound
+        (a lower bound on its step) is strictly above a step already found, so it can neither
+        beat nor tie the best."""
+        found, one_reasons, deep_reasons = [], [], []
+
+        def run_deep(incumbent):
+            if not deep:
+                return
             m_list = [micro_batches] if micro_batches is not None else None
             try:
                 found.append(plan_pipeline(stage_costs, devices, global_batch,
@@ -244,11 +263,33 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                            virtual_stages=virtual,
                                            recompute=recompute, bytes_per=bytes_per,
                                            compute_floor=stage_costs.compute_floor,
-                                           cuts=stage_costs.cuts,
-                                           incumbent=min((r.step_seconds for r in found),
-                                                         default=math.inf)))
+                                           cuts=stage_costs.cuts, incumbent=incumbent))
             except NoFeasiblePipeline as exc:
-                reasons.append(str(exc))
+                deep_reasons.append(str(exc))
+
+        def run_one(incumbent):
+            if 1 not in p_list or (incumbent < math.inf and
+                                   stage_costs.compute_floor(devices, global_batch) > incumbent):
+                return
+            # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
+            # for or when the whole batch does not fit (it never saves time: m slots of b/m)
+            tries = [[micro_batches]] if stages == 1 and micro_batches is not None else [[1], None]
+            for m_one in tries:
+                try:
+                    found.insert(0, plan_pipeline(stage_costs, devices, global_batch,
+                                                  memory_limit=limit, links=links, stages=[1],
+                                                  micro_batches=m_one, optimizer_sharding=sharding,
+                                                  recompute=recompute, bytes_per=bytes_per,
+                                                  compute_floor=stage_costs.compute_floor,
+                                                  cuts=stage_costs.cuts, incumbent=incumbent))
+                    break
+                except NoFeasiblePipeline as exc:
+                    one_reasons.append(str(exc))
+
+        first, second = (run_one, run_deep) if one_first else (run_deep, run_one)
+        first(math.inf)
+        second(min((r.step_seconds for r in found), default=math.inf))
+        reasons.extend(one_reasons + deep_reasons)
         return found
 
     prefetched = {"workers": 1, "worker_solves": 0, "worker_seconds": 0.0}
@@ -259,7 +300,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                               cut_args=dict(devices=devices, global_batch=global_batch,
                                             memory_limit=limit, links=links,
                                             recompute=recompute, bytes_per=bytes_per,
-                                            shardings=sharding))
+                                            shardings=sharding, one_stage_first=one_first))
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit
@@ -294,7 +335,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                            network=spec, network_options=dict(network_options, batch=b),
                            choice=stage.choice, model=stage.model,
                            built=None if stage.problem is None
-                           else (stage.problem, stage.variables))
+                           else (stage.problem, stage.variables), bound=stage.bound)
     plan.devices = devices
     plan.pipeline = PipelineRecord.of(best, results, stage, global_batch,
                                       costs.stage_limit).as_plan_dict()

@@ -77,13 +77,15 @@ def plan_graph(graph: OpGraph, devices: int, *, hardware="ascend910b",
 def plan_graph_with(graph: OpGraph, devices: int, settings: PlanningOptions, *,
                     network: str | None = None, network_options: dict | None = None,
                     repeated=None, choice: list[int] | None = None, model=None,
-                    built: tuple | None = None) -> Plan:
+                    built: tuple | None = None, bound: float | None = None) -> Plan:
     """:func:`plan_graph` with its settings as one :class:`PlanningOptions` (the other
-    arguments as there; ``network_options`` is :func:`plan_graph`'s ``options``)."""
+    arguments as there; ``network_options`` is :func:`plan_graph`'s ``options``); ``bound``:
+    with ``choice``, a proven lower bound (seconds) on the optimum when ``choice`` was found
+    at a work limit (stated in the totals with the gap), ``None`` when it is optimal."""
     check_device_count(devices)
     with collector_paused():
         return _plan(graph, devices, settings, network=network, network_options=network_options,
-                     repeated=repeated, choice=choice, model=model, built=built)
+                     repeated=repeated, choice=choice, model=model, built=built, bound=bound)
 
 
 def refuse_uncovered(graph: OpGraph) -> None:
@@ -107,7 +109,7 @@ def refuse_uncovered(graph: OpGraph) -> None:
 
 
 def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, network_options,
-          repeated, choice, model, built) -> Plan:
+          repeated, choice, model, built, bound=None) -> Plan:
     from ..cost.hardware import get_hardware
     from ..cost.model import CostModel
     from ..search import solve
@@ -140,7 +142,7 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
         if len(choice) != len(problem.variables):
             raise PlanningError(f"choice has {len(choice)} entries, the problem "
                                 f"{len(problem.variables)} variables")
-        solution = Solution(list(choice), problem.total(choice), problem.memory(choice))
+        solution = Solution(list(choice), problem.total(choice), problem.memory(choice), bound)
     plan = plan_from_solution(graph, model, problem, variables, solution,
                               network=network or graph.name,
                               network_options=dict(network_options or {}))

@@ -28,9 +28,10 @@ class StageCosts:
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
         ``spec`` with ``network_options``), or a ``BatchFamily`` to share. ``effort``: the
-        work limit of each memory-limited stage solve (:class:`smsg_ms.search.effort.Effort`;
-        default: the search's). ``replace_strategies``: the stage plans plan anew the
-        strategies the network's own ``shard()`` sets (default: kept)."""
+        work limit of each stage solve (memory-limited, or too wide to eliminate)
+        (:class:`smsg_ms.search.effort.Effort`; default: the search's). ``replace_strategies``:
+        the stage plans plan anew the strategies the network's own ``shard()`` sets (default:
+        kept)."""
         from ..graph.batch_scale import BatchFamily
 
         self.spec, self.hardware = spec, hardware
@@ -53,6 +54,7 @@ class StageCosts:
         self.layers: dict[tuple[int, int], list | None] = {}
         self.choices: dict[tuple[int, int], list[int]] = {}
         self.cuts: dict[tuple, tuple | None] = {}    # search.pipeline.cut_key -> cut_chain
+        self.bounds: dict[tuple[int, int], float] = {}   # lower bounds of inexact choices
 
     def _capture(self, b: int) -> OpGraph:
         from ..graph.capture import capture_network
@@ -79,7 +81,8 @@ class StageCosts:
             variables = group_variables(self.graph(b), model, True,
                                          signatures=self.op_signatures(b))
             self.solutions[(d, b)] = StageSolution(self.graph(b), d, model, variables,
-                                                   list(self.choices[(d, b)]))
+                                                   list(self.choices[(d, b)]),
+                                                   bound=self.bounds.get((d, b)))
             self.models.pop((d, b), None)
         if (d, b) not in self.solutions:
             self.solves += 1
@@ -87,7 +90,7 @@ class StageCosts:
             model = self.model(d, b)
             if self.stage_limit is None:
                 self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model,
-                                                     self.op_signatures(b))
+                                                     self.op_signatures(b), self.effort)
             else:
                 from .stage_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
@@ -99,7 +102,7 @@ class StageCosts:
 
     def store_prefetched(self, d: int, b: int, floor: float, *, evaluated: bool = True,
                          layers: list | None = None, choice: list[int] | None = None,
-                         cuts: dict | None = None) -> None:
+                         cuts: dict | None = None, bound: float | None = None) -> None:
         """Record what another process computed for the pair ``(d, b)``
         (:func:`smsg_ms.planner.workers.prefetch`): its compute floor (seconds); when
         ``evaluated``, its per-layer costs (``None``: the pair cannot be planned), its stage
@@ -112,6 +115,8 @@ class StageCosts:
         self.layers[(d, b)] = layers
         if choice is not None:
             self.choices[(d, b)] = choice
+            if bound is not None:           # solved at its work limit: the proven bound
+                self.bounds[(d, b)] = bound
         self.cuts.update(cuts or {})
 
     def structure(self, b: int) -> tuple:
@@ -135,13 +140,16 @@ class StageCosts:
     def compute_floor(self, d: int, b: int) -> float:
         """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
         ``self(d, b)``, without solving: Σ over operators of the least compute seconds
-        (kernels: launches and roofline, ``CostModel.compute_seconds``) among the strategies the
-        cost model offers it on ``d`` devices.
+        (kernels: launches and roofline, ``CostModel.compute_seconds``) plus the operator's
+        own forward and backward collectives (``CostModel.collective_seconds``; gradient
+        synchronisation excluded) among the strategies the cost model offers it on ``d``
+        devices (at 8,192 devices per stage the collectives of the forced tensor parallelism
+        are most of a one-stage plan's time, which the compute seconds alone do not see).
 
-        Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds under
-        its chosen strategy, which is one of those offered (a search variable's options are
-        strategies common to its operators' option lists,
-        ``planner.variables.group_variables``), plus collective seconds (≥ 0). Operators with
+        Why it is a bound: :func:`layer_costs_of` adds every operator's compute seconds and
+        non-gradient-sync collectives under its chosen strategy, which is one of those offered
+        (a search variable's options are strategies common to its operators' option lists,
+        ``planner.variables.group_variables``), plus redistribution seconds (≥ 0). Operators with
         equal ``planner.variables.op_signature`` have equal
         option lists, so each signature is costed once. Returns 0 (no bound) where the cost
         model refuses ``d``.
@@ -157,7 +165,10 @@ class StageCosts:
             self.signatures[b] = [tuple(v) for v in groups.values()]
         try:
             model = self.model(d, b)
-            return sum(n * min(sum(model.compute_seconds(c)) for c in model.options(op))
+            return sum(n * min(sum(model.compute_seconds(c))
+                               + sum(model.collective_seconds(x) for x in c.collectives
+                                     if x.phase != "grad_sync")
+                               for c in model.options(op))
                        for op, n in self.signatures[b])
         except ValueError:
             return 0.0

@@ -140,6 +140,7 @@ class StageSolution:
     variables: list
     choice: list[int]
     problem: object = None      # the SearchProblem (smsg_ms.search.problem)
+    bound: float | None = None  # proven lower bound (s) when solved at a work limit, else None
 
 
 def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies: bool = False):
@@ -156,11 +157,13 @@ def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies:
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
-                signatures: dict | None = None) -> StageSolution:
+                signatures: dict | None = None, effort=None) -> StageSolution:
     """Operator-level optimum of ``graph`` on ``devices`` without a memory limit (the outer search
     checks memory per stage). Same problem as :func:`smsg_ms.planner.plan_graph`. ``model``: a
     :func:`stage_cost_model` of the same graph and devices to reuse (its option cache);
-    ``signatures``: :func:`smsg_ms.planner.variables.op_signatures` of ``graph``, when known."""
+    ``signatures``: :func:`smsg_ms.planner.variables.op_signatures` of ``graph``, when known;
+    ``effort``: the work limit of a solve too wide to eliminate (:class:`smsg_ms.search.effort.
+    Effort`; ``None``: the search's default)."""
     from ..search import solve
     from .problem import build_problem
     from .variables import repeated_variable_groups
@@ -168,9 +171,11 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
     if model is None:
         model = stage_cost_model(graph, devices, hardware)
     problem, variables = build_problem(graph, model, signatures=signatures)
+    extra = {} if effort is None else {"effort": effort}
     solution = solve(problem, repeated=repeated_variable_groups(graph, problem, variables),
-                     progress=False)
-    return StageSolution(graph, devices, model, variables, list(solution.choice), problem)
+                     progress=False, **extra)
+    return StageSolution(graph, devices, model, variables, list(solution.choice), problem,
+                         solution.bound)
 
 
 def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:

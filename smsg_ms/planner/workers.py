@@ -2,8 +2,9 @@
 
 The operator-level stage plans of different ``(devices per stage d, micro-batch size b)`` pairs
 are independent, so :func:`prefetch` evaluates them in forked worker processes while the parent
-evaluates its share; every process takes the next pair from one shared queue (costliest first,
-keeping to one stage size while it lasts). A worker sends back, as JSON (orjson; floats
+evaluates its share; every process takes the next pair from one shared queue (with the outer
+search's arguments: smallest bound first, so that the board prunes the rest; else costliest
+first, keeping to one stage size while it lasts). A worker sends back, as JSON (orjson; floats
 round-trip exactly), each pair's compute floor, its per-layer costs
 (:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None`` when the pair cannot be planned), the
 stage plan's option index per search variable and the results of the outer search's stage cuts
@@ -100,17 +101,22 @@ class _Board:
         self.bound = ctx.Array("d", [math.nan] * len(todo))
         self.objective = ctx.Array("d", [math.nan] * len(todo))
         self.lock = ctx.Lock()
+        self.one_first = cut_args.get("one_stage_first", True)
 
     def beaten(self, i: int, bound: float) -> bool:
         """True when the outer search is sure not to solve pair ``i``
-        (:func:`smsg_ms.planner.pipelined.plan_network_pipelined`): for one stage, the
-        one-micro-batch pair is known to fit (gradient accumulation is then not searched), or
-        a one-stage pair visited before it (``plan_pipeline`` visits by increasing ``(bound,
-        p, m)`` and stops at the first bound above the best step so far) has a step below
-        ``bound``; for a pipelined pair, a one-stage pair has a step below ``bound`` (the
-        deep search starts from their best; the accumulated ones count only once the
-        one-micro-batch pair is known not to fit) or a pipelined pair visited before it does.
-        With fewer pairs finished it says True less often, never wrongly."""
+        (:func:`smsg_ms.planner.pipelined.plan_network_pipelined`: ``plan_pipeline`` visits by
+        increasing ``(bound, p, m)`` and stops at the first bound above the best step so far;
+        the one-stage and the pipelined searches run in ``_one_stage_first``'s order, the first
+        one's step the second's incumbent).
+
+        A pipelined pair: a pipelined pair visited before it has a step below ``bound``, or,
+        one stage first, a one-stage pair has (the accumulated ones count only once the
+        one-micro-batch pair is known not to fit). A one-stage pair: the one-micro-batch pair
+        is known to fit (gradient accumulation is then not searched), or an accumulated pair
+        visited before it has a step below ``bound`` once the one-micro-batch pair is known not
+        to fit, or, pipelined first, any pipelined pair has a step below ``bound``. With fewer
+        pairs finished it says True less often, never wrongly."""
         p, m = self.p[i], self.m[i]
         with self.lock:
             bounds, objs = list(self.bound), list(self.objective)
@@ -126,8 +132,10 @@ class _Board:
             if p == 1:
                 if self.p[j] == 1 and accumulated and earlier:
                     return True
+                if self.p[j] > 1 and not self.one_first:
+                    return True
             elif self.p[j] == 1:
-                if self.m[j] == 1 or accumulated:
+                if self.one_first and (self.m[j] == 1 or accumulated):
                     return True
             elif earlier:
                 return True
@@ -173,7 +181,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
         board.post(index, bound, min(objs, default=math.inf))
     return {"pair": [d, b], "floor": floor,
             "layers": None if layers is None else [_layer_dict(x) for x in layers],
-            "choice": None if sol is None else [int(c) for c in sol.choice], "cuts": cuts}
+            "choice": None if sol is None else [int(c) for c in sol.choice],
+            "bound": None if sol is None else sol.bound, "cuts": cuts}
 
 
 def _store(costs, rec: dict) -> None:
@@ -184,7 +193,7 @@ def _store(costs, rec: dict) -> None:
     costs.store_prefetched(
         d, b, rec["floor"],
         layers=None if rec["layers"] is None else [_layer_of(x) for x in rec["layers"]],
-        choice=rec["choice"],
+        choice=rec["choice"], bound=rec.get("bound"),
         cuts={tuple(key): None if found is None else (found[0], found[1], found[2])
               for key, found in rec["cuts"]})
 
@@ -201,7 +210,8 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     included), each taking the next pair of a shared queue; records the pairs computed
     elsewhere with ``costs.store_prefetched`` (this process keeps its own solutions as usual).
     ``cut_args``: ``devices``, ``global_batch``, ``memory_limit``, ``links``, ``recompute``,
-    ``bytes_per`` and ``shardings`` of the search, to run its
+    ``bytes_per``, ``shardings`` and ``one_stage_first`` (which search runs first) of the
+    search, to run its
     :func:`~smsg_ms.search.pipeline.cut_chain` calls too (``None``: not run here).
 
     Returns:
@@ -229,6 +239,15 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     ctx = multiprocessing.get_context("fork")
     taken = ctx.Array("b", [0] * len(todo))
     board = _Board(ctx, todo, cut_args) if cut_args is not None else None
+    if board is not None:
+        # cheapest bound first: the pairs likely to give the best step are solved first and
+        # the board then prunes the rest (at 8,192 devices the one-stage pairs, 8,192 devices
+        # per stage, are the costliest and are never solved once a pipelined step beats them)
+        bounds = [(cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
+                  / (cut_args["devices"] // d) * costs.compute_floor(d, b) for d, b in todo]
+        rank = sorted(range(len(todo)), key=lambda i: (bounds[i], board.p[i], board.m[i]))
+        todo = [todo[i] for i in rank]
+        board = _Board(ctx, todo, cut_args)
     sizes = sorted({d for d, _ in todo}, reverse=True)
 
     def next_index(prefer: int):
@@ -239,7 +258,8 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
             left = [i for i in range(len(todo)) if not taken[i]]
             if not left:
                 return None
-            i = next((i for i in left if todo[i][0] == prefer), left[0])
+            i = left[0] if board is not None else \
+                next((i for i in left if todo[i][0] == prefer), left[0])
             taken[i] = 1
         return i
 

@@ -56,6 +56,17 @@ def _build(sizes, unary, edges, memory=None, memory_limit=None):
     return np.concatenate(c), a, np.array(lo), np.array(hi), integrality, np.concatenate(upper), offs
 
 
+def nonzeros(sizes, edges, memory_limit=None) -> int:
+    """Non-zeros of the constraint matrix :func:`_build` would make, counted without building it
+    (one-option rows: Σ sizes; per edge, two marginal families: 2 per finite entry plus one per
+    option of each end; the memory row: Σ sizes)."""
+    nx = int(sum(sizes))
+    total = nx + (nx if memory_limit is not None else 0)
+    for (u, v), mat in edges.items():
+        total += 2 * int(np.count_nonzero(np.isfinite(mat))) + sizes[u] + sizes[v]
+    return total
+
+
 class WorkLimitReached(Exception):
     """The integer program was not started, or stopped, at its work limit without a plan.
 
@@ -75,11 +86,12 @@ def _run(sizes, unary, edges, memory=None, memory_limit=None, effort: Effort = U
     Raises:
         NoFeasiblePlan: infeasible. WorkLimitReached: too large for ``effort``, or stopped
             before any feasible plan."""
+    size = nonzeros(sizes, edges, memory_limit)
+    if not effort.allows(size):    # checked before building: a wide program is GBs of lists
+        raise WorkLimitReached(f"integer program of {size} non-zeros is over the work limit")
     c, a, lo, hi, integ, upper, offs = _build(sizes, unary, edges, memory, memory_limit)
-    if not effort.allows(a.nnz):
-        raise WorkLimitReached(f"integer program of {a.nnz} non-zeros is over the work limit")
     options = {"mip_rel_gap": 0.0}
-    nodes = effort.node_limit(a.nnz)
+    nodes = effort.node_limit(size)
     if nodes is not None:
         options["node_limit"] = nodes
     res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integ,
@@ -94,6 +106,15 @@ def _run(sizes, unary, edges, memory=None, memory_limit=None, effort: Effort = U
         raise RuntimeError(f"HiGHS failed: {res.message}")
     choice = [int(np.argmax(res.x[offs[v]:offs[v + 1]])) for v in range(len(sizes))]
     return choice, (None if res.status == 0 or bound is None else float(bound))
+
+
+def run_unconstrained(p, effort: Effort) -> tuple[list[int], float | None]:
+    """``(choice, bound)`` of a solver-form problem (:class:`.chain.Problem`), no memory limit,
+    within ``effort`` (``bound``: ``None`` when proven optimal, else HiGHS's dual bound).
+
+    Raises:
+        NoFeasiblePlan: infeasible. WorkLimitReached: as :func:`_run`."""
+    return _run(p.sizes, p.unary, p.edges, effort=effort)
 
 
 def solve_ilp_problem(p) -> list[int]:

@@ -227,7 +227,7 @@ def solve_exact(problem: SearchProblem, repeated=None, progress: bool | None = N
     p, order, hint, free, _ = _solver_form(problem, repeated, lam, memory_only)
     if not p.sizes:
         return [0] * len(problem.variables)
-    return _unfolded(_unpermuted(_solve_problem(p, hint, progress), order), free,
+    return _unfolded(_unpermuted(_solve_problem(p, hint, progress)[0], order), free,
                      len(problem.variables), 0)
 
 
@@ -327,15 +327,31 @@ def solve_gap(problem: SearchProblem, memory_limit: float, repeated, best: list[
     return best, max(bound, min(upper, ilp.bound))
 
 
-def _solve_problem(p: Problem, repeated, progress) -> list[int]:
-    """Chain of segments; the integer program when a segment is too wide to eliminate."""
+def _solve_problem(p: Problem, repeated, progress, effort: Effort = UNBOUNDED
+                   ) -> tuple[list[int], float | None]:
+    """``(choice, bound)``: chain of segments (exact, ``bound`` ``None``); when a segment is too
+    wide to eliminate, :func:`.wide.solve_wide` within ``effort`` (``bound``: a proven lower
+    bound unless it proved its plan optimal)."""
     with LazyProgress(progress, "planning") as bar:
         try:
             fronts = frontiers(len(p.sizes), p.edges)
-            return solve_chain(p, choose_cuts(p, repeated, fronts), bar, fronts)
+            return solve_chain(p, choose_cuts(p, repeated, fronts), bar, fronts), None
         except TooWide:
-            from .ilp import solve_ilp_problem
-            return solve_ilp_problem(p)
+            from .wide import solve_wide
+            return solve_wide(p, effort)
+
+
+def _solve_bounded(problem: SearchProblem, repeated, progress, effort: Effort,
+                   memory_only: bool = False) -> tuple[list[int], float | None]:
+    """:func:`solve_exact` within ``effort``: ``(choice, lower bound or None when exact)``."""
+    p, order, hint, free, constant = _solver_form(problem, repeated, 0.0, memory_only)
+    n = len(problem.variables)
+    if not p.sizes:
+        return [0] * n, None
+    choice, bound = _solve_problem(p, hint, progress, effort)
+    # the folded problem's objective lacks the single-option variables' constant
+    return (_unfolded(_unpermuted(choice, order), free, n, 0),
+            None if bound is None else bound + constant)
 
 
 def solve(problem: SearchProblem, memory_limit: float | None = None, *,
@@ -348,7 +364,8 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
     elimination; the chain is their min-plus product, associative by the Third Homomorphism
     Theorem (Gibbons 1996; SMSG, Wang et al., IJPP 2023), so runs of identical blocks are raised
     to their length by repeated squaring. Problems whose elimination would need a table over
-    :data:`TABLE_LIMIT` entries are solved by the integer program (:mod:`.ilp`). Memory limit:
+    :data:`TABLE_LIMIT` entries are solved by the integer program (:mod:`.ilp`) within ``effort``,
+    else by a local search with a proven lower bound (:mod:`.wide`). Memory limit:
     :mod:`.memory` (Lagrangian bound with certificate, integer program on a duality gap). The
     usual case, a limit the unconstrained optimum already meets, costs nothing extra; a binding
     limit with a duality gap costs one min-marginal elimination per variable (reduced-cost
@@ -364,7 +381,8 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
             order. Only a hint: identity is verified numerically, blocks that differ are solved
             separately, so a wrong hint costs time, never correctness.
         progress: show a rich progress bar once planning lasts ~1 s; ``None``: only on a terminal.
-        effort: the work the integer program of a duality gap may spend (:mod:`.effort`;
+        effort: the work the integer program of a duality gap or of a problem too wide to
+            eliminate may spend (:mod:`.effort`;
             default :data:`.effort.DEFAULT_SECONDS`, a bound on work, not on wall time, so the
             same on every rank). Stopped by it, the plan is the best found and
             :attr:`Solution.bound` the proven lower bound.
@@ -379,12 +397,20 @@ def solve(problem: SearchProblem, memory_limit: float | None = None, *,
     """
     from .memory import certified, infeasible_message, lagrangian
 
-    choice = solve_exact(problem, repeated, progress)
+    choice, wide = _solve_bounded(problem, repeated, progress, effort)
     if memory_limit is None or problem.memory(choice) <= memory_limit:
-        return Solution(choice, problem.total(choice), problem.memory(choice))
-    smallest = solve_exact(problem, repeated, progress, memory_only=True)
+        return Solution(choice, problem.total(choice), problem.memory(choice), wide)
+    smallest, smallest_wide = _solve_bounded(problem, repeated, progress, effort, memory_only=True)
     if problem.memory(smallest) > memory_limit:
-        raise NoFeasiblePlan(infeasible_message(problem, smallest, memory_limit))
+        tail = "" if smallest_wide is None else \
+            " (the smallest found within the work limit: the problem is too wide to search exactly)"
+        raise NoFeasiblePlan(infeasible_message(problem, smallest, memory_limit) + tail)
+    if wide is not None:
+        # too wide to eliminate, so no exact Lagrangian: the unconstrained bound bounds the
+        # constrained optimum too, and the integer program over everything (within effort)
+        # starts from the fitting plan
+        best, proven = solve_gap(problem, memory_limit, repeated, smallest, 0.0, wide, effort)
+        return Solution(best, problem.total(best), problem.memory(best), proven)
     best, bound, lam = lagrangian(problem, memory_limit,
                                   lambda lam: solve_exact(problem, repeated, progress, lam=lam),
                                   choice, smallest)
