@@ -56,11 +56,29 @@ def _morph_layouts(prim) -> tuple[list[dict], list[dict]] | None:
     return list(ins), outs
 
 
+def _arity(fn) -> int | None:
+    """Positional parameters of ``fn`` when it has no defaults and no ``*args``, else ``None``:
+    a wrapper of fixed arity fits only such a ``fn`` (mindformers' MoE ``permute_reshape_fn(x,
+    shp)`` takes a shape tuple that no layout describes; its ``forward_func`` a defaulted
+    argument)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+           or p.default is not p.empty for p in params):
+        return None
+    return len(params)
+
+
 def mark_morph_fns(prims: dict) -> list[str]:
     """Wrap the ``fn`` of every ``self_define_shard`` ``Morph`` in ``prims`` (``{path:
     Primitive}``, :func:`smsg_ms.graph.capture.tag_primitives`) with marking Identities (see the
-    module docstring). A Morph with more than :data:`MAX_ARGS` inputs, or whose layouts are not
-    ``Layout`` objects, is left as it is. Returns the paths wrapped, sorted."""
+    module docstring). A Morph with more than :data:`MAX_ARGS` inputs, whose layouts are not
+    ``Layout`` objects, or whose ``fn`` takes other arguments than one per layout
+    (:func:`_arity`), is left as it is. Returns the paths wrapped, sorted."""
     from mindspore import nn
     from mindspore.ops import operations as P  # noqa: N812
 
@@ -103,7 +121,8 @@ def mark_morph_fns(prims: dict) -> list[str]:
     wrapped = []
     for path, prim in sorted(prims.items()):
         layouts = _morph_layouts(prim)
-        if layouts is None or not 1 <= len(layouts[0]) <= MAX_ARGS:
+        if (layouts is None or not 1 <= len(layouts[0]) <= MAX_ARGS
+                or _arity(prim.__morph_fn__) != len(layouts[0])):
             continue
         ins, outs = layouts
         marked = MarkedFn(prim.__morph_fn__, path, ins, outs[0] if len(outs) == 1 else None)

@@ -15,6 +15,7 @@ from ..cost.operators import reshape
 from ..cost.operators.reshape import edge_destination
 from ..cost.redistribution_reshape import unify_through_reshape
 from ..graph.model import OpGraph
+from ..graph.morph_regions import MORPH_ATTR
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
 from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
@@ -218,7 +219,9 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
     Reshape whose input comes from one planned operator and whose output goes to one, neither
     a Reshape, when both layouts expand
     (:func:`~smsg_ms.cost.redistribution_reshape.unify_through_reshape`); the others keep the
-    pair of edges (``edges``: :func:`~smsg_ms.planner.variables.planned_edges` as a list)."""
+    pair of edges (``edges``: :func:`~smsg_ms.planner.variables.planned_edges` as a list). A
+    Reshape in a ``Morph`` body is not one: the body runs on the slices the Morph's own layouts
+    give, with no redistribution of its own (:mod:`smsg_ms.graph.morph_regions`)."""
     into, out_of = defaultdict(list), defaultdict(list)
     for edge in edges:
         into[edge[2]].append(edge)
@@ -228,7 +231,7 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
         op = graph.ops[rid]
         outs = out_of.get(rid, [])
         if op.type not in reshape.TYPES or len(ins) != 1 or len(outs) != 1 \
-                or len(graph.tensors[op.outputs[0]].consumers) != 1:
+                or len(graph.tensors[op.outputs[0]].consumers) != 1 or MORPH_ATTR in op.attrs:
             continue
         (src_id, src_t, _, _, _), (_, _, dst_id, _, idx) = ins[0], outs[0]
         if {graph.ops[src_id].type, graph.ops[dst_id].type} & set(reshape.TYPES):
