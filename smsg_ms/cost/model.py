@@ -33,7 +33,7 @@ from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
                              letter_cuts, reduce_scatter_variant)
 from .redistribution import redistribute
-from .shared_parameters import borrowed_inputs
+from .shared_parameters import borrowed_inputs, kept_whole
 
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
@@ -337,21 +337,19 @@ class CostModel:
         """The layout MindSpore gives ``op`` when it carries no strategy (batch-parallel)."""
         return self.with_kernel(op, [self._default(op, self.spec(op))])[0]
 
-    def _is_parameter(self, op: OpNode, i: int) -> bool:
-        return i < len(op.inputs) and self.graph.tensors[op.inputs[i]].kind == "parameter"
-
     def _default(self, op: OpNode, spec: Einsum | None) -> OpCost:
         """MindSpore's semi-auto default for an operator without strategy: batch-parallel."""
         n = self.devices
         if spec is not None:
-            # the batch-parallel default leaves a parameter input whole (split flag off; the
-            # dry-run shows no gather of an RMSNorm weight behind its strategy-less Cast) and
+            # the batch-parallel default leaves a trainable parameter input whole (kept_whole;
+            # no gather of an RMSNorm weight behind its strategy-less Cast in the dry-run) and
             # cuts the first dimension of every other input gcd(devices, size)-way
             # (batch_parallel_cut; GenerateBatchStrategiesBySplitFlag, ops_info/
             # operator_info.cc): the first such input decides, also behind a parameter
             # (ConvNeXt's layer scale ``gamma * x``: x stays batch-cut, gamma whole)
             first = next((x for i, x in enumerate(spec.inputs)
-                          if x and not self._is_parameter(op, i)), "")
+                          if x and not (i < len(op.inputs)
+                                        and kept_whole(self.graph, op.inputs[i]))), "")
             cuts = {}
             if first and first[0] in spec.cuttable():
                 cut = batch_parallel_cut(n, [spec.sizes[first[0]]])
@@ -366,7 +364,7 @@ class CostModel:
         colls = []
         strategy = []
         split = [name for name in op.inputs if self.graph.tensors[name].shape
-                 and self.graph.tensors[name].kind != "parameter"
+                 and not kept_whole(self.graph, name)
                  and self.graph.tensors[name].shape[0] != 1]
         batch = batch_parallel_cut(n, [self.graph.tensors[name].shape[0] for name in split])
         for name in op.inputs:

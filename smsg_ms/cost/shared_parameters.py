@@ -60,3 +60,14 @@ def borrowed_inputs(graph: OpGraph, op_id: int) -> tuple[int, ...]:
         if graph.tensors[src].kind == "parameter" and readers(graph, src)[0] != op_id:
             out.append(i)
     return tuple(out)
+
+
+def kept_whole(graph: OpGraph, name: str) -> bool:
+    """Does MindSpore's batch-parallel default leave tensor ``name`` whole as a parameter? Only
+    a parameter that requires a gradient: ``ExtractInputParameterByNode``
+    (``frontend/parallel/step_parallel_utils.cc``) sets an input's parameter flag, which turns
+    its batch split flag off, to ``ParameterRequireGrad``; a non-trainable parameter
+    (mindformers' MoE router ``fi_accu`` under its strategy-less ``AssignAdd``) is cut like
+    data."""
+    t = graph.tensors[name]
+    return t.kind == "parameter" and bool(t.requires_grad)
