@@ -154,7 +154,7 @@ EFFECTS = [
     "read and write the weight and the optimizer state, read the gradient for the clipping "
     "norm and the update) and the gradient accumulation (per micro-batch and parameter: read "
     "the accumulator and the new gradient, write the accumulator) priced as HBM traffic "
-    "(`Links.update_seconds`, `Links.accumulate_seconds` in `smsg_ms/cost/pipeline.py`, the "
+    "(`Links.update_seconds`, `Links.accumulate_seconds` in `smsg_ms/cost/param_traffic.py`, the "
     "machine's HBM bandwidth, bytes per element from the parameter's dtype and Adam's states; "
     "MindSpore's `AdamWeightDecay` and `accu_grads`) 0.52 / 2.5 % / 21.8 % / 4 of 14; the "
     "gradients as the measured framework keeps them, accumulated and AllReduced in fp32 beside "
