@@ -50,23 +50,25 @@ _SCORE_KEYS = ("devices", "global_batch", "micro_batch", "tp", "dp", "pp", "laye
 
 def predict(rows, progress=print) -> list[dict]:
     """``rows`` with ``predicted_seconds`` (None on error) and ``error`` added: one
-    ``score_rows`` run per (hardware, dtype, ``p2p_partitioned``), so captures are shared by
-    the rows of a shape."""
+    ``score_rows`` run per (hardware, dtype, ``p2p_partitioned``, ``fp32_main_grads``), so
+    captures are shared by the rows of a shape."""
     from smsg_ms.compare.score_configs import score_rows
 
     out = [dict(r) for r in rows]
     by_kind: dict[tuple, list[int]] = {}
     for k, r in enumerate(rows):
         by_kind.setdefault((r.get("hardware_path", r["hardware"]), _DTYPE[r["dtype"]],
-                            bool(r.get("p2p_partitioned", False))), []).append(k)
-    for (hardware, dtype, partitioned), members in sorted(by_kind.items()):
+                            bool(r.get("p2p_partitioned", False)),
+                            bool(r.get("fp32_main_grads", False))), []).append(k)
+    for (hardware, dtype, partitioned, fp32_grads), members in sorted(by_kind.items()):
         texts = [{**{c: str(rows[k][c]) for c in _SCORE_KEYS},
                   "recompute": str(rows[k]["recompute"]).lower(),
                   "optimizer_shard": str(rows[k]["optimizer_shard"]).lower()} for k in members]
         start = time.perf_counter()
         for n, scored in enumerate(score_rows("gpt", texts, hardware=hardware, dtype=dtype,
                                               capture_layers=CAPTURE_LAYERS,
-                                              partitioned_sends=partitioned)):
+                                              partitioned_sends=partitioned,
+                                              fp32_main_grads=fp32_grads)):
             k = members[n]
             out[k]["predicted_seconds"] = (float(scored["step_seconds"])
                                            if scored["step_seconds"] else None)
@@ -140,35 +142,50 @@ EFFECTS = [
     "`p2p_partitioned` in the CSV) and the gradient synchronisation on those links (Jean Zay: "
     "4 Omni-Path 100 Gb/s links per 8-GPU node, 6.25 GB/s per GPU, "
     "`benchmarks/measured/jean-zay-a100.yaml`), the tensor-parallel collectives on the "
-    "critical path, and the last stage's head and loss (not recomputed).",
+    "critical path, the last stage's head and loss (not recomputed), and, per parameter a GPU "
+    "holds, the gradient accumulation of every micro-batch and the optimizer's update as HBM "
+    "traffic.",
     "Changes of this round, each measured on the whole table (tau pair-weighted / mean regret / "
-    "largest regret): before 0.36 / 5.0 % / 24.8 %; a stage's Receives charged as well as its "
-    "Sends (MindSpore's 1F1B chains both, `pipeline_scheduler.cc`): unchanged (the transfers "
-    "were still priced on the node's NVLink); the transfers placed on the machine's levels "
-    "(stages of dp·tp consecutive ranks: a Send pairs rank r with r + dp·tp, here across the "
-    "Omni-Path links; scoring had priced them between neighbour ranks) 0.29 / 6.4 % / 24.8 %; "
-    "recompute re-runs the decoder blocks only, not the embedding, head and loss (mindformers' "
-    "layer recompute; Megatron-DeepSpeed's `GPTModelPipe` checkpoints only transformer layers) "
-    "0.32 / 4.6 % / 21.8 %; the transfers cut over the tensor-parallel group as the measured "
-    "framework sends them (each rank 1/tp, AllGather on the receiving node; DeepSpeed's "
-    "`is_pipe_partitioned`, Megatron SC'21 §4.1) 0.39 / 3.3 % / 21.8 %.",
+    "largest regret / groups meeting both floors): before 0.39 / 3.3 % / 21.8 % / 3 of 14 (the "
+    "previous round took it there from 0.36 / 5.0 % / 24.8 %: Receives charged beside Sends, "
+    "the transfers placed on the machine's levels and cut over the tensor-parallel group as "
+    "DeepSpeed sends them, recompute of the decoder blocks only); the optimizer's update "
+    "(once per step over the elements a device updates, 1/dp of its parameters under ZeRO-1: "
+    "read and write the weight and the optimizer state, read the gradient for the clipping "
+    "norm and the update) and the gradient accumulation (per micro-batch and parameter: read "
+    "the accumulator and the new gradient, write the accumulator) priced as HBM traffic "
+    "(`Links.update_seconds`, `Links.accumulate_seconds` in `smsg_ms/cost/param_traffic.py`, the "
+    "machine's HBM bandwidth, bytes per element from the parameter's dtype and Adam's states; "
+    "MindSpore's `AdamWeightDecay` and `accu_grads`) 0.52 / 2.5 % / 21.8 % / 4 of 14; the "
+    "gradients as the measured framework keeps them, accumulated and AllReduced in fp32 beside "
+    "an fp32 master weight, the updated bf16 weights AllGathered after the ZeRO-1 update "
+    "(DeepSpeed's `BF16_Optimizer`, `_bf16_reduce_grads` in `runtime/pipe/engine.py`: "
+    "`fp32_main_grads` in the CSV) 0.58 / 2.5 % / 21.8 % / 4 of 14. Neither adds much time "
+    "(the first 0.4–3.4 % of a step, the second 1.7–9.9 %: the AllReduce of 1.9 to 11 billion fp32 "
+    "gradients a GPU over 6.25 GB/s), but both grow with the parameters a GPU holds, "
+    "P/(tp·pp), and the accumulation with the number of micro-batches, which is what separates "
+    "rows of equal FLOPs.",
     "Where the model still errs (the ratio measured/predicted per row in `docs/measured.json`): "
-    "it grows as the pipeline gets shallower and the data-parallel group larger (about 1.3–1.5 "
-    "at pp12 and pp24, 1.4–1.6 at pp4 and pp6, 1.7 at pp2; the 02-20 rows run about 1.8 "
-    "throughout), and with 2-sample micro-batches at tp 8 (1.4–1.6 against 1.3–1.5 with "
-    "4-sample ones). pp12 is "
-    "predicted 8.2 % behind pp6 (dp4 tp8 pp12 against dp8 tp8 pp6, micro-batch 4; measured "
-    "2.6 %, 10.2 % before this round): the last stage, with the tied 250,880-word head and the "
-    "loss, is the slowest, 15 % over a middle stage with 6 layers a stage and 8 % with 12; "
-    "were the middle stages the slowest, the two would be within 1 %. Small GEMMs do not "
-    "explain the tp 8 rows from published principles: with 2-sample micro-batches every "
+    "it still grows as the pipeline gets shallower and the data-parallel group larger, less "
+    "than before (1.22–1.46 at pp12, 1.25–1.30 at pp24, 1.30–1.62 at pp4 to pp8, 1.46–1.50 at "
+    "pp2, against 1.28–1.52, 1.30–1.38, 1.34–1.72 and 1.66–1.68 before this round; the 02-20 "
+    "rows 1.34–1.87: 1.68–1.87 at hidden 14,400, rising with the micro-batch size, "
+    "1.34–1.37 at 13,824). The memory-bound "
+    "per-parameter work hypothesised for this gap explains only a part of it: by the bytes above it is 0.4–3.4 % of a step, the fp32 "
+    "gradient synchronisation 1.7–9.9 %, against a gap of 30–60 %. pp12 is predicted 5.8 % behind "
+    "pp6 (dp4 tp8 pp12 against dp8 tp8 pp6, micro-batch 4, 02-21; measured 1.8 %, 8.2 % "
+    "before this round): the last stage, with the tied 250,880-word head and the loss, is the "
+    "slowest. In the 1,568-sample group pp12 is measured 18 % faster than pp6 and predicted "
+    "5 % slower, the largest regret (21.8 %); nothing priced here moves it. Small GEMMs do "
+    "not explain the tp 8 rows from published principles: with 2-sample micro-batches every "
     "per-GPU product of a block still fills 6 to 17 waves of 256 x 128 tiles (wave "
     "quantization charges 0.89–0.98 of peak already), and a per-wave roofline counting the "
     "panels the wave's tiles share puts each at several hundred FLOPs per HBM byte, far above "
     "the A100's ridge of 153; no measured efficiency curve for these shapes was at hand and "
-    "none was fitted. Not modelled: Megatron-DeepSpeed's ZeRO-1 and bf16 gradient details, "
-    "memory-allocator effects near the 80 GB limit (pp2 holds 36 layers a GPU), and "
-    "run-to-run noise (the source calls its timings a snapshot that \"can fluctuate a bit\").",
+    "none was fitted. Not modelled: memory-allocator effects near the 80 GB limit (pp2 holds "
+    "36 layers a GPU), the DeepSpeed version the experiments ran (the fp32 gradients are its "
+    "bf16 optimizer's), and run-to-run noise (the source calls its timings a snapshot that "
+    "\"can fluctuate a bit\").",
 ]
 
 

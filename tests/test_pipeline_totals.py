@@ -42,9 +42,11 @@ def test_one_stage_one_micro_batch_equals_plain_step(captured, capture_of):
     assert piped.pipeline["step_seconds"] == pytest.approx(want, rel=1e-9)
     assert piped.totals["step_seconds"] == pytest.approx(want, rel=1e-9)
     assert piped.totals["micro_batch_step_seconds"] == pytest.approx(want, rel=1e-9)
-    # t_0 = step − sync (module docstring): the pipeline table's time per micro-batch is without
-    # the gradient sync, the totals' stage-plan step with it; each is labelled so
+    # t_0 = step − sync − update (module docstring): the pipeline table's time per micro-batch
+    # is without the once-per-step gradient sync and optimizer update, the totals' stage-plan
+    # step with them; each is labelled so
     sync = plain.totals["grad_sync"]       # the exposed part (0 s when fully hidden)
+    sync += plain.totals["update"]         # the optimizer's update, once per step (g_s)
     assert piped.pipeline["stage_seconds"][0] == pytest.approx(want - sync, rel=1e-9)
     text = _text(piped)
     assert "step (stage plan) / micro-batch, with gradient sync" in text, text

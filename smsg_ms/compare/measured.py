@@ -30,8 +30,10 @@ _INTEGERS = ("layers", "hidden", "heads", "seq", "vocab", "devices", "global_bat
 _FLAGS = ("recompute", "optimizer_shard", "approximate")
 #: optional flag columns (false when the file has no such column): ``p2p_partitioned``, the
 #: framework measured cuts each boundary tensor over the tensor-parallel group before sending
-#: it (:attr:`smsg_ms.compare.score_configs.ShapeScorer.partitioned_sends`)
-OPTIONAL_FLAGS = ("p2p_partitioned",)
+#: it (:attr:`smsg_ms.compare.score_configs.ShapeScorer.partitioned_sends`); ``fp32_main_grads``,
+#: the framework accumulates and AllReduces the gradients in fp32 beside an fp32 master weight
+#: (:attr:`smsg_ms.compare.score_configs.ShapeScorer.fp32_main_grads`)
+OPTIONAL_FLAGS = ("p2p_partitioned", "fp32_main_grads")
 _DTYPES = ("bf16", "fp16", "fp32")
 
 

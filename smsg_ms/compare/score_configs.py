@@ -99,6 +99,11 @@ class ShapeScorer:
     #: ``1/tp``, the receivers AllGather: :attr:`smsg_ms.cost.pipeline.Links.send_split`), as
     #: Megatron-LM and Megatron-DeepSpeed send them; off: as MindSpore sends them
     partitioned_sends: bool = False
+    #: price the gradients as DeepSpeed's bf16 optimizer keeps them: accumulated and AllReduced
+    #: in fp32 (:attr:`smsg_ms.cost.pipeline.Links.main_grad_bytes` = 4) beside an fp32 master
+    #: weight (12 optimizer bytes per element, :data:`~smsg_ms.cost.pipeline.MIXED_PRECISION_ADAM`);
+    #: off: as MindSpore keeps them (the parameter's dtype, two fp32 moments)
+    fp32_main_grads: bool = False
 
     def __post_init__(self):
         from ..graph.batch_scale import BatchFamily
@@ -328,6 +333,10 @@ class ShapeScorer:
         links = links_of(self.hardware).for_stage(config.dp * config.tp)
         if self.partitioned_sends:
             links = replace(links, send_split=config.tp)
+        if self.fp32_main_grads:
+            from ..cost.pipeline import MIXED_PRECISION_ADAM
+            links = replace(links, main_grad_bytes=4.0)
+            bytes_per = dict(bytes_per, optimizer=MIXED_PRECISION_ADAM["optimizer"])
         layers, recompute = _decoder_recompute(layers, config.recompute)
         costs = [stage_cost(layers, s * per, (s + 1) * per, s, p,
                             recompute=recompute[s * per:(s + 1) * per],
@@ -391,7 +400,7 @@ def _row_shape(row: dict, base: dict) -> dict:
 
 def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                capture_layers: int | None = None, full_problem: bool = False,
-               partitioned_sends: bool = False,
+               partitioned_sends: bool = False, fp32_main_grads: bool = False,
                **network_options):
     """Score CSV rows (dicts with :data:`CSV_COLUMNS`, optional ``recompute``,
     ``optimizer_shard`` and :data:`SHAPE_COLUMNS` overriding ``network_options``): yields each row
@@ -401,7 +410,8 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
     than that is captured at that depth and its middle block repeated to the row's ``layers``
     (:attr:`ShapeScorer.depth`; the capture's cost grows with the depth). ``full_problem``:
     :attr:`ShapeScorer.full_problem` (the reference pricing); ``partitioned_sends``:
-    :attr:`ShapeScorer.partitioned_sends`."""
+    :attr:`ShapeScorer.partitioned_sends`; ``fp32_main_grads``:
+    :attr:`ShapeScorer.fp32_main_grads`."""
     from ..devices import DeviceCountError
     from ..graph.capture import CaptureError
     from ..networks import NetworkSpecError
@@ -425,10 +435,12 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                 try:
                     scorers[key] = (ShapeScorer(spec, hardware, dict(shape, layers=capture_layers),
                                                 depth=depth, full_problem=full_problem,
-                                                partitioned_sends=partitioned_sends)
+                                                partitioned_sends=partitioned_sends,
+                                                fp32_main_grads=fp32_main_grads)
                                     if shallow else ShapeScorer(
                                         spec, hardware, shape, full_problem=full_problem,
-                                        partitioned_sends=partitioned_sends))
+                                        partitioned_sends=partitioned_sends,
+                                        fp32_main_grads=fp32_main_grads))
                 except (NetworkSpecError, CaptureError) as exc:
                     scorers[key] = str(exc).splitlines()[0]
             scorer = scorers[key]

@@ -105,3 +105,15 @@ def kernel_seconds(flops: float, nbytes: float, launches: int, unit: str, machin
         return 0.0
     return launches * machine.launch_latency + max(
         float(flops) * quantization / machine.peak(unit), float(nbytes) / machine.hbm_bandwidth)
+
+
+def update_seconds(memory: dict, hbm_bandwidth: float) -> float:
+    """The optimizer's update of the trained weights whose bytes per device ``memory`` gives
+    (``gradient``, ``optimizer``: :data:`smsg_ms.cost.api.MEMORY_KINDS`), once per step and
+    memory-bound: read and write the weight and the optimizer state, read the gradient twice
+    (clipping norm, update), ``2·(weight + optimizer) + 2·gradient`` bytes over
+    ``hbm_bandwidth`` (bytes/s), a trained weight having its gradient's bytes (same dtype).
+    The per-element count of :meth:`smsg_ms.cost.pipeline.Links.update_seconds` (sources
+    there)."""
+    grad, opt = float(memory.get("gradient", 0)), float(memory.get("optimizer", 0))
+    return (2 * (grad + opt) + 2 * grad) / hbm_bandwidth

@@ -3,11 +3,10 @@
 Double-level BSP (``design.md``), on a machine in levels (Multi-BSP: a ``g`` and an ``l`` per
 level, :mod:`.hardware`): an operator is a micro-step whose kernels cost their launches and
 their roofline time (:mod:`.kernels`) and whose collectives cost their hierarchical time on the
-levels their group spans (:func:`.api.collective_seconds`). A training step (super-step) is the sum
-of the micro-steps plus redistributions (the planner adds those up).
-
-Numbers for the search come from plain arithmetic on ints (no sympy); :meth:`CostModel.symbolic`
-runs the same family code on sympy symbols.
+levels their group spans (:func:`.api.collective_seconds`), plus the optimizer update of its
+trained weights (:func:`.kernels.update_seconds`). A step (super-step) is the sum of the
+micro-steps plus redistributions (the planner adds those up). Plain arithmetic on ints for the
+search; :meth:`CostModel.symbolic` runs the same family code on sympy symbols.
 """
 from __future__ import annotations
 
@@ -25,7 +24,8 @@ from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
 from .kept_layout import kept_options
 from .morph_region import region_options
-from .kernels import kernel_seconds, slice_bytes, traffic, unit_of, wave_quantization
+from .kernels import (kernel_seconds, slice_bytes, traffic, unit_of, update_seconds,
+                      wave_quantization)
 from .operators.matmul import TYPES as MATMUL_TYPES
 from .overlap import exposed_grad_sync
 from .layout import TensorLayout, operator_layout
@@ -275,10 +275,9 @@ class CostModel:
     def breakdown(self, item: OpCost | list[Collective]) -> dict[str, float]:
         """Seconds by ``compute`` (kernels forward + backward: launches and roofline,
         :meth:`compute_seconds`), each collective kind (forward + backward, with its latency,
-        placed on the machine's levels: on the critical path), ``grad_sync`` (the part of the
-        gradient synchronisation the backward pass does not hide,
-        :func:`smsg_ms.cost.overlap.exposed_grad_sync`); plus bytes per device by memory kind
-        (``parameter_bytes`` ...)."""
+        placed on the machine's levels: on the critical path), ``grad_sync`` (the part the
+        backward pass does not hide, :func:`.overlap.exposed_grad_sync`), ``update``
+        (:func:`.kernels.update_seconds`); plus bytes per device by kind (``parameter_bytes`` ...)."""
         colls = item if isinstance(item, list) else item.collectives
         out: dict[str, float] = {"compute": 0.0}
         bwd = 0.0
@@ -292,6 +291,8 @@ class CostModel:
         if "grad_sync" in out:   # overlapped with the backward pass (:mod:`.overlap`)
             out["grad_sync"] = exposed_grad_sync(out["grad_sync"], bwd)
         if isinstance(item, OpCost):
+            if item.memory.get("gradient"):
+                out["update"] = update_seconds(item.memory, self.hardware.hbm_bandwidth)
             for kind in MEMORY_KINDS:
                 out[f"{kind}_bytes"] = float(item.memory.get(kind, 0))
         return out

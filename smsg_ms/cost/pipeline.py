@@ -78,6 +78,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .param_traffic import OPTIMIZER_LEVELS, ParamTraffic, optimizer_level
+
 from .api import collective_seconds
 
 #: MindSpore's default ``parallel_optimizer_threshold``: 64 KB (KB = 1024 bytes), opt_param_mgr.cc.
@@ -86,28 +88,6 @@ OPTIMIZER_THRESHOLD_BYTES = 64 * 1024
 #: Bytes per parameter element by kind for mixed-precision Adam: fp16 weight and gradient, fp32
 #: master weight + two Adam moments (Rajbhandari et al. 2020, "ZeRO", §3: 2 + 2 + 12 = 16 B/param).
 MIXED_PRECISION_ADAM = {"parameter": 2.0, "gradient": 2.0, "optimizer": 12.0}
-
-
-#: Optimizer-state sharding levels (``None``: off): MindSpore 2.10's ``optimizer_level`` values.
-OPTIMIZER_LEVELS = ("level1", "level2", "level3")
-
-
-def optimizer_level(sharding) -> str | None:
-    """The level a search setting means: ``False``/``None`` → ``None`` (off), ``True`` →
-    ``"level1"`` (``enable_parallel_optimizer`` alone), a name of :data:`OPTIMIZER_LEVELS` →
-    itself.
-
-    Raises:
-        ValueError: any other value.
-    """
-    if sharding is None or sharding is False or sharding == "off":
-        return None
-    if sharding is True:
-        return "level1"
-    if sharding in OPTIMIZER_LEVELS:
-        return str(sharding)
-    raise ValueError(f"optimizer sharding must be off, on or one of {', '.join(OPTIMIZER_LEVELS)}"
-                     f", got {sharding!r}")
 
 
 def level_rank(sharding) -> int:
@@ -188,7 +168,7 @@ class LayerCost:
 
 
 @dataclass(frozen=True)
-class Links:
+class Links(ParamTraffic):
     """Communication constants. With ``machine`` (a :class:`~smsg_ms.cost.hardware.Machine`)
     every group is placed on its levels: a send between neighbour stages pairs rank ``r`` with
     ``r + stage_devices`` (MindSpore numbers the ranks of a stage consecutively, stage ``s``
@@ -203,7 +183,15 @@ class Links:
     pieces (Megatron-LM's scatter/gather optimisation, Narayanan et al. SC'21 §4.1;
     Megatron-DeepSpeed's pipeline engine, ``is_pipe_partitioned`` in DeepSpeed
     ``runtime/pipe/engine.py``). Not what MindSpore does: an option for pricing measurements
-    of those frameworks (``scripts/bench_measured.py``)."""
+    of those frameworks (``scripts/bench_measured.py``).
+
+    ``main_grad_bytes``: ``None`` (MindSpore: the gradient is accumulated and synchronised in
+    the parameter's dtype), or the bytes per element of a separate gradient accumulator in
+    which another framework accumulates and AllReduces the gradients (4: DeepSpeed's bf16
+    pipeline engine, ``_bf16_reduce_grads`` in ``deepspeed/runtime/pipe/engine.py``, AllReduces
+    ``BF16_Optimizer.get_grads_for_reduction()``, the fp32 gradients, also under ZeRO-1, and
+    the optimizer then AllGathers the updated bf16 weight partitions,
+    ``runtime/bf16_optimizer.py``). Also an option for pricing measurements only."""
 
     bandwidth: float
     latency: float = 0.0
@@ -211,6 +199,8 @@ class Links:
     machine: Any = None
     stage_devices: int = 1
     send_split: int = 1
+    hbm_bandwidth: float | None = None
+    main_grad_bytes: float | None = None
 
     def for_stage(self, devices: int) -> "Links":
         """The same links for stages of ``devices`` devices."""
@@ -238,6 +228,9 @@ class Links:
         per micro-batch: :meth:`micro_sync_seconds`)."""
         level = optimizer_level(sharded)
         size = param.elements * grad_bytes
+        if self.main_grad_bytes:     # AllReduce of the fp32 accumulator, AllGather of the weight
+            t = self.group_seconds("AllReduce", param, param.elements * self.main_grad_bytes)
+            return t + (self.group_seconds("AllGather", param, size) if level else 0.0)
         if level == "level3":
             return 0.0
         if level == "level2":
@@ -433,9 +426,12 @@ def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding,
     params = [prm for x in part for prm in x.params]
     on = [sharding if prm.optimizer_shardable() else False for prm in params]
     t += sum(links.micro_sync_seconds(prm, b["gradient"], sh) for prm, sh in zip(params, on))
+    if micro_batches != 1:
+        t += sum(links.accumulate_seconds(prm, b, sh) for prm, sh in zip(params, on))
     g = sum(links.grad_sync_seconds(prm, b["gradient"], sh) for prm, sh in zip(params, on))
     if micro_batches == 1 and not any(on):
         g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
+    g += sum(links.update_seconds(prm, b, sh) for prm, sh in zip(params, on))
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
     memory["activation"] = in_flight(stage, stages, virtual_stages) * kept + work

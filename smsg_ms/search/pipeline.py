@@ -173,13 +173,20 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
         return sharding if prm.optimizer_shardable() else False
 
     # per micro-batch optimizer collectives (level 2/3) count with the compute
+    # and, with several micro-batches, the gradient accumulation (cost.pipeline.chunks_cost)
+    accumulates = micro_batches != 1
     k_base = np.array([k.forward_seconds + k.backward_seconds
                        + sum(links.micro_sync_seconds(p, bytes_per["gradient"], level(p))
+                             + (links.accumulate_seconds(p, bytes_per, level(p))
+                                if accumulates else 0.0)
                              for p in k.params) for k in kinds])
     k_grad = np.array([sum(links.grad_sync_seconds(p, bytes_per["gradient"], level(p))
                            for p in k.params) for k in kinds])
     if micro_batches == 1 and not sharding:   # no accumulation: overlapped (stage_cost)
         k_grad = k_grad - np.array([k.hidden_sync_seconds for k in kinds])
+    # the optimizer's update, once per step after the synchronisation
+    k_grad = k_grad + np.array([sum(links.update_seconds(p, bytes_per, level(p))
+                                    for p in k.params) for k in kinds])
     k_static = np.array([sum(parameter_memory(k.params, sharding, bytes_per).values())
                          for k in kinds])
     k_act = np.array([k.activation_bytes for k in kinds])
