@@ -40,3 +40,39 @@ def test_four_stages_for_four_layers(graph):
 
     out = score_config(SPEC, "dp=1,tp=1,pp=4,micro_batch=2,global_batch=8", devices=4)
     assert out["micro_batches"] == 4 and out["step_seconds"] > 0
+
+
+@pytest.fixture(scope="module")
+def aux_graph():
+    from smsg_ms.graph.capture import capture_network
+
+    return capture_network(SPEC, aux=True)
+
+
+def test_mtp_runs_last_when_later_layers_ops_follow_it(aux_graph):
+    """DeepSeek-V3's pattern (``aux=True``): MindSpore's graph order puts each layer's auxiliary
+    loss (``layers.i.aux_mean.mean``) after the MTP layer. By construction the MTP layer's 5
+    operators (``matmul, mul, matmul, add, reshape``) still run on the last stage with layer 3
+    (mindformers places ``model.mtp`` there), and each auxiliary ReduceMean with its own layer.
+    Before, the MTP operators took the block of the next indexed operator (layer 0's ReduceMean):
+    block 0."""
+    names, block = block_of_ops(aux_graph)
+    mtp = [op for op in aux_graph.ops if op.phase == "forward" and op.prim_path
+           and op.prim_path.startswith("mtp.")]
+    assert [op.type for op in mtp] == ["MatMul", "Mul", "MatMul", "Add", "Reshape"]
+    assert {block[op.id] for op in mtp} == {3}
+    aux = {op.prim_path: block[op.id] for op in aux_graph.ops
+           if op.phase == "forward" and op.prim_path and "aux_mean" in op.prim_path}
+    assert aux == {f"layers.{i}.aux_mean.mean": i for i in range(4)}
+
+
+def test_mtp_reshape_is_no_stage_border(aux_graph):
+    """The MTP layer's Reshape is read only by the loss on the last stage: no tensor crosses a
+    stage border as a Reshape's output, so every one of the 3 borders between the 4 layers is
+    allowed (MindSpore's rule: ``PipelineTransformer::CreateOpInfo`` raises "Reshape op can't be a
+    border" only for the producer of a tensor sent between stages,
+    ``frontend/parallel/pipeline/pipeline_transformer.cc``). Before: all 3 refused, {0, 1, 2}."""
+    from smsg_ms.planner.stages import reshape_borders, weight_dependent
+
+    _, block = block_of_ops(aux_graph)
+    assert reshape_borders(aux_graph, block, weight_dependent(aux_graph)) == set()
