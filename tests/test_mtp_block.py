@@ -11,6 +11,7 @@ from smsg_ms.graph.blocks import group_blocks
 from smsg_ms.planner.stages import block_of_ops
 
 SPEC = "smsg_ms.networks.mtp_chain:build"
+DEEPSEEK_12B = "deepseek3/pretrain_deepseek3_12b_16p_pp16.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +77,31 @@ def test_mtp_reshape_is_no_stage_border(aux_graph):
 
     _, block = block_of_ops(aux_graph)
     assert reshape_borders(aux_graph, block, weight_dependent(aux_graph)) == set()
+
+
+def test_deepseek_v3_borders_are_not_reshapes():
+    """The mindformers 1.9.0 DeepSeek-V3 12B YAML at 3 layers (one dense, two MoE, the MTP
+    layer), reduced widths: MindSpore's graph order puts the MoE layers' router auxiliary losses
+    after the MTP layer. By mindformers' placement (``gpt_model.py``: the MTP block on the last
+    stage) every MTP operator runs with layer 2, so the MTP router's Reshape, read by its
+    auxiliary loss, crosses no border and both borders are allowed. Before: the MTP layer took
+    layer 1's block (the first auxiliary loss after it) and its Reshape refused border 1; and the
+    capture itself failed in MindSpore's Morph pass ("Too many inputs of cnode", the MoE
+    ``unpermute_reshape_fn(x, shp)`` wrapped as if it took one input)."""
+    from integration_support import mindformers_configs
+
+    from smsg_ms.graph.capture import capture_network
+    from smsg_ms.planner.stages import reshape_borders, weight_dependent
+
+    configs = mindformers_configs()
+    if configs is None:
+        pytest.skip("mindformers 1.9.0 wheel with its configs/ not installed")
+    graph = capture_network("smsg_ms.networks.mf_run:build",
+                            run_config=str(configs / DEEPSEEK_12B),
+                            layers=3, hidden=512, heads=8, kv_heads=8, ffn=1024, vocab=4096,
+                            seq=256, batch=2)
+    names, block = block_of_ops(graph)
+    assert len(names) == 3
+    mtp = [op for op in graph.ops if op.prim_path and ".mtp." in f".{op.prim_path}"]
+    assert mtp and {block[op.id] for op in mtp} == {2}
+    assert reshape_borders(graph, block, weight_dependent(graph)) == set()
