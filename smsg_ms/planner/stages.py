@@ -71,10 +71,9 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
     block, but for a side block's (:func:`side_container`), which belong to the last block with
     the functional calls that follow them, wherever the graph's order puts them (an MTP layer runs
-    on the last stage; MindSpore's order interleaves DeepSeek-V3's MTP router with the decoder
-    layers, and its Reshape read by the auxiliary loss made every border a Reshape's); functional
-    calls (no path) to the
-    block of the operator before them; operators before the first block to the first block, and
+    on the last stage; MindSpore's order puts DeepSeek-V3's router auxiliary losses, operators of
+    the decoder layers, after the MTP layer, whose router Reshape then seemed to cross every
+    later border); functional calls (no path) to the block of the operator before them; operators before the first block to the first block, and
     after the last block's last indexed operator to the last block. Any other operator (a primitive
     named outside the blocks, or a functional call after one) between two indexed operators of one
     block belongs to that block: a primitive the blocks share with their model is called inside each
