@@ -202,7 +202,8 @@ def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
         return None
     try:
         return expert_parallel_delta(layout, stage.model, ep, stages=config.pp,
-                                     micro_batches=config.micro_batches)
+                                     micro_batches=config.micro_batches,
+                                     sharding=config.optimizer_shard)
     except ValueError as exc:
         raise ConfigError(f"parallel_config.expert_parallel: {exc}") from None
 

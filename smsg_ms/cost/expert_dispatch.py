@@ -29,7 +29,9 @@ rows cut over the stage, expert weights replicated with one gradient AllReduce o
   synchronisation (:meth:`smsg_ms.cost.model.CostModel.breakdown`: the part the operator's
   backward pass does not hide, :func:`smsg_ms.cost.overlap.exposed_grad_sync`), so the
   difference at ``ep`` subtracts exactly what the stage plan charged at ``ep = 1``;
-* memory per device: parameters, gradients and optimizer states of the expert weights ÷ ``ep``.
+* memory per device: parameters, gradients and optimizer states of the expert weights ÷ ``ep``,
+  but for the part optimizer sharding already divides among the replicas
+  (:func:`expert_memory_bytes`).
 
 The GroupedMatmul FLOPs per device do not change (each device computes about ``N·k/d`` routed
 rows whichever ``ep``). With ``p`` pipeline stages and ``m`` micro-batches (1F1B), a stage holds
@@ -189,9 +191,34 @@ def expert_grad_sync_seconds(layout: ExpertLayout, model, ep: int) -> float:
     return total
 
 
+def expert_memory_bytes(layout: ExpertLayout, graph, devices: int, ep: int, sharding=False,
+                        optimizer_states: int = 2) -> float:
+    """Bytes per device of the expert weights, their gradients and optimizer states (all
+    captured layers) at expert parallel ``ep`` on a stage of ``devices``, counted as the
+    planner counts every parameter (:func:`smsg_ms.cost.pipeline.parameter_memory`, the stage
+    price's own rule): each weight's slice is ``1/ep`` of it (the stacked expert axis, its first,
+    cut ``ep`` ways), held by ``devices/ep`` replicas, which shard its optimizer states (and, by
+    level, the weight and the gradient) when ``sharding`` is on and MindSpore's conditions hold
+    (:meth:`~smsg_ms.cost.pipeline.ParamSlice.optimizer_shardable`). Weight and gradient in the
+    weight's dtype, ``optimizer_states`` fp32 states per element."""
+    from .pipeline import ParamSlice, parameter_memory
+
+    slices = []
+    for name, nbytes in sorted(layout.weights.items()):
+        t = graph.tensors[name]
+        slices.append(ParamSlice(int(t.numel or 0) // ep, int(t.shape[0]) // ep if t.shape else 1,
+                                 max(devices // ep, 1), float(nbytes),
+                                 bool(t.parallel_optimizer)))
+    per_element = sum(layout.weights.values()) / max(layout.weight_elements, 1)
+    kinds = parameter_memory(slices, sharding, {"parameter": per_element, "gradient": per_element,
+                                                "optimizer": 4.0 * optimizer_states})
+    return float(sum(kinds.values()))
+
+
 def expert_parallel_delta(layout: ExpertLayout, model, ep: int, *,
                           micro_batch: int | None = None, stages: int = 1,
-                          micro_batches: int = 1, optimizer_states: int = 2) -> dict:
+                          micro_batches: int = 1, optimizer_states: int = 2,
+                          sharding=False) -> dict:
     """Change of the step against ``ep = 1`` (module docstring):
     ``{"seconds", "memory_bytes", "alltoall_seconds", "grad_sync_seconds"}`` per device, the
     seconds of one training step, bytes of the largest stage; ``alltoall_forward`` /
@@ -204,6 +231,10 @@ def expert_parallel_delta(layout: ExpertLayout, model, ep: int, *,
             devices (its hardware prices the AlltoAllV; :func:`expert_grad_sync_seconds`).
         micro_batch: samples per micro-batch (default the capture's batch).
         optimizer_states: fp32 states per parameter element (Adam: 2).
+        sharding: the run's optimizer sharding (``enable_parallel_optimizer``: ``True`` or a
+            level), as :func:`smsg_ms.cost.pipeline.parameter_memory` takes it; the memory change
+            is :func:`expert_memory_bytes` at ``ep`` less at 1, so it never removes more than
+            the base price charges the expert weights.
 
     Raises:
         ValueError: ``ep`` not in :func:`expert_parallel_candidates`.
@@ -216,11 +247,10 @@ def expert_parallel_delta(layout: ExpertLayout, model, ep: int, *,
     if ep > 1:
         for call in dispatch_collectives(layout, devices, ep, micro_batch):
             a2a += hardware.collective_seconds("AlltoAll", ep, call["bytes"])
-    weight_bytes = sum(layout.weights.values())
     grad = (expert_grad_sync_seconds(layout, model, ep) - expert_grad_sync_seconds(layout, model, 1)
             if ep > 1 else 0.0)
-    per_element = weight_bytes / max(layout.weight_elements, 1)
-    memory = (2 * per_element + 4 * optimizer_states) * layout.weight_elements * (1 / ep - 1)
+    memory = (expert_memory_bytes(layout, model.graph, devices, ep, sharding, optimizer_states)
+              - expert_memory_bytes(layout, model.graph, devices, 1, sharding, optimizer_states))
     seconds = (micro_batches + stages - 1) / stages * a2a + grad / stages
     return {"seconds": seconds, "memory_bytes": memory / stages,
             "alltoall_forward": len(layout.dispatch) if ep > 1 else 0,
@@ -241,6 +271,7 @@ def choose_expert_parallel(layout: ExpertLayout, model, **kw) -> tuple[int, dict
 
 
 __all__ = ["ExpertLayout", "choose_expert_parallel", "expert_grad_sync_seconds", "expert_layout",
+           "expert_memory_bytes",
            "expert_parallel_candidates", "expert_parallel_delta", "expert_sync_collectives",
            "dispatch_collectives",
            "morph_expert_weights", "parameter_behind"]

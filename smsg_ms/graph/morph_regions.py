@@ -84,7 +84,8 @@ def mark_morph_fns(prims: dict) -> list[str]:
 
     class MarkedFn(nn.Cell):
         """The Morph's ``fn`` between Identities (MindSpore parses ``fn``: fixed arity, no
-        closure, so one method per input count)."""
+        closure, so one method per input count); an optional input given as ``None``
+        (mindformers' ``num_tokens_per_expert``) passes unmarked."""
 
         def __init__(self, fn, path: str, ins: list[dict], out: dict | None):
             super().__init__(auto_prefix=False)
@@ -100,23 +101,43 @@ def mark_morph_fns(prims: dict) -> list[str]:
                 self.mo.add_prim_attr(LAYOUT_ATTR, _layout_json(out))
 
         def f1(self, a):
-            return self.mo(self.fn(self.m0(a)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a))))
 
         def f2(self, a, b):
-            return self.mo(self.fn(self.m0(a), self.m1(b)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a)),
+                (None if b is None else self.m1(b))))
 
         def f3(self, a, b, c):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a)),
+                (None if b is None else self.m1(b)),
+                (None if c is None else self.m2(c))))
 
         def f4(self, a, b, c, d):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a)),
+                (None if b is None else self.m1(b)),
+                (None if c is None else self.m2(c)),
+                (None if d is None else self.m3(d))))
 
         def f5(self, a, b, c, d, e):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a)),
+                (None if b is None else self.m1(b)),
+                (None if c is None else self.m2(c)),
+                (None if d is None else self.m3(d)),
+                (None if e is None else self.m4(e))))
 
         def f6(self, a, b, c, d, e, f):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e),
-                                   self.m5(f)))
+            return self.mo(self.fn(
+                (None if a is None else self.m0(a)),
+                (None if b is None else self.m1(b)),
+                (None if c is None else self.m2(c)),
+                (None if d is None else self.m3(d)),
+                (None if e is None else self.m4(e)),
+                (None if f is None else self.m5(f))))
 
     wrapped = []
     for path, prim in sorted(prims.items()):
@@ -125,11 +146,31 @@ def mark_morph_fns(prims: dict) -> list[str]:
                 or _arity(prim.__morph_fn__) != len(layouts[0])):
             continue
         ins, outs = layouts
+        if not _takes(prim.__morph_fn__, len(ins)):
+            continue    # a non-tensor argument too (mindformers' MoE reshape: x, shape)
         marked = MarkedFn(prim.__morph_fn__, path, ins, outs[0] if len(outs) == 1 else None)
         marked.original = prim.__morph_fn__
         prim.__morph_fn__ = getattr(marked, f"f{len(ins)}")
         wrapped.append(path)
     return wrapped
+
+
+def _takes(fn, count: int) -> bool:
+    """Whether ``fn`` can be called with exactly ``count`` positional arguments (a Morph's
+    in-layouts cover its tensor inputs only; a ``fn`` of more required arguments, such as
+    mindformers' ``unpermute_reshape_fn(x, shp)`` with one layout, would be called by MindSpore
+    with them all: "Too many inputs of cnode ... max input size is 1, but got 2")."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is p.empty for p in positional)
+    return required <= count <= len(positional)
 
 
 def unmark_morph_fns(prims: dict) -> None:

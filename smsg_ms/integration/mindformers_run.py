@@ -121,7 +121,8 @@ def apply_expert_parallel(plan: Plan, graph=None):
     devices = plan.devices // stages
     model = CostModel(graph, devices, get_hardware(plan.hardware))
     ep, delta = choose_expert_parallel(layout, model, micro_batch=global_batch // micro,
-                                       stages=stages, micro_batches=micro)
+                                       stages=stages, micro_batches=micro,
+                                       sharding=pipe.get("optimizer_sharding", False))
     totals = dict(plan.totals or {})
     totals["step_seconds"] = float(totals.get("step_seconds", 0.0)) + delta["seconds"]
     totals["memory_bytes"] = float(totals.get("memory_bytes", 0.0)) + delta["memory_bytes"]

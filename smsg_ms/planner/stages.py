@@ -69,9 +69,11 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     """Chain of repeated blocks of ``graph`` and the chain index of every operator.
 
     Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
-    block, but for a side block's (:func:`side_container`: they are named operators outside the
-    blocks, below, so an MTP layer runs with the last layer); functional calls (no path) to the
-    block of the operator before them; operators before the first block to the first block, and
+    block, but for a side block's (:func:`side_container`), which belong to the last block with
+    the functional calls that follow them, wherever the graph's order puts them (an MTP layer runs
+    on the last stage; MindSpore's order puts DeepSeek-V3's router auxiliary losses, operators of
+    the decoder layers, after the MTP layer, whose router Reshape then seemed to cross every
+    later border); functional calls (no path) to the block of the operator before them; operators before the first block to the first block, and
     after the last block's last indexed operator to the last block. Any other operator (a primitive
     named outside the blocks, or a functional call after one) between two indexed operators of one
     block belongs to that block: a primitive the blocks share with their model is called inside each
@@ -92,8 +94,14 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     indexed: list[int | None] = []     # block of each operator with an indexed path, in order
     current: int | None = None
     seen_after = False
+    side: set[int] = set()      # a side block's operators and the functional calls after them
+    in_side = False
     for op in graph.ops:
         bp = block_prefix(op.prim_path) if op.prim_path else None
+        if op.prim_path:
+            in_side = side_container(op.prim_path)     # model.mtp.layers.0…, model.mtp.reshape
+        if in_side:
+            side.add(op.id)
         if bp is not None and side_container(bp[0]):
             bp = None   # an MTP layer: a named operator outside the blocks
         if bp is not None:
@@ -119,7 +127,7 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
         v = raw[op.id]
         if v is None and previous is not None:
             v = last if following[i] is None else following[i]
-        out[op.id] = 0 if v is None else v
+        out[op.id] = last if op.id in side else (0 if v is None else v)
         previous = indexed[i] if indexed[i] is not None else previous
     return names, out
 
