@@ -146,31 +146,11 @@ def mark_morph_fns(prims: dict) -> list[str]:
                 or _arity(prim.__morph_fn__) != len(layouts[0])):
             continue
         ins, outs = layouts
-        if not _takes(prim.__morph_fn__, len(ins)):
-            continue    # a non-tensor argument too (mindformers' MoE reshape: x, shape)
         marked = MarkedFn(prim.__morph_fn__, path, ins, outs[0] if len(outs) == 1 else None)
         marked.original = prim.__morph_fn__
         prim.__morph_fn__ = getattr(marked, f"f{len(ins)}")
         wrapped.append(path)
     return wrapped
-
-
-def _takes(fn, count: int) -> bool:
-    """Whether ``fn`` can be called with exactly ``count`` positional arguments (a Morph's
-    in-layouts cover its tensor inputs only; a ``fn`` of more required arguments, such as
-    mindformers' ``unpermute_reshape_fn(x, shp)`` with one layout, would be called by MindSpore
-    with them all: "Too many inputs of cnode ... max input size is 1, but got 2")."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = sum(p.default is p.empty for p in positional)
-    return required <= count <= len(positional)
 
 
 def unmark_morph_fns(prims: dict) -> None:
