@@ -192,6 +192,8 @@ def _solver_form(problem: SearchProblem, repeated, lam: float = 0.0, memory_only
     then variables renumbered so that the hinted blocks are contiguous (``order[i]`` = folded
     index of variable ``i``; ``None``: unchanged)."""
     p, free, constant = fold_single_options(to_problem(problem, lam, memory_only))
+    if not math.isfinite(constant):   # single-option variables that a forbidden pair joins
+        raise NoFeasiblePlan("every assignment uses a forbidden (infinite-cost) pair")
     if len(free) != len(problem.variables):
         where = {v: i for i, v in enumerate(free)}
         repeated = [[[where[v] for v in b if v in where] for b in g] for g in repeated or []]
