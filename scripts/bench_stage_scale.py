@@ -20,7 +20,9 @@ in the same run.
 
 Measured 2026-12-03 (branch cp17, micro-batch 64, load average 7-8 from other users): d = 64
 3.8 s (chain), 256 17.8 s (4.7x, too wide: 21.9 M entries), 1,024 50.6 s (13.3x, 94.4 M),
-2,048 76.4 s (20.1x, 164.7 M), the build almost all of it (docs/benchmarks.md).
+2,048 76.4 s (20.1x, 164.7 M), the build almost all of it. Branch cp17c (merged AllGathers
+priced in the numpy fast path), same run before / after: build at d = 64, 256, 1,024, 2,048
+2.7 / 0.2 s, 11.5 / 0.3 s, 35.8 / 0.7 s, 54.7 / 1.0 s (docs/benchmarks.md).
 
 Usage: ``PYTHONPATH=. python scripts/bench_stage_scale.py [--devices 64 256 1024]
 [--micro-batch 64] [--cache DIR]``; captures are cached as in ``bench_plan.py``.
@@ -57,7 +59,8 @@ def measure(costs, d: int, b: int) -> dict:
     c1 = time.process_time()
     problem, variables = build_problem(graph, model, signatures=costs.op_signatures(b))
     c2 = time.process_time()
-    p, _, hint = solve._solver_form(problem, repeated_variable_groups(graph, problem, variables))
+    p, _, hint, _, _ = solve._solver_form(problem,
+                                          repeated_variable_groups(graph, problem, variables))
     fronts = frontiers(len(p.sizes), p.edges)
     try:
         solve.solve_chain(p, solve.choose_cuts(p, hint, fronts), None, fronts)

@@ -34,7 +34,10 @@ from .layout import TensorLayout
 # source slice's shifted left by the bits gathered up to and including it. With a gradient,
 # each has its ReduceScatter twin in backward, so seconds = 2 · Σ t over the forward gathers in
 # order, t = (g−1)·S/g / bandwidth + latency, the sum CostModel.seconds forms over the same list
-# (float additions in the same order; adding 0.0 changes no sum); without, Σ t.
+# (float additions in the same order; adding 0.0 changes no sum); without, Σ t. Where
+# MindSpore's MergeAllConcat joins a gather to the one before it (both moved to axis 0 by
+# OptimizeAllConcat, its bits just left of the previous one's: redistribution._merge_gathers),
+# the two count as one AllGather over both groups on the later gather's bytes.
 
 #: largest device count (as bits) the fast path takes (its bit tables have 2^(bits+1) entries)
 FAST_MAX_BITS = 16
@@ -126,33 +129,36 @@ def _gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
 def _restrict(program, rows: list[int], cols: list[int], width: int):
     """The gather program of the sub-block ``rows`` × ``cols`` of ``program`` (whose blocks
     have ``width`` columns)."""
-    cut_a, steps, merging = program
+    cut_a, steps = program
     where = np.full(cut_a.shape[1] * width, -1, dtype=np.int64)
     r, c = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
     where[(r[:, None] * width + c[None, :]).reshape(-1)] = np.arange(len(rows) * len(cols))
     out = []
-    for at, _, run, grown, low in steps:
+    for at, _, *rest in steps:
         new = where[at]
         keep = new >= 0
         if not keep.any():
             continue
         at2 = new[keep]
-        out.append((at2.astype(np.int32), (at2 // len(cols)).astype(np.int32), run[keep],
-                    grown[keep], low[keep]))
+        out.append((at2.astype(np.int32), (at2 // len(cols)).astype(np.int32),
+                    *(x[keep] for x in rest)))
     sub = np.ascontiguousarray(cut_a[:, r, :])
-    merging = np.ascontiguousarray(merging.reshape(-1, width)[np.ix_(r, c)].reshape(-1))
-    for arr in (sub, merging) + tuple(x for step in out for x in step):
+    for arr in (sub,) + tuple(x for step in out for x in step):
         arr.flags.writeable = False
-    return sub, out, merging
+    return sub, out
 
 
 def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     """The shape-independent part of :func:`gather_seconds_matrix`: the sources' cuts
-    ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown, low)``: the flat
-    indices of the ``na × nb`` pairs where it happens, their source rows, its bits there,
-    the bits gathered up to and including it and its lowest rank bit (compact dtypes, widened to
-    int64 where the arithmetic reads them), then the flat mask of the pairs where MindSpore may
-    merge two of them (left to the reference); ``None`` when a layout is not binary. :func:`_gather_program` keeps
+    ``(rank, na, 1)`` and the AllGathers in order, each as ``(at, row, run, grown, low, axis0,
+    joins, dim)``: the flat indices of the ``na × nb`` pairs where it happens, their source rows,
+    its bits there, the bits gathered up to and including it, its lowest rank bit, whether
+    ``OptimizeAllConcat`` moves it to axis 0 as far as the layouts decide (the rest, the
+    source's earlier dimensions holding one element per device, depends on the shape: checked
+    in :func:`gather_seconds_matrix`), whether its bits sit just left (major) of the previous
+    gather's (``MergeAllConcat``'s adjacency, :func:`redistribution._merge_gathers`), and its
+    source dimension (compact dtypes, widened to int64 where the arithmetic reads them);
+    ``None`` when a layout is not binary. :func:`_gather_program` keeps
     them: micro-batch sizes and layers share their layouts, not their shapes."""
     a, b = _side(list(srcs), rank, nbits), _side(list(dsts), rank, nbits)
     if a is None or b is None:
@@ -163,8 +169,8 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     pairs = (len(srcs), len(dsts))
     grown = np.zeros(pairs[0] * pairs[1], dtype=np.int32)    # bits gathered so far (flat)
     steps = []
-    # MergeAllConcat candidates (redistribution._merge_gathers), a superset: the shape's part of
-    # the rule (the tensor's earlier dimensions hold one element per device) is taken as true
+    # MergeAllConcat (redistribution._merge_gathers), the layouts' part of the rule; the shape's
+    # part (the tensor's earlier dimensions hold one element per device) is applied per shape
     src_m = np.stack([np.broadcast_to(sa[d], pairs).reshape(-1) for d in range(rank)]) \
         if rank else np.zeros((0, pairs[0] * pairs[1]), dtype=np.int32)
     any_m = src_m | (np.stack([np.broadcast_to(sb[d], pairs).reshape(-1) for d in range(rank)])
@@ -172,8 +178,7 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     left = np.zeros(pairs[0] * pairs[1], dtype=np.int32)     # source bits not gathered (flat)
     left[:] = np.bitwise_or.reduce(src_m, axis=0) if rank else 0
     prev_first = np.full(pairs[0] * pairs[1], -2, dtype=np.int32)
-    prev_axis0 = np.zeros(pairs[0] * pairs[1], dtype=bool)
-    merging = np.zeros(pairs[0] * pairs[1], dtype=bool)
+    done_dims = np.zeros(pairs[0] * pairs[1], dtype=np.int32)   # dimensions gathered so far
 
     def note_merge(at, run, last, regather):
         first = (last - run + 1).astype(np.int64)
@@ -182,20 +187,24 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
             dim[((src_m[d, at] >> first) & 1) == 1] = d
         before = any_m[dim, at] & ((1 << first) - 1)
         cut_now = src_m[dim, at] & left[at]
-        axis0 = ((before & ~cut_now) == 0) & ((dim > 0) | (before != 0))
-        merging[at] |= axis0 & prev_axis0[at] & (last + 1 == prev_first[at])
-        prev_first[at], prev_axis0[at] = first, axis0
+        # a dimension before ``dim`` already gathered holds more than one element per device
+        clean = (done_dims[at] & ((1 << dim) - 1)) == 0
+        axis0 = ((before & ~cut_now) == 0) & ((dim > 0) | (before != 0)) & clean
+        joins = last + 1 == prev_first[at]
+        prev_first[at] = first
+        done_dims[at] |= (1 << dim).astype(np.int32)
         if not regather:      # an order gather is sliced back onto its dimension (redistribute)
             left[at] &= ~(((1 << run.astype(np.int64)) - 1) << first).astype(np.int32)
+        return axis0, joins, dim.astype(np.int8)
 
     def gather(at, run, last, regather=False):
         """One AllGather over ``run`` bits ending at bit ``last`` (its most minor) at the flat
         pair indices ``at``, on the slice grown so far."""
-        note_merge(at, run, last, regather)
+        merge_part = note_merge(at, run, last, regather)
         grown[at] += run
         steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
                       run.astype(np.int8), grown[at].astype(np.int8),
-                      (nbits - 1 - last).astype(np.int8)))
+                      (nbits - 1 - last).astype(np.int8)) + merge_part)
 
     def flat(x):
         return np.broadcast_to(x, pairs).reshape(-1)
@@ -235,9 +244,9 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     # 3. permute: by destination dimension
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
     by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
-    for arr in (cut_a, merging) + tuple(x for step in steps for x in step):
+    for arr in (cut_a,) + tuple(x for step in steps for x in step):
         arr.flags.writeable = False
-    return cut_a, steps, merging
+    return cut_a, steps
 
 
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
@@ -247,7 +256,10 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     ``dsts``, as ``CostModel.seconds`` sums its collectives: ``Σ_i`` over the forward
     AllGathers in order of :func:`~smsg_ms.cost.api.collective_seconds` (``S_i`` bytes, the
     group placed on ``machine``'s levels from its rank bits), doubled when ``backward`` (each
-    AllGather's ReduceScatter twin costs the same). Bit-for-bit equal to the reference
+    AllGather's ReduceScatter twin costs the same). Two adjacent AllGathers that MindSpore's
+    ``MergeAllConcat`` joins (``tensor_layout/tensor_transform.cc``,
+    :func:`~smsg_ms.cost.redistribution._merge_gathers`) count as one over both groups, on the
+    later one's ``S``. Bit-for-bit equal to the reference
     (tests/test_redistribution_fast.py), computed in numpy over all pairs at once.
 
     Args:
@@ -259,10 +271,7 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
             backward ReduceScatters are counted; ``False`` counts the forward part only.
 
     Returns:
-        ``(len(srcs), len(dsts))`` float array of seconds, NaN for the pairs where MindSpore may
-        merge two AllGathers into one (``redistribution._merge_gathers``; the part of its rule
-        that depends on the shape is not in the fast path: use the reference there), or
-        ``None`` when the fast path does
+        ``(len(srcs), len(dsts))`` float array of seconds, or ``None`` when the fast path does
         not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a level
         size not a power of two, a symbolic dimension, sizes that could lose precision in
         float64): use the reference then.
@@ -285,14 +294,26 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     program = _gather_program(tuple(srcs), tuple(dsts), rank, nbits)
     if program is None:
         return None
-    cut_a, steps, merging = program
+    cut_a, steps = program
     dims = np.array(shape, dtype=np.int64)
-    src_bytes = elem_bytes * np.prod(dims[:, None] // cut_a[:, :, 0], axis=0)    # (na,)
-    total = np.zeros(len(srcs) * len(dsts))
+    local = dims[:, None] // cut_a[:, :, 0]                                        # (rank, na)
+    src_bytes = elem_bytes * np.prod(local, axis=0)                                # (na,)
+    # ones_before[d, row]: the source slice holds one element on every dimension before d
+    ones_before = np.vstack([np.ones((1, len(srcs)), dtype=bool),
+                             np.logical_and.accumulate(local == 1, axis=0)])
+    size = len(srcs) * len(dsts)
+    total = np.zeros(size)
+    # the AllGather ending each pair's list so far, not yet added: its seconds, lowest rank
+    # bit, and whether it was moved to axis 0 (MergeAllConcat may grow it by the next gather)
+    pending, pending_low = np.zeros(size), np.zeros(size, dtype=np.int64)
+    pending_axis0 = np.zeros(size, dtype=bool)
     links = machine.links()
-    for at, row, run, grown, low in steps:   # each pair adds its gathers in order, as before
-        lo = low.astype(np.int64)
-        hi = lo + run.astype(np.int64)
+    for at, row, run, grown, low, axis0, joins, dim in steps:   # each pair's gathers in order
+        axis0 = axis0 & ones_before[dim.astype(np.int64), row]
+        merged = axis0 & joins & pending_axis0[at]
+        # a merged AllGather spans both groups (contiguous rank bits) on the later, larger S
+        lo = np.where(merged, pending_low[at], low.astype(np.int64))
+        hi = low.astype(np.int64) + run.astype(np.int64)
         fanout, below = [], 0
         for top in level_bits:           # rank bits [lo, hi) falling in [below, top)
             inside = np.maximum(np.minimum(hi, max(top, below)) - np.maximum(lo, below), 0)
@@ -300,8 +321,7 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
             below = max(top, below)
         t = collective_seconds("AllGather", fanout, src_bytes[row] << grown.astype(np.int64),
                                links)
-        total[at] += t
-    total = total.reshape(len(srcs), len(dsts))
-    total = total + total if backward else total
-    total[merging.reshape(total.shape)] = np.nan
-    return total
+        total[at] += np.where(merged, 0.0, pending[at])    # + 0.0 leaves a sum unchanged
+        pending[at], pending_low[at], pending_axis0[at] = t, lo, axis0
+    total = (total + pending).reshape(len(srcs), len(dsts))
+    return total + total if backward else total
