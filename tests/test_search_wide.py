@@ -78,3 +78,36 @@ def test_wide_bound_never_exceeds_the_enumerated_optimum(problem):
         assert got.bound is None or got.bound <= min(costs) + 1e-12 * max(1.0, abs(min(costs)))
     finally:
         mod.TABLE_LIMIT = saved
+
+
+def test_restricted_start_is_the_optimum_over_the_most_promising_options():
+    """restricted_optimum: the exact optimum over each variable's k most promising options
+    (unary + each edge at its cheapest partner), for the largest k the elimination takes; an
+    elimination that takes only 4 options per variable is stood in for by brute force."""
+    import numpy as np
+
+    from smsg_ms.search.chain import Problem, TooWide
+    from smsg_ms.search.wide import plan_cost, restricted_optimum
+
+    rng = np.random.default_rng(7)
+    sizes = [9, 7, 9, 6]
+    unary = [rng.random(n) for n in sizes]
+    edges = {(u, u + 1): 3 * rng.random((sizes[u], sizes[u + 1])) for u in range(3)}
+    edges[(0, 3)] = 3 * rng.random((sizes[0], sizes[3]))
+    p = Problem(sizes, unary, edges)
+
+    def brute(sub):
+        if max(sub.sizes) > 4:
+            raise TooWide("stand-in elimination takes 4 options per variable")
+        return list(min(itertools.product(*[range(n) for n in sub.sizes]),
+                        key=lambda c: plan_cost(sub, list(c))))
+
+    score = [u.copy() for u in unary]
+    for (u, v), m in edges.items():
+        score[u] += m.min(axis=1)
+        score[v] += m.min(axis=0)
+    kept = [sorted(np.argsort(s, kind="stable")[:4].tolist()) for s in score]
+    best = min(itertools.product(*kept), key=lambda c: plan_cost(p, list(c)))
+    got = restricted_optimum(p, brute)
+    assert got == list(best)
+    assert restricted_optimum(p, lambda sub: (_ for _ in ()).throw(TooWide("never"))) is None

@@ -329,6 +329,12 @@ def solve_gap(problem: SearchProblem, memory_limit: float, repeated, best: list[
     return best, max(bound, min(upper, ilp.bound))
 
 
+def _eliminated(p: Problem) -> list[int]:
+    """Exact optimum of ``p`` by the chain of segments, no hint (raises :class:`TooWide`)."""
+    fronts = frontiers(len(p.sizes), p.edges)
+    return solve_chain(p, choose_cuts(p, None, fronts), None, fronts)
+
+
 def _solve_problem(p: Problem, repeated, progress, effort: Effort = UNBOUNDED
                    ) -> tuple[list[int], float | None]:
     """``(choice, bound)``: chain of segments (exact, ``bound`` ``None``); when a segment is too
@@ -340,7 +346,7 @@ def _solve_problem(p: Problem, repeated, progress, effort: Effort = UNBOUNDED
             return solve_chain(p, choose_cuts(p, repeated, fronts), bar, fronts), None
         except TooWide:
             from .wide import solve_wide
-            return solve_wide(p, effort)
+            return solve_wide(p, effort, exact=_eliminated)
 
 
 def _solve_bounded(problem: SearchProblem, repeated, progress, effort: Effort,

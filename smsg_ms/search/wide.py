@@ -9,8 +9,8 @@ deterministic local search finds, with a proven lower bound:
 
 * the plan: every variable starts at its cheapest option (lowest index on ties), and again at
   the exact optimum over each variable's few most promising options
-  (:func:`restricted_optimum`), then coordinate descent (iterated conditional modes; Besag, "On the statistical analysis of dirty pictures",
-  JRSS B 48(3), 1986) moves each variable, in index order, to its cheapest option given the
+  (:func:`restricted_optimum`), then coordinate descent (iterated conditional modes; Besag,
+  "On the statistical analysis of dirty pictures", JRSS B 48(3), 1986) moves each variable, in index order, to its cheapest option given the
   others until no move lowers the cost; the integer program's incumbent, when it has one, is the
   start instead;
 * the bound: each edge's cost is charged to its first variable at its cheapest partner,
@@ -71,15 +71,15 @@ def descend(p: Problem, choice: list[int]) -> list[int]:
 KEEP_COUNTS = (16, 8, 4, 2)
 
 
-def restricted_optimum(p: Problem) -> list[int] | None:
+def restricted_optimum(p: Problem, exact) -> list[int] | None:
     """Exact optimum over each variable's ``k`` most promising options (its unary cost plus
     each incident edge at its cheapest partner, the terms of :func:`edge_floor_bound`; lowest
     index on ties), for the largest ``k`` of :data:`KEEP_COUNTS` whose variable elimination
     fits (:mod:`.chain`); ``None`` when none fits. A start for :func:`descend`: far better
     than the cheapest options alone when edges (redistributions) dominate, as in a large
-    stage where every operator's cheapest compute disagrees with its neighbours' layouts."""
-    from .chain import TooWide, frontiers
-    from .solve import choose_cuts, solve_chain
+    stage where every operator's cheapest compute disagrees with its neighbours' layouts.
+    ``exact``: the chain elimination (``Problem -> choice``, raising :class:`.chain.TooWide`)."""
+    from .chain import TooWide
 
     score = [np.asarray(u, dtype=float).copy() for u in p.unary]
     for (u, v), mat in p.edges.items():
@@ -93,15 +93,14 @@ def restricted_optimum(p: Problem) -> list[int] | None:
                       [np.asarray(u, dtype=float)[x] for u, x in zip(p.unary, keep)],
                       {(u, v): m[np.ix_(keep[u], keep[v])] for (u, v), m in p.edges.items()})
         try:
-            fronts = frontiers(len(sub.sizes), sub.edges)
-            local = solve_chain(sub, choose_cuts(sub, None, fronts), None, fronts)
+            local = exact(sub)
         except TooWide:
             continue
         return [int(keep[i][c]) for i, c in enumerate(local)]
     return None
 
 
-def solve_wide(p: Problem, effort: Effort) -> tuple[list[int], float | None]:
+def solve_wide(p: Problem, effort: Effort, exact=None) -> tuple[list[int], float | None]:
     """``(choice, bound)`` of a problem too wide to eliminate: the integer program's proven
     optimum (``bound`` ``None``) when it finishes within ``effort``, else the best plan found
     and a proven lower bound on the optimum (seconds).
@@ -121,7 +120,8 @@ def solve_wide(p: Problem, effort: Effort) -> tuple[list[int], float | None]:
     except WorkLimitReached as stopped:
         bound = max(bound, stopped.bound)
     starts = [start] if start is not None else []
-    starts += [s for s in (restricted_optimum(p), [int(np.argmin(u)) for u in p.unary])
+    restricted = restricted_optimum(p, exact) if exact is not None else None
+    starts += [s for s in (restricted, [int(np.argmin(u)) for u in p.unary])
                if s is not None]
     choice, cost = None, np.inf
     for s in starts:     # the first of the cheapest descents (a fixed order: deterministic)
