@@ -69,12 +69,10 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
     colls: list[Collective] = []
     mem = {k: 0.0 for k in MEMORY_KINDS}
     for i, name in enumerate(op.inputs):
-        shape = tuple(graph.tensors[name].shape)
-        layout = TensorLayout.replicated(len(shape), n)
+        layout = _region_layout(graph.tensors[name].shape, entries.get(i), n)
+        if layout is None:
+            return None
         if i in entries:
-            layout = fitted_layout(entries[i], n)
-            if layout is None or len(layout.tensor_map) != len(shape):
-                return None
             side = model._side(name)
             if side.kind == "parameter":
                 param = graph.tensors[side.name]
@@ -90,12 +88,9 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
         ins.append(layout)
         strategy.append(layout.cuts)
     for k, name in enumerate(op.outputs):
-        shape = tuple(graph.tensors[name].shape)
-        layout = TensorLayout.replicated(len(shape), n)
-        if k in exits:
-            layout = fitted_layout(exits[k], n)
-            if layout is None or len(layout.tensor_map) != len(shape):
-                return None
+        layout = _region_layout(graph.tensors[name].shape, exits.get(k), n)
+        if layout is None:
+            return None
         outs.append(layout)
     mem["activation"] = base.memory.get("activation", 0) / n
     return OpCost(tuple(strategy), ins, outs, base.flops_fwd / n, base.flops_bwd / n, colls,
@@ -112,3 +107,13 @@ def region_options(model, op) -> list[OpCost] | None:
     base = model._cost(op, spec, {}) if spec is not None else model._default(op, None)
     got = region_option(model, op, base)
     return None if got is None else [got]
+
+
+def _region_layout(shape, given, devices: int):
+    """The layout of a region's input or output: the network's (``given``, fitted to
+    ``devices``), replicated when it sets none; ``None`` when it cannot be fitted or its rank is
+    not the tensor's."""
+    if given is None:
+        return TensorLayout.replicated(len(shape), devices)
+    layout = fitted_layout(given, devices)
+    return layout if layout is not None and len(layout.tensor_map) == len(shape) else None
