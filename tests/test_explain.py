@@ -233,12 +233,15 @@ def test_explain_and_plan_fit_80_columns_without_splitting_a_value():
 
 
 def test_default_llama_folds_its_layers():
-    """The 2-layer LLaMA reference plan: add_ffn differs in layers.1, everything else folds."""
+    """The 2-layer LLaMA reference plan: both layers take the same strategies (since the
+    optimizer update is priced per replica, add_ffn no longer differs in layers.1), so every
+    primitive folds to one ``layers.*`` entry (an instance that differs: the sequence-parallel
+    test below)."""
     plan = load_plan(ROOT / "strategies" / "llama-8dev.plan.json")
     text = _render(print_explain, plan)
     assert "layers.*.attention.wq.matmul" in text and "layers.1.attention" not in text
-    assert "layers.0.add_ffn  Add  (4,1)(4,1)" in text
-    assert "layers.1.add_ffn  Add  (8,1)(8,1)" in text
+    assert "layers.*.add_ffn  Add  (4,1)(4,1)" in text
+    assert "layers.0." not in text and "layers.1." not in text
     assert "letters: m = in0[0] out[0]: 4096, cut 4" in text
 
 

@@ -32,11 +32,12 @@ def significant(value: float, digits: int = 4, max_decimals: int = 4) -> str:
 
 def fmt_seconds(value) -> str:
     """Seconds in the unit that puts the value in [1, 1000): ``2.777 ms``, ``41.94 µs``;
-    ``0 s`` for zero, ``-`` for ``None``."""
+    ``0 s`` for zero and for anything under a picosecond (the rounding noise of sums of
+    seconds: a runner-up that ties its choice printed ``+0.0000 ns``), ``-`` for ``None``."""
     if value is None:
         return "-"
     value = float(value)
-    if value == 0:
+    if abs(value) < 1e-12:
         return "0 s"
     for name, scale in TIME_UNITS:
         if abs(value) >= scale or name == "ns":
