@@ -116,4 +116,12 @@ def update_seconds(memory: dict, hbm_bandwidth: float) -> float:
     The per-element count of :meth:`smsg_ms.cost.pipeline.Links.update_seconds` (sources
     there)."""
     grad, opt = float(memory.get("gradient", 0)), float(memory.get("optimizer", 0))
-    return (2 * (grad + opt) + 2 * grad) / hbm_bandwidth
+    return update_traffic(grad, opt, grad) / hbm_bandwidth
+
+
+def update_traffic(weight: float, optimizer: float, gradient: float) -> float:
+    """Bytes the optimizer's update moves for weight, optimizer-state and gradient bytes (per
+    element or per device): read and write the weight and the state, read the gradient twice
+    (the global norm of gradient clipping, then the update): ``2·(weight + optimizer) +
+    2·gradient``. Sources: :meth:`smsg_ms.cost.param_traffic.ParamTraffic.update_seconds`."""
+    return 2 * (weight + optimizer) + 2 * gradient

@@ -6,6 +6,8 @@ of bytes). Units: seconds; bytes per element from the caller's ``bytes_per``
 which supplies ``machine``, ``hbm_bandwidth`` and ``main_grad_bytes``."""
 from __future__ import annotations
 
+from .kernels import update_traffic
+
 #: Optimizer-state sharding levels (``None``: off): MindSpore 2.10's ``optimizer_level`` values.
 OPTIMIZER_LEVELS = ("level1", "level2", "level3")
 
@@ -57,8 +59,7 @@ class ParamTraffic:
             return 0.0
         share = param.elements / (param.replicas if optimizer_level(sharded) else 1)
         grad = self.main_grad_bytes or bytes_per["gradient"]
-        per = 2 * (bytes_per["parameter"] + bytes_per["optimizer"]) + 2 * grad
-        return share * per / bw
+        return share * update_traffic(bytes_per["parameter"], bytes_per["optimizer"], grad) / bw
 
     def accumulate_seconds(self, param, bytes_per: dict, sharded) -> float:
         """Per micro-batch, adding the micro-batch's gradient of ``param`` into its accumulator

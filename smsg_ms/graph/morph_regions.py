@@ -84,8 +84,8 @@ def mark_morph_fns(prims: dict) -> list[str]:
 
     class MarkedFn(nn.Cell):
         """The Morph's ``fn`` between Identities (MindSpore parses ``fn``: fixed arity, no
-        closure, so one method per input count); an optional input given as ``None``
-        (mindformers' ``num_tokens_per_expert``) passes unmarked."""
+        closure, so one method per input count; only a ``fn`` of one undefaulted argument per
+        layout is wrapped, :func:`_arity`)."""
 
         def __init__(self, fn, path: str, ins: list[dict], out: dict | None):
             super().__init__(auto_prefix=False)
@@ -101,43 +101,23 @@ def mark_morph_fns(prims: dict) -> list[str]:
                 self.mo.add_prim_attr(LAYOUT_ATTR, _layout_json(out))
 
         def f1(self, a):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a))))
+            return self.mo(self.fn(self.m0(a)))
 
         def f2(self, a, b):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a)),
-                (None if b is None else self.m1(b))))
+            return self.mo(self.fn(self.m0(a), self.m1(b)))
 
         def f3(self, a, b, c):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a)),
-                (None if b is None else self.m1(b)),
-                (None if c is None else self.m2(c))))
+            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c)))
 
         def f4(self, a, b, c, d):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a)),
-                (None if b is None else self.m1(b)),
-                (None if c is None else self.m2(c)),
-                (None if d is None else self.m3(d))))
+            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d)))
 
         def f5(self, a, b, c, d, e):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a)),
-                (None if b is None else self.m1(b)),
-                (None if c is None else self.m2(c)),
-                (None if d is None else self.m3(d)),
-                (None if e is None else self.m4(e))))
+            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e)))
 
         def f6(self, a, b, c, d, e, f):
-            return self.mo(self.fn(
-                (None if a is None else self.m0(a)),
-                (None if b is None else self.m1(b)),
-                (None if c is None else self.m2(c)),
-                (None if d is None else self.m3(d)),
-                (None if e is None else self.m4(e)),
-                (None if f is None else self.m5(f))))
+            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e),
+                                   self.m5(f)))
 
     wrapped = []
     for path, prim in sorted(prims.items()):
