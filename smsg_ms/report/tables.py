@@ -289,13 +289,15 @@ def print_summary(plan: Plan, console) -> None:
 
 
 def fmt_runner_up(runner_up: dict | None) -> str:
-    """``strategy (+x ms)`` from a decision's ``runner_up`` (keys ``strategy`` and one of
-    ``extra_seconds`` / ``delta_seconds`` / ``seconds``)."""
+    """``strategy (+x ms)`` (``(tie)`` at equal cost) from a decision's ``runner_up`` (keys
+    ``strategy`` and one of ``extra_seconds`` / ``delta_seconds`` / ``seconds``)."""
     if not runner_up:
         return "-"
     strategy = fmt_strategy(runner_up.get("strategy"), runner_up.get("out_strategy"))
     for key in ("extra_seconds", "delta_seconds", "loss_seconds"):
         if key in runner_up:
+            if abs(float(runner_up[key])) < 1e-12:   # rounding noise: the two cost the same
+                return f"{strategy} (tie)"
             return f"{strategy} (+{fmt_seconds(runner_up[key])})"
     if "seconds" in runner_up:
         return f"{strategy} ({fmt_seconds(runner_up['seconds'])})"
