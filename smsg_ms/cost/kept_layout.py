@@ -18,6 +18,9 @@ from math import gcd, prod
 #: op attribute (JSON text) where the capture records the layouts a network keeps, with the
 #: device matrix it wrote (the capture's one device cannot hold them)
 KEPT_LAYOUT_ATTR = "smsg_kept_layout"
+#: op attribute (JSON text) where the capture records the output layouts of such a primitive
+#: (``shard(in_layouts, out_layouts)``), same format
+KEPT_OUT_LAYOUT_ATTR = "smsg_kept_out_layout"
 #: op attribute (JSON text) where the capture records the in_strategy a network's own
 #: ``shard()`` sets and the capture's one device cannot hold
 OWN_STRATEGY_ATTR = "smsg_own_strategy"
@@ -35,8 +38,12 @@ def kept_options(op, result: list, devices: int, replace_strategies: bool = Fals
     devices than ``devices``, or one whose product does not divide them)."""
     text, own = op.attrs.get(KEPT_LAYOUT_ATTR), op.attrs.get(OWN_STRATEGY_ATTR)
     if isinstance(text, str):
-        cuts = kept_cuts(json.loads(text), devices)
-        kept = [r for r in result if cuts is not None and r.out_strategy is None
+        layouts = json.loads(text)
+        cuts = kept_cuts(layouts, devices)
+        out_text = op.attrs.get(KEPT_OUT_LAYOUT_ATTR)
+        outs = json.loads(out_text) if isinstance(out_text, str) else []
+        kept = [with_network_order(r, layouts, outs, devices) for r in result
+                if cuts is not None and r.out_strategy is None
                 and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
         return kept or result
     if replace_strategies or not isinstance(own, str):
@@ -45,6 +52,64 @@ def kept_options(op, result: list, devices: int, replace_strategies: bool = Fals
     kept = [dataclasses.replace(r, notes=list(r.notes) + [OWN_NOTE]) for r in result
             if r.out_strategy is None and tuple(tuple(c) for c in r.strategy) == want]
     return kept or result
+
+
+def network_layouts(layouts: list[dict], devices: int) -> list | None:
+    """The :class:`~smsg_ms.cost.layout.TensorLayout` of each of ``layouts`` as MindSpore lays
+    it: over the network's own device matrix (fitted to ``devices``,
+    :func:`fitted_device_matrix`) in the network's axis order, tensor maps as written
+    (``TensorLayout::InitFromVector`` of the ``Layout`` given to ``shard()``,
+    ``frontend/parallel/ops_info/self_define_shard_info.cc`` takes it as it is). ``None``
+    when the matrices disagree or cannot be fitted, or a dimension is cut by several axes (a
+    tuple in the tensor map, which :class:`~smsg_ms.cost.layout.TensorLayout` does not hold)."""
+    from .layout import TensorLayout
+
+    matrices = {tuple(lay["device_matrix"]) for lay in layouts}
+    if len(matrices) != 1:
+        return None
+    dm = matrices.pop()
+    if prod(dm) != devices:
+        dm = fitted_device_matrix(dm, devices, used_axes(layouts),
+                                  tuple(layouts[0].get("alias_name") or ()))
+        if dm is None:
+            return None
+    out = []
+    for lay in layouts:
+        entries = [_axes(e) for e in lay["tensor_map"]]
+        if any(len(e) > 1 for e in entries):
+            return None
+        try:
+            out.append(TensorLayout(tuple(dm), tuple(e[0] if e else -1 for e in entries)))
+        except ValueError:
+            return None
+    return out
+
+
+def with_network_order(option, layouts: list[dict], out_layouts: list[dict], devices: int):
+    """``option`` (:class:`~smsg_ms.cost.api.OpCost` with the kept layout's cuts) with its
+    layouts in the network's device-matrix axis order (:func:`network_layouts`).
+
+    The option's own layouts put the device-matrix axes in the order of its strategy (MindSpore's
+    order for a strategy of integers, ``OperatorInfo::InferDevMatrixShape``); a ``Layout`` the
+    network writes names its own axes (GLM2's ``tile_kv``: ``Layout((1, 4, 1, 2), ("dp", "cp",
+    "rep", "mp"))`` cuts heads on the innermost axis, ranks ``{0, 1}``, where the strategy's
+    order would cut them over ``{0, 4}``). The same cuts over other rank groups: which
+    neighbour's layout is free and which group a redistribution gathers over follow from the
+    network's order. Inputs without a layout keep the option's; outputs take ``out_layouts``
+    (the network's ``out_layout``) or, when the network gave none, the first input's layout
+    where the output has its cuts. ``option`` unchanged when a layout cannot be expressed."""
+    ins = network_layouts(layouts, devices)
+    if ins is None or len(ins) > len(option.in_layouts):
+        return option
+    if any(a.cuts != b.cuts for a, b in zip(ins, option.in_layouts)):
+        return option
+    outs = network_layouts(out_layouts, devices) if out_layouts else None
+    if outs is None or len(outs) != len(option.out_layouts) or any(
+            a.cuts != b.cuts for a, b in zip(outs, option.out_layouts)):
+        outs = [ins[0] if o.cuts == ins[0].cuts and i == 0 else o
+                for i, o in enumerate(option.out_layouts)]
+    return dataclasses.replace(option, in_layouts=ins + list(option.in_layouts[len(ins):]),
+                               out_layouts=outs)
 
 
 def _axes(entry) -> tuple[int, ...]:

@@ -23,6 +23,7 @@ from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
 from .kept_layout import kept_options
+from .no_operator_info import has_no_operator_info, op_cut
 from .morph_region import region_options
 from .kernels import (kernel_seconds, slice_bytes, traffic, unit_of, update_seconds,
                       wave_quantization)
@@ -368,6 +369,8 @@ class CostModel:
                  and not kept_whole(self.graph, name)
                  and self.graph.tensors[name].shape[0] != 1]
         batch = batch_parallel_cut(n, [self.graph.tensors[name].shape[0] for name in split])
+        if has_no_operator_info(op.type):   # StandAlone or BatchParallel: all or nothing
+            split, batch = op_cut(self.graph, op, n)
         for name in op.inputs:
             t = self.graph.tensors[name]
             shape = tuple(t.shape)

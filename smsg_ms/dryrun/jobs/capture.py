@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from ...cost.kept_layout import KEPT_LAYOUT_ATTR, OWN_STRATEGY_ATTR
+from ...cost.kept_layout import KEPT_LAYOUT_ATTR, KEPT_OUT_LAYOUT_ATTR, OWN_STRATEGY_ATTR
 from ...integration.annotate import clear_strategies
 from .common import setup_parallel
 
@@ -64,7 +64,8 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
     capture's single device: "requires N devices, but the device number of this stage is 1");
     all-ones strategies stay (the deleted ones: :func:`own_strategies`). ``shard()`` given ``Layout`` objects (GLM2) keeps its tensor maps
     over a device matrix of ones; one the network fixes (``self_define_shard``) records its
-    input layouts as written in op attribute ``smsg_kept_layout``
+    input and output layouts as written in op attributes ``smsg_kept_layout`` and
+    ``smsg_kept_out_layout``
     (:mod:`smsg_ms.cost.kept_layout`). Returns the paths changed, sorted."""
     def cuts(value) -> bool:
         return isinstance(value, (tuple, list)) and any(
@@ -82,11 +83,13 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
         if prim.attrs.get("self_define_shard") is True and prim.attrs.get("in_layout"):
             # the plan must take this layout as it is: recorded with the device matrix written
             # (a matrix of ones too: the network built it for the capture's one device)
-            kept = [{"device_matrix": list(v["device_matrix"]), "tensor_map": list(v["tensor_map"]),
-                     "alias_name": list(v.get("alias_name") or ())}
-                    for v in _flat(prim.attrs["in_layout"]) if isinstance(v, dict)]
-            if kept:
-                prim.add_prim_attr(KEPT_LAYOUT_ATTR, json.dumps(kept))
+            for attr, key in (("in_layout", KEPT_LAYOUT_ATTR), ("out_layout", KEPT_OUT_LAYOUT_ATTR)):
+                kept = [{"device_matrix": list(v["device_matrix"]),
+                         "tensor_map": list(v["tensor_map"]),
+                         "alias_name": list(v.get("alias_name") or ())}
+                        for v in _flat(prim.attrs.get(attr) or ()) if isinstance(v, dict)]
+                if kept:
+                    prim.add_prim_attr(key, json.dumps(kept))
     for path in laid:  # the same tensor maps over a device matrix of ones: a 1-device layout
         prim = prims[path]
         for attr in ("in_layout", "out_layout"):
