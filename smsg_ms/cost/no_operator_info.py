@@ -13,7 +13,10 @@ the batch-parallel default of a primitive that has an ``OperatorInfo`` but no st
 """
 from __future__ import annotations
 
-#: primitives without an ``OperatorInfo`` in MindSpore 2.10 (no ``*_info.cc`` registers them)
+#: primitives without an ``OperatorInfo`` in MindSpore 2.10: its ``libmindspore_frontend.so``
+#: defines ``mindspore::parallel::MulsInfo``, ``InplaceDivsInfo``, ``InplaceMulsInfo``, but no
+#: ``DivsInfo``, ``AddsInfo`` or ``SubsInfo`` class (``OperatorInstanceByName`` looks up
+#: ``<Name>Info``); the ``Divs`` case is pinned by the dry-run (``tests/test_kept_layout_order.py``)
 NO_OPERATOR_INFO = frozenset({"Divs", "Adds", "Subs"})
 
 
