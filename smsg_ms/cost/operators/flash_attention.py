@@ -15,12 +15,16 @@ need no collective (each device attends its own heads of its own sequences).
 
 Context parallel: a query sequence (S1) cut, each device attending its query chunk to whole keys
 and values (which its neighbours gather: a redistribution, AllGather forward, ReduceScatter
-backward), with no collective inside the operator. MindSpore accepts it for every layout but TND
-and every ``sparse_mode``; for the causal modes (2 left-up, 3 right-down) and the band (4) the
+backward), with no collective inside the operator (compiled in the dry-run for BNSD full
+attention and BSH ``sparse_mode`` 0 and 2: ``tests/test_context_parallel.py``,
+``scripts/context_parallel_forms.py``; the layout TND, which 2.10 also cuts, is not modelled
+here). Read from the source (the stored ``flash_attention_score_info.cc`` predates 2.10, whose
+header adds ring attention and FlashSP: docs/sequence-parallel.md for what its dry-run does with
+them): for the causal modes (2 left-up, 3 right-down) and the band (4) the
 attn_mask is the compressed ``(2048, 2048)`` one and stays whole (``is_attn_mask_compressed_``),
 and ``ReplaceNodeInputOrAttrs`` rewrites each split to ``sparse_mode`` 4 with its own
 ``pre_tokens``/``next_tokens`` (``GetAttentionMaskAttrs``). It rebalances the causal splits only
-under the context flag ``enable_flash_attention_load_balance`` (``ComputeReplaceGraph``: each
+under the context flag ``enable_flash_attention_load_balance`` (``ComputeReplaceGraphForLoadBalance``: each
 rank keeps half its chunk and swaps the other half with its mirror rank, AllGathers over 2
 devices), off by default and never set by smsg-ms, so a causal split costs what the slowest
 rank does: the last query chunk, which sees the most keys (:func:`causal_pairs`). Modelled:
