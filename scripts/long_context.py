@@ -21,7 +21,12 @@ the least-memory plan's), and the least memory the variant can reach at all (the
 memory-only optimum: where sequence and context parallel win memory). Figures are per device for the captured layers (activations grow with
 the layer count; parameters, gradients and optimizer state too).
 
+``--attention flash-causal`` builds the attention as one ``FlashAttentionScore`` (BSH, causal
+``sparse_mode`` 2: no ``S×S`` scores stored; its query-sequence cut priced at the slowest
+split's unmasked work) in place of the BatchMatMuls (``plain``, the default).
+
     python scripts/long_context.py [--devices 8] [--layers 2] [--seqs 32768 131072]
+                                   [--attention plain|flash|flash-causal]
 """
 from __future__ import annotations
 
@@ -54,7 +59,8 @@ def _forbidden(graph, var, option, seq: int, variant: str) -> bool:
     if variant == "tp":
         return option.out_strategy is not None or _cuts_sequence(graph, op, option, seq)
     # tp+sp: the MatMuls and the attention's 4-D operators read whole sequences
-    attention = any(len(graph.tensors[n].shape) == ATTENTION_RANK for n in op.inputs)
+    attention = op.type == "FlashAttentionScore" or any(
+        len(graph.tensors[n].shape) == ATTENTION_RANK for n in op.inputs)
     if op.type in MATMULS or attention:
         return _cuts_sequence(graph, op, option, seq)
     return False
@@ -81,7 +87,11 @@ def plan_row(graph, devices: int, seq: int, variant: str) -> dict:
             pvar.cost = np.array(pvar.cost, dtype=float)
             pvar.cost[bad] = math.inf
     repeated = repeated_variable_groups(graph, problem, variables)
-    least = solve_exact(problem, repeated=repeated, memory_only=True)
+    try:
+        least = solve_exact(problem, repeated=repeated, memory_only=True)
+    except NoFeasiblePlan:  # FlashAttentionScore on more devices than batch × heads, no S1 cut
+        return {"variant": variant, "fits": False, "step": math.nan, "memory": math.nan,
+                "least": math.nan, "reduce_scatter_matmuls": 0, "cp": 0}
     try:
         choice = solve(problem, memory_limit=model.hardware.memory, repeated=repeated,
                        progress=False).choice
@@ -89,9 +99,20 @@ def plan_row(graph, devices: int, seq: int, variant: str) -> dict:
     except NoFeasiblePlan:
         choice, fits = least, False
     sp = sum(1 for var, o in zip(variables, choice) if var.options[o][0].out_strategy)
+    cp = max((_query_cut(graph, var.ops[0], var.options[o][0], seq)
+              for var, o in zip(variables, choice)), default=1)
     return {"variant": variant, "fits": fits, "step": problem.total(choice),
             "memory": problem.memory(choice), "least": problem.memory(least),
-            "reduce_scatter_matmuls": sp}
+            "reduce_scatter_matmuls": sp, "cp": cp}
+
+
+def _query_cut(graph, op, option, seq: int) -> int:
+    """The cut of the sequence axis of a FlashAttentionScore's query (1 for other operators)."""
+    if op.type != "FlashAttentionScore":
+        return 1
+    t = graph.tensors[op.inputs[0]]
+    return max((cut for size, cut in zip(t.shape, option.in_layouts[0].cuts) if size == seq),
+               default=1)
 
 
 def main(argv=None) -> None:
@@ -101,20 +122,24 @@ def main(argv=None) -> None:
     parser.add_argument("--devices", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seqs", type=int, nargs="+", default=[32768, 131072])
+    parser.add_argument("--attention", choices=("plain", "flash", "flash-causal"),
+                        default="plain")
     args = parser.parse_args(argv)
-    print(f"llama {WIDTHS}, {args.layers} layers, batch 1, Atlas 800T A2 (64 GiB)")
+    print(f"llama {WIDTHS}, {args.attention} attention, {args.layers} layers, batch 1, "
+          "Atlas 800T A2 (64 GiB)")
     print(f"{'seq':>7} {'dev':>4} {'variant':<9} {'fits':<5} {'step (s)':>9} {'GiB':>8} "
-          f"{'RS MatMuls':>10} {'least GiB':>10} {'vs tp':>6}")
+          f"{'RS MatMuls':>10} {'FA cp':>5} {'least GiB':>10} {'vs tp':>6}")
     for seq in args.seqs:
-        graph = capture_network("llama", batch=1, seq=seq, layers=args.layers, **WIDTHS)
+        graph = capture_network("llama", batch=1, seq=seq, layers=args.layers,
+                                attention=args.attention, **WIDTHS)
         for devices in args.devices:
             t0 = time.perf_counter()
             rows = [plan_row(graph, devices, seq, v) for v in ("tp", "tp+sp", "tp+sp+cp")]
-            base = rows[0]["least"]
+            base = next((r["least"] for r in rows if r["least"] == r["least"]), math.nan)
             for r in rows:
                 print(f"{seq:>7} {devices:>4} {r['variant']:<9} {'yes' if r['fits'] else 'no':<5} "
                       f"{r['step']:>9.3f} {r['memory'] / GIB:>8.2f} "
-                      f"{r['reduce_scatter_matmuls']:>10} {r['least'] / GIB:>10.2f} "
+                      f"{r['reduce_scatter_matmuls']:>10} {r['cp']:>5} {r['least'] / GIB:>10.2f} "
                       f"{r['least'] / base:>6.3f}")
             print(f"{'':>12}({time.perf_counter() - t0:.0f} s: three searches)")
 

@@ -1,5 +1,5 @@
 """Network options of the command line: ``--batch --seq --layers``, the widths (``--hidden
---heads --kv-heads --ffn --vocab --experts --top-k``) and ``--shape PRESET``
+--heads --kv-heads --ffn --vocab --experts --top-k --attention``) and ``--shape PRESET``
 (:mod:`smsg_ms.networks.presets`), shared by ``graph``, ``plan``, ``compare`` and ``score``."""
 from __future__ import annotations
 
@@ -95,6 +95,10 @@ def add_size_args(p: argparse.ArgumentParser) -> None:
     widths.add_argument("--experts", type=positive_int, help="experts per MoE layer (built-in "
                                                                "moe)")
     widths.add_argument("--top-k", type=positive_int, help="experts per token")
+    widths.add_argument("--attention", choices=("plain", "flash", "flash-causal"),
+                        help="attention of the built-in llama: BatchMatMuls (plain, the default), "
+                             "FlashAttentionScore (flash), FlashAttentionScore with the causal "
+                             "sparse_mode 2 (flash-causal)")
 
 
 def given_options(args) -> dict:

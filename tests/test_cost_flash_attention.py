@@ -96,12 +96,12 @@ def test_flops_derivation(accepted_bank):
 
 
 @pytest.mark.parametrize("strategy, attrs, reason", [
-    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"sparse_mode": 3}, "sequence"),
+    (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"sparse_mode": 4}, "sequence"),
     (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"next_tokens": 0}, "sequence"),
     (((2, 1, 1, 1), (2, 1, 1, 1), (2, 1, 1, 1)), {}, "repeated calculation"),
 ])
 def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, attrs, reason):
-    """Case 0 with its attributes changed (a causal sparse mode, a band): a query-sequence cut
+    """Case 0 with its attributes changed (a band sparse mode, a band by tokens): a query-sequence cut
     is refused there, while the same cut of case 0's full attention is accepted."""
     import dataclasses
 
@@ -111,6 +111,26 @@ def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, attrs, re
         CostModel(accepted_bank, DEVICES).check(changed, strategy)
     if attrs:
         CostModel(accepted_bank, DEVICES).check(op, strategy)
+
+
+@pytest.mark.parametrize("mode", [2, 3])
+def test_causal_query_cut_costs_the_slowest_split(accepted_bank, mode):
+    """Case 0 (S1 = S2 = 16, D 8) made causal (``sparse_mode`` 2 or 3, the same mask when S1 =
+    S2) and cut batch 2, heads 2, queries 2: rank 1 of the query cut holds rows 8..15, which
+    see 9..16 keys (row i sees keys 0..i): (9 + 16)·8/2 = 100 pairs, against rank 0's
+    (1 + 8)·8/2 = 36. MindSpore does not rebalance them (``enable_flash_attention_load_balance``
+    off), so the split costs rank 1's: 4·(batch 2)·(heads 2)·(D 8)·100 FLOPs forward. Uncut, the
+    whole mask: 16·17/2 = 136 pairs over the local batch 1 and heads 2."""
+    import dataclasses
+
+    op = _op(accepted_bank, 0)
+    causal = dataclasses.replace(op, attrs=dict(op.attrs, sparse_mode=mode))
+    model = CostModel(accepted_bank, DEVICES)
+    cut = model.check(causal, ((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)))
+    assert cut.flops_fwd == 4 * 2 * 2 * 8 * 100
+    assert not cut.collectives
+    whole = model.check(causal, ((4, 2, 1, 1), (4, 2, 1, 1), (4, 2, 1, 1)))
+    assert whole.flops_fwd == 4 * 1 * 2 * 8 * 136
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,23 @@ from __future__ import annotations
 
 import numpy as np
 
+#: ``attention`` option → FlashAttentionScore ``sparse_mode`` (``None``: BatchMatMul attention)
+ATTENTIONS = {"plain": None, "flash": 0, "flash-causal": 2}
+
 
 def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, heads: int = 16,
-          ffn: int = 2816, vocab: int = 32000, dtype: str = "float32", kv_heads: int | None = None):
+          ffn: int = 2816, vocab: int = 32000, dtype: str = "float32", kv_heads: int | None = None,
+          attention: str = "plain"):
+    """The network and its inputs (``{"net", "inputs"}``).
+
+    ``attention``: ``plain`` (two BatchMatMuls and a Softmax, no mask), ``flash``
+    (``FlashAttentionScore``, layout BSH, ``sparse_mode`` 0, no mask) or ``flash-causal``
+    (``FlashAttentionScore`` BSH, ``sparse_mode`` 2: left-up causal, no attn_mask).
+
+    Raises:
+        ValueError: ``hidden`` not a multiple of ``heads``, ``heads`` not of ``kv_heads``, an
+            unknown ``attention``.
+    """
     import mindspore as ms
     from mindspore import Parameter, nn, ops
     from mindspore.common.initializer import initializer
@@ -27,6 +41,8 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
     kv_heads = heads if kv_heads is None else kv_heads
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
+    if attention not in ATTENTIONS:
+        raise ValueError(f"attention {attention!r} is not one of {', '.join(ATTENTIONS)}")
     head_dim = hidden // heads
     group = heads // kv_heads
     ms_dtype = ms.float16 if dtype == "float16" else ms.float32
@@ -94,6 +110,28 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
             out = self.merge_transpose(out, (0, 2, 1, 3))
             return self.wo(self.merge_reshape(out, (batch * seq, hidden)))
 
+    class FlashAttention(nn.Cell):
+        """The same projections around one ``FlashAttentionScore`` (BSH: queries ``(batch,
+        seq, hidden)``, keys and values ``(batch, seq, kv_heads·head_dim)``)."""
+
+        def __init__(self):
+            super().__init__()
+            self.wq, self.wo = Linear(hidden, hidden), Linear(hidden, hidden)
+            self.wk = Linear(hidden, kv_heads * head_dim)
+            self.wv = Linear(hidden, kv_heads * head_dim)
+            self.reshape = ops.Reshape()
+            self.merge_reshape = ops.Reshape()
+            self.flash = ops.auto_generate.FlashAttentionScore(
+                heads, scale_value=1.0 / head_dim ** 0.5, input_layout="BSH",
+                sparse_mode=ATTENTIONS[attention])
+
+        def construct(self, x):
+            q = self.reshape(self.wq(x), (batch, seq, hidden))
+            k = self.reshape(self.wk(x), (batch, seq, kv_heads * head_dim))
+            v = self.reshape(self.wv(x), (batch, seq, kv_heads * head_dim))
+            out = self.flash(q, k, v, None, None, None, None)[3]
+            return self.wo(self.merge_reshape(out, (batch * seq, hidden)))
+
     class FeedForward(nn.Cell):
         def __init__(self):
             super().__init__()
@@ -108,7 +146,8 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
         def __init__(self):
             super().__init__()
             self.attention_norm, self.ffn_norm = RMSNorm(), RMSNorm()
-            self.attention, self.feed_forward = Attention(), FeedForward()
+            self.attention = Attention() if ATTENTIONS[attention] is None else FlashAttention()
+            self.feed_forward = FeedForward()
             self.add_attn, self.add_ffn = ops.Add(), ops.Add()
 
         def construct(self, h):

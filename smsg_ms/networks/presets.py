@@ -84,7 +84,7 @@ SHAPES: dict[str, Shape] = {
 
 #: command-line flag → network option
 WIDTH_FLAGS = {"hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads", "ffn": "ffn",
-               "vocab": "vocab", "experts": "experts", "top_k": "top_k"}
+               "vocab": "vocab", "experts": "experts", "top_k": "top_k", "attention": "attention"}
 _EXPERT_OPTIONS = ("experts", "top_k")
 #: built-in networks that take the expert options
 _WITH_EXPERTS = ("moe",)

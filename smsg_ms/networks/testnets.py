@@ -5,7 +5,8 @@
 ``["param", shape]`` (a weight ``w{k}``), ``["state", shape]`` (a weight without gradient, as
 BatchNorm's moving mean), ``["act", shape]`` (``pre{k}`` = Add(data, weight), an
 activation with a gradient), ``["index", shape, high]`` (an int32 data input) or ``["prev"]``
-(the previous step's output). Init keywords in ``init``, trailing constant call arguments in
+(the previous step's output). Init keywords in ``init``, primitive attributes in
+``prim_attrs`` (``add_prim_attr``, e.g. FlashAttentionScore's ``enable_ring_attention``), trailing constant call arguments in
 ``args``; ``"pack": true`` passes the inputs as one tuple (Concat). Every case's output is summed to a scalar outside the case cells, so collectives under
 scope ``cases-CellList/{i}-Case`` belong to case ``i``. Shapes are global (full_batch).
 """
@@ -26,6 +27,8 @@ def build(cases: list):
             super().__init__()
             self.op = (getattr(ops, step["type"], None) or getattr(ops.auto_generate, step["type"]))(
                 **step.get("init", {}))
+            for name, value in step.get("prim_attrs", {}).items():
+                self.op.add_prim_attr(name, value)
             self.extra = tuple(tuple(a) if isinstance(a, list) else a
                                for a in step.get("args", []))
             kinds, slots = [], []

@@ -13,20 +13,35 @@ cut (one letter here), with one (MQA) it is uncut; attn_mask ``(B|1, N1|1, S1, S
 ``(S1, S2)`` follows the batch and head cuts where it has those dimensions. Batch and head cuts
 need no collective (each device attends its own heads of its own sequences).
 
-Context parallel: a query sequence (S1) cut of full attention (``sparse_mode`` 0, ``pre_tokens``
-and ``next_tokens`` at their default 2147483647, no attn_mask) compiles in the dry-run with no
-collective inside the operator: each device attends its query chunk to whole keys and values,
-which its neighbours gather (a redistribution). Not modelled, refused by the rule with a reason:
-repeated calculation (cuts that use fewer devices than the stage has: MindSpore then AllReduces
-the query/key/value gradients in the backward pass, seen in the dry-run), an S1 cut of masked
-or banded attention (MindSpore rewrites ``sparse_mode``/``pre_tokens``/``next_tokens`` per
-split and may exchange halves for load balance, ``kLoadBalanceSplitNum``), the TND layout. Inputs other than query/key/value/attn_mask (real_shift, drop_mask,
-padding_mask, prefix, actual sequence lengths) give no declaration (MindSpore's default then).
+Context parallel: a query sequence (S1) cut, each device attending its query chunk to whole keys
+and values (which its neighbours gather: a redistribution, AllGather forward, ReduceScatter
+backward), with no collective inside the operator (compiled in the dry-run for BNSD full
+attention and BSH ``sparse_mode`` 0 and 2: ``tests/test_context_parallel.py``,
+``scripts/context_parallel_forms.py``; the layout TND, which 2.10 also cuts, is not modelled
+here). Read from the source (the stored ``flash_attention_score_info.cc`` predates 2.10, whose
+header adds ring attention and FlashSP: docs/sequence-parallel.md for what its dry-run does with
+them): for the causal modes (2 left-up, 3 right-down) and the band (4) the
+attn_mask is the compressed ``(2048, 2048)`` one and stays whole (``is_attn_mask_compressed_``),
+and ``ReplaceNodeInputOrAttrs`` rewrites each split to ``sparse_mode`` 4 with its own
+``pre_tokens``/``next_tokens`` (``GetAttentionMaskAttrs``). It rebalances the causal splits only
+under the context flag ``enable_flash_attention_load_balance`` (``ComputeReplaceGraphForLoadBalance``: each
+rank keeps half its chunk and swaps the other half with its mirror rank, AllGathers over 2
+devices), off by default and never set by smsg-ms, so a causal split costs what the slowest
+rank does: the last query chunk, which sees the most keys (:func:`causal_pairs`). Modelled:
+full attention (``sparse_mode`` 0, default tokens, no attn_mask) and the causal modes 2 and 3.
+Refused by the rule with a reason: repeated calculation (cuts that use fewer devices than the
+stage has: MindSpore then AllReduces the query/key/value gradients in the backward pass, seen
+in the dry-run), an S1 cut of banded attention or of an explicit full-size attn_mask (MindSpore
+cuts that mask along S1 too), the TND layout. Inputs other than query/key/value/attn_mask
+(real_shift, drop_mask, padding_mask, prefix, actual sequence lengths) give no declaration
+(MindSpore's default then).
 Known difference: with grouped KV heads (N2 < N1, one head letter) the key/value bytes are
 counted at N1 heads (an over-estimate by N1/N2 of their memory and redistribution).
 
-FLOPs (Dao et al., FlashAttention, 2022): forward ``4·B·N1·S1·S2·D`` (QKᵀ and PV); backward
-2.5× forward (QKᵀ recomputed, dV, dP, dQ, dK), spread over the three gradients.
+FLOPs (Dao et al., FlashAttention, 2022): forward ``4·B·N1·D`` per unmasked (query, key) pair
+(QKᵀ and PV): ``S1·S2`` pairs for full attention, the causal splits' pairs by
+:func:`causal_pairs` (the kernel skips masked blocks: that is what the sparse modes are for);
+backward 2.5× forward (QKᵀ recomputed, dV, dP, dQ, dK), spread over the three gradients.
 """
 from __future__ import annotations
 
@@ -50,12 +65,54 @@ def _attr(op, name: str, index: int, default):
 ALL_TOKENS = 2147483647
 
 
-def _full_attention(op, in_shapes) -> bool:
-    """No attn_mask, ``sparse_mode`` 0 and ``pre_tokens``/``next_tokens`` at their default:
-    every query attends every key, so a query-sequence cut needs no rewrite."""
-    return (len(in_shapes) == 3 and int(_attr(op, "sparse_mode", 17, 0)) == 0
+#: causal sparse modes: 2 left-up (query i sees keys 0..i), 3 right-down (keys 0..i + S2 - S1)
+CAUSAL = (2, 3)
+
+
+def _mask_kind(op, in_shapes) -> str:
+    """``full``: no attn_mask, ``sparse_mode`` 0 and ``pre_tokens``/``next_tokens`` at their
+    default (every query attends every key); ``causal``: ``sparse_mode`` 2 or 3 (the attn_mask,
+    if any, is the compressed one, never cut); ``other``: anything else (bands, explicit
+    masks, ``sparse_mode`` 1 and the prefix modes)."""
+    mode = int(_attr(op, "sparse_mode", 17, 0))
+    if mode in CAUSAL:
+        return "causal"
+    if (len(in_shapes) == 3 and mode == 0
             and int(_attr(op, "pre_tokens", 13, ALL_TOKENS)) >= ALL_TOKENS
-            and int(_attr(op, "next_tokens", 14, ALL_TOKENS)) >= ALL_TOKENS)
+            and int(_attr(op, "next_tokens", 14, ALL_TOKENS)) >= ALL_TOKENS):
+        return "full"
+    return "other"
+
+
+def causal_pairs(chunk, s1: int, s2: int, mode: int):
+    """Unmasked (query, key) pairs of the slowest query chunk of a causal mask.
+
+    Query row ``i`` (``0 <= i < s1``) sees keys ``0..i + off`` clipped to ``[0, s2)``, with
+    ``off`` 0 for ``sparse_mode`` 2 (left-up) and ``s2 - s1`` for 3 (right-down)
+    (``flash_attention_score_info.cc``, ``GetAttentionMaskAttrs``). The rows' counts never
+    decrease with ``i``, so the last chunk (rows ``s1 - chunk .. s1 - 1``) is the slowest:
+    ``Σ clip(i + 1 + off, 0, s2)`` over its rows. ``chunk == s1`` (no cut): the whole mask,
+    ``s1·(s1 + 1)/2`` pairs when ``s1 == s2``.
+
+    Args:
+        chunk: query rows per device (``s1 / cp``; an int, or a sympy expression, for which
+            the unclipped sum is returned).
+        s1, s2: global query and key sequence lengths.
+        mode: ``sparse_mode`` (2 or 3).
+    """
+    off = 0 if mode == 2 else s2 - s1
+    lo = s1 - chunk                       # first row of the last chunk
+    if not isinstance(chunk, int):
+        return chunk * (lo + off) + chunk * (chunk + 1) / 2
+
+    def tri(n):                           # 1 + 2 + ... + n
+        return n * (n + 1) // 2 if n > 0 else 0
+
+    # rows whose count i + 1 + off lies in [1, s2): a ramp; rows past it see all s2 keys
+    first = max(lo, -off)                 # first row seeing at least one key
+    full_from = max(first, min(s1, s2 - 1 - off))     # first row seeing all s2 keys
+    ramp = tri(full_from + off) - tri(first + off) if full_from > first else 0
+    return ramp + (s1 - full_from) * s2
 
 
 def describe(op, in_shapes, out_shapes):
@@ -105,9 +162,10 @@ def describe(op, in_shapes, out_shapes):
     stat = b + (n + s if d else lt.new(heads, "m") + lt.dummy()) + lt.new(8, "e")
     outs = [stat, stat, lt.dummy(), ql][:len(out_shapes)]
     fixed = {t: "FlashAttentionScore key sequence (S2) is never cut"}
-    if not _full_attention(op, in_shapes):
-        fixed[s] = ("FlashAttentionScore query sequence (S1) cut of masked or banded attention "
-                    "is not modelled (MindSpore rewrites the sparse mode per split)")
+    kind = _mask_kind(op, in_shapes)
+    if kind == "other":
+        fixed[s] = ("FlashAttentionScore query sequence (S1) cut of banded or explicitly masked "
+                    "attention is not modelled (causal sparse_mode 2/3 and full attention are)")
     if d:
         fixed[d] = "FlashAttentionScore head dimension D is never cut"
 
@@ -128,18 +186,24 @@ def describe(op, in_shapes, out_shapes):
                     "is not modelled")
         return None
 
-    work = b + n + s + t + d  # BSH/SBH: n is H = N1·D, so the product is B·N1·S1·S2·D either way
+    # BSH/SBH: n is H = N1·D, so numel(b + n + d) is B·N1·D either way
+    s1, s2, mode = lt.sizes[s], lt.sizes[t], int(_attr(op, "sparse_mode", 17, 0))
 
     def fwd(sizes):
-        return 4 * numel(work, sizes)
+        if kind == "causal" and isinstance(s1, int) and isinstance(s2, int):
+            pairs = causal_pairs(sizes[s], s1, s2, mode)
+        else:  # full attention (a symbolic causal length: counted whole, an over-estimate)
+            pairs = sizes[s] * sizes[t]
+        return 4 * numel(b + n + d, sizes) * pairs
 
     order = {"BNSD": b + n + s, "BSND": b + s + n, "BSH": b + s + n, "SBH": s + b + n}[layout]
     return Einsum("flash_attention", inputs, outs, lt.sizes, order=order, fixed=fixed,
                   reduce_op=None, flops_fwd=fwd,
                   flops_bwd_per_grad=lambda sizes: div(5 * fwd(sizes), 6),
                   saves=("in0", "in1", "in2", "out0", "out1", "out3"),
-                  notes=["batch, head and (full attention) query-sequence cuts, no collective; "
-                         "S2, D uncut"], rule=rule)
+                  notes=["batch, head and (full or causal attention) query-sequence cuts, no "
+                         "collective; S2, D uncut; a causal split costs its slowest rank's"],
+                  rule=rule)
 
 
 def _refused(op, in_shapes, out_shapes, reason: str):
