@@ -104,6 +104,18 @@ def _flat(value) -> list:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
 
+def plan_memory(plan: dict) -> float:
+    """Bytes per device of a plan (``plan --json``), as ``score`` gives the shipped
+    configuration's: for a plan with a pipeline record (``--pipeline``) the largest stage's (``pipeline.stage_memory_bytes``;
+    ``totals.memory_bytes`` is then one micro-batch through the whole network on one stage's
+    devices) plus the experts' change per stage (``totals.expert_memory_bytes``, already per
+    stage); else ``totals.memory_bytes``."""
+    stages = (plan.get("pipeline") or {}).get("stage_memory_bytes") or []
+    if stages:
+        return max(stages) + float(plan["totals"].get("expert_memory_bytes") or 0.0)
+    return float(plan["totals"]["memory_bytes"])
+
+
 def row(name: str, work: Path) -> str:
     path, model_note = with_model_folder(name, work)
     data = yaml.safe_load(path.read_text())
@@ -158,7 +170,7 @@ def row(name: str, work: Path) -> str:
     if plan:
         pc = plan["mindformers"]["settings"]["parallel_config"]
         smsg_cell = (f"{plan['totals']['step_seconds']:.4g} s, "
-                     f"{plan['totals']['memory_bytes'] / mib:.0f} MiB (dp{pc['data_parallel']} "
+                     f"{plan_memory(plan) / mib:.0f} MiB (dp{pc['data_parallel']} "
                      f"mp{pc['model_parallel']} pp{pc['pipeline_stage']} "
                      f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
                      f"{' sp' if pc.get('use_seq_parallel') else ''}; planned in "
