@@ -186,33 +186,45 @@ def row(name: str, work: Path) -> str:
             f"| {counts.get('smsg', '–')} |")
 
 
-def main() -> int:
-    work = Path(os.environ.get("TMPDIR", "/tmp")) / "smsg-mf-table"
-    work.mkdir(exist_ok=True)
-    lines = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
-             "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
-             "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text()
-    wanted = sys.argv[1:]       # YAML stems to redo; the others keep their rows
+def _rows_of(text: str) -> dict:
+    """The table's rows in ``text`` by YAML stem."""
     kept = {}
-    if wanted and BEGIN in text:
+    if BEGIN in text:
         for line in text[text.index(BEGIN):text.index(END)].splitlines():
             if line.startswith("| `"):
                 kept[line[3:line.index("`", 3)]] = line
+    return kept
+
+
+def main() -> int:
+    base = Path(os.environ.get("TMPDIR", "/tmp")) / "smsg-mf-table"
+    header = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
+              "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
+              "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
+    doc = ROOT / "docs" / "benchmarks.md"
+    wanted = sys.argv[1:]       # YAML stems to redo; the others keep their rows
+    kept = _rows_of(doc.read_text())
+    made = {}
     for name in YAMLS:
-        if wanted and Path(name).stem not in wanted and Path(name).stem in kept:
-            lines.append(kept[Path(name).stem])
+        stem = Path(name).stem
+        if wanted and stem not in wanted and stem in kept:
             continue
+        work = base / stem      # one folder per YAML: runs for other stems may go on alongside
+        work.mkdir(parents=True, exist_ok=True)
         print("…", name, flush=True)
-        lines.append(row(name, work))
-        print(lines[-1], flush=True)
+        made[stem] = row(name, work)
+        print(made[stem], flush=True)
+    # read again: a run for other stems may have written its rows meanwhile
+    text = doc.read_text()
+    kept = _rows_of(text)
+    lines = [*header, *(made.get(Path(n).stem) or kept[Path(n).stem] for n in YAMLS
+                        if Path(n).stem in made or Path(n).stem in kept)]
     section = "\n".join([BEGIN, *lines, END])
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    tmp = doc.with_suffix(".md.tmp")
+    tmp = doc.with_suffix(f".md.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, doc)
     return 0
