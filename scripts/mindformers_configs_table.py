@@ -104,6 +104,20 @@ def _flat(value) -> list:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
 
+def dense_first_layers(model_config: dict) -> int:
+    """``first_k_dense_replace`` of the YAML, or its configuration class's default when the YAML
+    leaves it out (DeepSeek-V3 671B: ``DeepseekV3Config``'s 3); 0 for other models."""
+    if "first_k_dense_replace" in model_config:
+        return int(model_config["first_k_dense_replace"] or 0)
+    if model_config.get("model_type") == "deepseek_v3":
+        import inspect
+
+        from mindformers.models.deepseek3.configuration_deepseek_v3 import DeepseekV3Config
+        return int(inspect.signature(DeepseekV3Config).parameters["first_k_dense_replace"]
+                   .default)
+    return 0
+
+
 def plan_memory(plan: dict) -> float:
     """Bytes per device of a plan (``plan --json``), as ``score`` gives the shipped
     configuration's: for a plan with a pipeline record (``--pipeline``) the largest stage's (``pipeline.stage_memory_bytes``;
@@ -157,7 +171,7 @@ def row(name: str, work: Path) -> str:
     plan = json.loads(out) if rc == 0 else None
     # DeepSeek-V3 refuses fewer layers than its dense ones plus one ("'first_k_dense_replace'(3)
     # should not be bigger than 'num_layers'(2)")
-    compiled = max(2, int(model_config.get("first_k_dense_replace") or 0) + 1)
+    compiled = max(2, dense_first_layers(model_config) + 1)
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", compiled, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
