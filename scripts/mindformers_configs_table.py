@@ -104,6 +104,32 @@ def _flat(value) -> list:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
 
+def dense_first_layers(model_config: dict) -> int:
+    """``first_k_dense_replace`` of the YAML, or its configuration class's default when the YAML
+    leaves it out (DeepSeek-V3 671B: ``DeepseekV3Config``'s 3); 0 for other models."""
+    if "first_k_dense_replace" in model_config:
+        return int(model_config["first_k_dense_replace"] or 0)
+    if model_config.get("model_type") == "deepseek_v3":
+        import inspect
+
+        from mindformers.models.deepseek3.configuration_deepseek_v3 import DeepseekV3Config
+        return int(inspect.signature(DeepseekV3Config).parameters["first_k_dense_replace"]
+                   .default)
+    return 0
+
+
+def plan_memory(plan: dict) -> float:
+    """Bytes per device of a plan (``plan --json``), as ``score`` gives the shipped
+    configuration's: for a plan with a pipeline record (``--pipeline``) the largest stage's (``pipeline.stage_memory_bytes``;
+    ``totals.memory_bytes`` is then one micro-batch through the whole network on one stage's
+    devices) plus the experts' change per stage (``totals.expert_memory_bytes``, already per
+    stage); else ``totals.memory_bytes``."""
+    stages = (plan.get("pipeline") or {}).get("stage_memory_bytes") or []
+    if stages:
+        return max(stages) + float(plan["totals"].get("expert_memory_bytes") or 0.0)
+    return float(plan["totals"]["memory_bytes"])
+
+
 def row(name: str, work: Path) -> str:
     path, model_note = with_model_folder(name, work)
     data = yaml.safe_load(path.read_text())
@@ -145,7 +171,7 @@ def row(name: str, work: Path) -> str:
     plan = json.loads(out) if rc == 0 else None
     # DeepSeek-V3 refuses fewer layers than its dense ones plus one ("'first_k_dense_replace'(3)
     # should not be bigger than 'num_layers'(2)")
-    compiled = max(2, int(model_config.get("first_k_dense_replace") or 0) + 1)
+    compiled = max(2, dense_first_layers(model_config) + 1)
     rc, out, err2 = smsg("compare", "--mindformers-config", path, "--layers", compiled, *SMALL,
                          *heads_of(model_config, mp), "--planners", "smsg",
                          "--json", cwd=work)
@@ -158,7 +184,7 @@ def row(name: str, work: Path) -> str:
     if plan:
         pc = plan["mindformers"]["settings"]["parallel_config"]
         smsg_cell = (f"{plan['totals']['step_seconds']:.4g} s, "
-                     f"{plan['totals']['memory_bytes'] / mib:.0f} MiB (dp{pc['data_parallel']} "
+                     f"{plan_memory(plan) / mib:.0f} MiB (dp{pc['data_parallel']} "
                      f"mp{pc['model_parallel']} pp{pc['pipeline_stage']} "
                      f"mb{pc['micro_batch_num']} ep{pc['expert_parallel']}"
                      f"{' sp' if pc.get('use_seq_parallel') else ''}; planned in "
@@ -174,33 +200,45 @@ def row(name: str, work: Path) -> str:
             f"| {counts.get('smsg', '–')} |")
 
 
-def main() -> int:
-    work = Path(os.environ.get("TMPDIR", "/tmp")) / "smsg-mf-table"
-    work.mkdir(exist_ok=True)
-    lines = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
-             "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
-             "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text()
-    wanted = sys.argv[1:]       # YAML stems to redo; the others keep their rows
+def _rows_of(text: str) -> dict:
+    """The table's rows in ``text`` by YAML stem."""
     kept = {}
-    if wanted and BEGIN in text:
+    if BEGIN in text:
         for line in text[text.index(BEGIN):text.index(END)].splitlines():
             if line.startswith("| `"):
                 kept[line[3:line.index("`", 3)]] = line
+    return kept
+
+
+def main() -> int:
+    base = Path(os.environ.get("TMPDIR", "/tmp")) / "smsg-mf-table"
+    header = ["| YAML | shipped configuration: predicted step, memory/device | smsg's plan "
+              "(same devices): predicted step, memory/device | collectives, shipped (1 stage) "
+              "| collectives, smsg (1 stage) |", "| --- | --- | --- | --- | --- |"]
+    doc = ROOT / "docs" / "benchmarks.md"
+    wanted = sys.argv[1:]       # YAML stems to redo; the others keep their rows
+    kept = _rows_of(doc.read_text())
+    made = {}
     for name in YAMLS:
-        if wanted and Path(name).stem not in wanted and Path(name).stem in kept:
-            lines.append(kept[Path(name).stem])
+        stem = Path(name).stem
+        if wanted and stem not in wanted and stem in kept:
             continue
+        work = base / stem      # one folder per YAML: runs for other stems may go on alongside
+        work.mkdir(parents=True, exist_ok=True)
         print("…", name, flush=True)
-        lines.append(row(name, work))
-        print(lines[-1], flush=True)
+        made[stem] = row(name, work)
+        print(made[stem], flush=True)
+    # read again: a run for other stems may have written its rows meanwhile
+    text = doc.read_text()
+    kept = _rows_of(text)
+    lines = [*header, *(made.get(Path(n).stem) or kept[Path(n).stem] for n in YAMLS
+                        if Path(n).stem in made or Path(n).stem in kept)]
     section = "\n".join([BEGIN, *lines, END])
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
-    tmp = doc.with_suffix(".md.tmp")
+    tmp = doc.with_suffix(f".md.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, doc)
     return 0

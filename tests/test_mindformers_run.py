@@ -129,3 +129,84 @@ def test_score_refuses_partial_recompute(tmp_path):
     line = _one_line_error(smsg("score", "--mindformers-config",
                                 CONFIGS / "telechat3/pretrain_telechat3_36b.yaml", cwd=tmp_path))
     assert "recompute_config.recompute" in line and "56 of 64" in line
+
+
+def _plan(devices: int, stages: int, micro: int, global_batch: int, dp_cut: int):
+    """A plan record as the pipelined planner writes it (no decisions: the settings read only
+    its pipeline record and dataset strategy)."""
+    from smsg_ms.plan import Plan
+
+    pipeline = ({"stages": stages, "micro_batches": micro, "global_batch": global_batch}
+                if stages > 1 else None)
+    return Plan(network="smsg_ms.networks.mf_run", fingerprint="", devices=devices,
+                options={"batch": global_batch}, input_shapes=[], hardware="ascend910b",
+                decisions=[], dataset_strategy=[[dp_cut, 1]], pipeline=pipeline)
+
+
+def test_data_parallel_divides_the_micro_batch():
+    """mindformers' ``runner_config.batch_size`` is the micro-batch's samples per data-parallel
+    replica: ``data_parallel`` must divide them. By hand: 16 devices, 2 stages → 8 per stage;
+    global batch 4 in 2 micro-batches → 2 samples each, so ``dp ∈ {1, 2}`` and ``mp ∈ {8, 4}``.
+    With 8 heads and 4 KV heads ``mp = 4`` divides both: dp 2, batch_size 4 / (2·2) = 1. With 2
+    KV heads neither 8 nor 4 divides 2 (``mp = 2`` would need ``dp = 4`` > 2 samples): refused,
+    one line naming the samples and the heads."""
+    from smsg_ms.integration.mindformers_run import run_settings
+    from smsg_ms.integration.plan_io import PlanError
+
+    plan = _plan(16, 2, 2, 4, 1)
+    settings = run_settings(plan, {"num_attention_heads": 8, "num_key_value_heads": 4})
+    par = settings["parallel_config"]
+    assert (par["data_parallel"], par["model_parallel"], settings["batch_size"]) == (2, 4, 1)
+    with pytest.raises(PlanError) as err:
+        run_settings(plan, {"num_attention_heads": 8, "num_key_value_heads": 2})
+    message = str(err.value)
+    assert "\n" not in message
+    assert "micro-batch's 2 samples" in message and "8 heads and 2 KV heads" in message
+
+
+MINDFORMERS_STAGES = r"""
+import json, sys
+from types import SimpleNamespace
+from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting
+out = []
+for layers, stages, offset in json.loads(sys.argv[1]):
+    config = SimpleNamespace(pipeline_stage=stages, swap=SimpleNamespace(swap=False),
+                             recompute=False, gradient_aggregation_group=4)
+    try:
+        out.append([int(s) for s in LayerSetting(layers, offset, config).pp_ids])
+    except ValueError as exc:
+        out.append(str(exc))
+print(json.dumps(out))
+"""
+
+
+def test_layers_not_a_multiple_of_the_stages_get_offsets(tmp_path):
+    """The planned YAML's ``model_config.offset`` for layers the stages do not divide, checked
+    by mindformers' own ``LayerSetting`` (``parallel_core/training_graph/transformer/utils.py``,
+    in a subprocess): it accepts the offset written and places each layer on the stage the
+    strategy checkpoint names. The YAML's own offset is kept when the stage count is; 0 (what
+    the YAMLs ship for divisible layers) is what mindformers refuses for 61 layers on 8 stages."""
+    from smsg_ms.integration.mf_offsets import stage_of_layers, stage_offsets
+    from smsg_ms.integration.mindformers_run import planned_run
+
+    data = yaml.safe_load((CONFIGS / "deepseek3/pretrain_deepseek3_12b_16p_pp16.yaml").read_text())
+    model = data["model"]["model_config"]
+    model.update(num_hidden_layers=61, num_attention_heads=8, num_key_value_heads=8)
+    written = planned_run(data, _plan(16, 8, 8, 8, 1), model, str(tmp_path / "s.json"))
+    offset = written["model"]["model_config"]["offset"]
+    assert isinstance(offset, list) and len(offset) == 8 and sum(offset) == 61 % 8
+    cases = [(61, 8, offset), (15, 4, stage_offsets(15, 4)), (64, 4, [-1, -1, 1, 1]),
+             (16, 16, stage_offsets(16, 16)), (61, 8, 0)]
+    proc = subprocess.run([sys.executable, "-c", MINDFORMERS_STAGES, json.dumps(cases)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *accepted, refused = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (layers, stages, off), theirs in zip(cases, accepted):
+        assert theirs == stage_of_layers(layers, stages, off), (layers, stages, off)
+    assert "sum of `offset`" in refused
+    # the stage count kept: the YAML's own (valid) offset stays
+    qwen = yaml.safe_load((CONFIGS / QWEN3).read_text())
+    kept = planned_run(qwen, _plan(16, 4, 4, 8, 1), {**qwen["model"]["model_config"],
+                                                     "num_key_value_heads": 8},
+                       str(tmp_path / "q.json"))
+    assert kept["model"]["model_config"]["offset"] == [-1, -1, 1, 1]

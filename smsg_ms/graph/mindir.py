@@ -345,6 +345,12 @@ class _Walker:
         self.alias[out_name] = out_name
         self.tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
 
+    def constant_tensor(self, value: _Tensor) -> str:
+        """A new ``constant`` tensor of ``value``'s shape and dtype; returns its name."""
+        name = f"const{len(self.tensors)}"
+        self.tensors[name] = TensorInfo(name, tuple(value.dims), value.dtype, kind="constant")
+        return name
+
     def primitive(self, node, prim, args, out_name: str) -> None:
         op_type = prim.op_type
         tensors, constants, alias = self.tensors, self.constants, self.alias
@@ -374,9 +380,13 @@ class _Walker:
         data_inputs: list[str] = []
         for i, a in enumerate(args):
             if isinstance(a, tuple):  # a tuple of tensors (Concat) — flatten
+                # a constant tensor in the tuple is one of the operator's inputs too: MindSpore
+                # wants a strategy for each (Concat of ``(x, zeros)``, mindformers' MTP roll)
                 for el in a:
                     if isinstance(el, str) and el in tensors:
                         data_inputs.append(el)
+                    elif isinstance(el, str) and isinstance(constants.get(el), _Tensor):
+                        data_inputs.append(self.constant_tensor(constants[el]))
                 continue
             if a in tensors:
                 data_inputs.append(a)
@@ -385,9 +395,7 @@ class _Walker:
                 if v == "<monad>":
                     continue
                 if isinstance(v, _Tensor):
-                    cname = f"const{len(tensors)}"
-                    tensors[cname] = TensorInfo(cname, tuple(v.dims), v.dtype, kind="constant")
-                    data_inputs.append(cname)
+                    data_inputs.append(self.constant_tensor(v))
                     continue
                 k = names[i] if i < len(names) else f"input{i}"
                 attrs[k] = v

@@ -12,7 +12,9 @@ own ``shard()`` calls, made from ``parallel_config``, keep theirs.
 
 The plan is made at the depth captured (``--layers``); a decoder layer is one repeated block,
 so the strategy of layer ``i`` of the plan is that of every layer of the full model, and layer
-``k`` of ``L`` is on stage ``k·p // L`` of ``p`` (``offset`` 0).
+``k`` is on the stage mindformers places it by the ``offset`` written (:mod:`.mf_offsets`:
+the YAML's own when it still fits, else 0, or per-stage counts when the stages do not divide
+the layers).
 """
 from __future__ import annotations
 
@@ -28,17 +30,31 @@ _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 def parallel_sizes(plan: Plan, heads: int, kv_heads: int) -> tuple[int, int]:
-    """``(data_parallel, model_parallel)`` for one stage's ``d`` devices: ``dp`` = the plan's
-    batch cut of the data inputs (its dataset strategy; 1 when they are whole), raised until
-    ``mp = d / dp`` divides ``heads`` and ``kv_heads`` (mindformers' requirement)."""
-    stages = int((plan.pipeline or {}).get("stages", 1))
+    """``(data_parallel, model_parallel)`` for one stage's ``d`` devices, as mindformers 1.9.0
+    accepts them: ``dp · mp = d``, ``mp`` dividing ``heads`` and ``kv_heads``, and ``dp``
+    dividing the samples of one micro-batch (``runner_config.batch_size`` is the micro-batch's
+    samples per data-parallel replica, an integer). ``dp`` is the plan's batch cut of the data
+    inputs (its dataset strategy; 1 when they are whole) or, when that does not fit, the
+    nearest that does (larger first: a smaller ``dp`` makes ``mp`` larger).
+
+    Raises:
+        PlanError: no ``dp`` fits (one line naming the micro-batch's samples and the heads).
+    """
+    pipe = plan.pipeline or {}
+    stages = int(pipe.get("stages", 1))
+    micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
+    samples = max(1, int(pipe.get("global_batch") or plan.options.get("batch") or 1) // micro)
     d = plan.devices // stages
     dp = max(1, int(plan.dataset_strategy[0][0])) if plan.dataset_strategy else 1
-    for cand in range(dp, d + 1):
-        mp = d // cand
-        if d % cand == 0 and heads % mp == 0 and kv_heads % mp == 0:
-            return cand, mp
-    return d, 1
+    fits = [c for c in range(1, d + 1) if d % c == 0 and samples % c == 0
+            and heads % (d // c) == 0 and kv_heads % (d // c) == 0]
+    if not fits:
+        raise PlanError(f"no data_parallel·model_parallel = {d} devices per stage fits "
+                        f"mindformers: data_parallel must divide the micro-batch's {samples} "
+                        f"samples and model_parallel the {heads} heads and {kv_heads} KV heads "
+                        "(plan with a larger --batch or fewer --micro-batches)")
+    cand = min(fits, key=lambda c: (c < dp, abs(c - dp)))
+    return cand, d // cand
 
 
 def sequence_parallel(plan: Plan) -> bool:
@@ -183,9 +199,14 @@ def _decisions_at(plan: Plan, graph, layout, model, ep: int, micro_batch: int) -
 
 def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:
     """A copy of the run configuration ``data`` with the plan's settings
-    (:func:`run_settings`); every other key kept. ``model_config.offset`` is reset to 0 when
-    the stage count changes (its per-stage list no longer fits); ``parallel.dataset_strategy``
-    gets the new data-parallel cut on its first axis."""
+    (:func:`run_settings`); every other key kept. ``model_config.offset`` is the one of
+    :func:`layer_placement` (``model_config``: the YAML's merged over its model folder's, as
+    :func:`smsg_ms.networks.mf_run.model_config_of` gives it), with ``pp_interleave_num`` the
+    plan's virtual stages; ``parallel.dataset_strategy`` gets the new data-parallel cut on its
+    first axis.
+
+    Raises:
+        PlanError: see :func:`run_settings`, :func:`layer_placement`."""
     import copy
 
     out = copy.deepcopy(data)
@@ -212,9 +233,38 @@ def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> d
         section["dataset_strategy"] = [[dp] + list(row[1:]) if isinstance(row, list) else row
                                        for row in section["dataset_strategy"]]
     out["parallel"] = section
-    if s["parallel_config"]["pipeline_stage"] != old_stages:
-        out["model"]["model_config"]["offset"] = 0
+    offset, virtual = layer_placement(plan, model_config, old_stages)
+    model = out["model"]["model_config"]
+    model["offset"] = offset
+    if "pp_interleave_num" in model or virtual > 1:
+        model["pp_interleave_num"] = virtual
+    if virtual > 1:
+        pipeline_config = dict(section.get("pipeline_config") or {})
+        pipeline_config["pipeline_interleave"] = True
+        section["pipeline_config"] = pipeline_config
     return out
+
+
+def layer_placement(plan: Plan, model_config: dict, old_stages: int | None = None):
+    """``(offset, virtual stages)`` of the planned run: the YAML's ``model_config.offset`` when
+    the plan keeps its stage count (``old_stages``) and virtual stages and mindformers accepts
+    it (:func:`.mf_offsets.offset_fits`), else :func:`.mf_offsets.stage_offsets` (0 when the
+    stages divide the layers, per-stage counts otherwise).
+
+    Raises:
+        PlanError: the layers cannot be placed (:func:`.mf_offsets.stage_offsets`).
+    """
+    from .mf_offsets import offset_fits, stage_offsets
+
+    pipe = plan.pipeline or {}
+    stages = int(pipe.get("stages", 1))
+    virtual = int(pipe.get("virtual_stages", 1)) if stages > 1 else 1
+    layers = int(model_config["num_hidden_layers"])
+    own = model_config.get("offset", 0)
+    if stages == old_stages and virtual == int(model_config.get("pp_interleave_num") or 1) \
+            and offset_fits(own, layers, stages, virtual):
+        return own, virtual
+    return stage_offsets(layers, stages, virtual), virtual
 
 
 def write_run_yaml(data: dict, path: str) -> str:
@@ -226,21 +276,16 @@ def write_run_yaml(data: dict, path: str) -> str:
                                                   default_flow_style=None, allow_unicode=True))
 
 
-def extend_to_depth(items: dict, planned_layers: int, layers: int, stages: int) -> dict:
+def extend_to_depth(items: dict, planned_layers: int, layers: int, stage_of: list[int]) -> dict:
     """Strategy checkpoint items (:func:`.strategy_files.strategy_ckpt_items`) of a plan made at
     ``planned_layers`` decoder layers, extended to ``layers``: each key naming ``.layers.i.``
-    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``k·stages // layers``;
-    when ``planned_layers`` does not divide ``layers``, layer ``k`` takes planned layer
+    is given for every layer ``k ≡ i (mod planned_layers)``, on stage ``stage_of[k]`` (where
+    mindformers places layer ``k``: :func:`.mf_offsets.stage_of_layers`); when
+    ``planned_layers`` does not divide ``layers``, layer ``k`` takes planned layer
     ``min(k, planned_layers − 1)`` (the first layers keep their own kind: DeepSeek-V3's dense
     first layers before its MoE ones). A multi-token-prediction layer (``mtp.layers.i.``) is not
     a decoder layer and keeps its key.
-
-    Raises:
-        PlanError: ``layers`` not a multiple of ``stages``.
     """
-    if layers % stages:
-        raise PlanError(f"the run's {layers} layers are not a multiple of the {stages} pipeline "
-                        "stages (mindformers then needs per-stage offsets)")
     out = {}
     for key, item in items.items():
         m = _LAYER.search(key)
@@ -254,29 +299,33 @@ def extend_to_depth(items: dict, planned_layers: int, layers: int, stages: int) 
             mine = range(i, layers, planned_layers)
         for k in mine:
             name = key[:m.start()] + f".layers.{k}." + key[m.end():]
-            out[name] = {**item, "stage": k * stages // layers}
+            out[name] = {**item, "stage": stage_of[k]}
     return dict(sorted(out.items()))
 
 
-def write_run_strategy_ckpt(plan: Plan, graph, layers: int, path: str) -> str:
-    """The plan's strategy checkpoint at the run's full depth ``layers`` (:func:`extend_to_depth`),
-    written atomically as MindSpore's JSON format (:mod:`.strategy_files`).
+def write_run_strategy_ckpt(plan: Plan, graph, layers: int, path: str, offset=0) -> str:
+    """The plan's strategy checkpoint at the run's full depth ``layers`` (:func:`extend_to_depth`,
+    the layers on the stages mindformers gives them under ``offset``), written atomically as
+    MindSpore's JSON format (:mod:`.strategy_files`).
 
     Raises:
-        PlanError: as :func:`extend_to_depth`, :func:`.strategy_files.strategy_ckpt_items`.
+        PlanError: as :func:`.mf_offsets.stage_of_layers`,
+            :func:`.strategy_files.strategy_ckpt_items`.
     """
+    from .mf_offsets import stage_of_layers
     from .strategy_files import strategy_ckpt_items
 
     if not str(path).endswith(".json"):
         raise PlanError(f"{path}: the strategy checkpoint name must end in .json")
-    stages = int((plan.pipeline or {}).get("stages", 1))
+    pipe = plan.pipeline or {}
+    stages = int(pipe.get("stages", 1))
+    virtual = int(pipe.get("virtual_stages", 1)) if stages > 1 else 1
     planned = int(plan.options.get("layers") or layers)
-    items = extend_to_depth(strategy_ckpt_items(plan, graph), planned, layers, stages)
+    stage_of = stage_of_layers(layers, stages, offset, virtual)
+    items = extend_to_depth(strategy_ckpt_items(plan, graph), planned, layers, stage_of)
     data = {"current_stage": stages, "device_num": int(plan.devices),
             "parallel_strategy_item": items}
     return write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
-
-
 
 
 def output_paths(plan_path: str) -> tuple[str, str]:
@@ -314,11 +363,13 @@ def write_run_outputs(plan: Plan, config: str, plan_path: str, graph=None) -> di
     if graph is None:
         from ..graph.capture import capture_network
         graph = capture_network(plan.network, **plan.options)
-    write_run_strategy_ckpt(plan, graph, int(model_config["num_hidden_layers"]), ckpt)
-    write_run_yaml(planned_run(data, plan, model_config, os.path.abspath(ckpt)), yaml_path)
+    run = planned_run(data, plan, model_config, os.path.abspath(ckpt))
+    write_run_strategy_ckpt(plan, graph, int(model_config["num_hidden_layers"]), ckpt,
+                            run["model"]["model_config"]["offset"])
+    write_run_yaml(run, yaml_path)
     return {"strategy_ckpt": ckpt, "yaml": yaml_path,
             "settings": run_settings(plan, model_config)}
 
 
-__all__ = ["apply_expert_parallel", "extend_to_depth", "output_paths", "parallel_sizes", "planned_run", "run_settings",
+__all__ = ["apply_expert_parallel", "extend_to_depth", "layer_placement", "output_paths", "parallel_sizes", "planned_run", "run_settings",
            "sequence_parallel", "write_run_outputs", "write_run_strategy_ckpt", "write_run_yaml"]

@@ -8,6 +8,8 @@
   training mode (BatchNorm2d calls ``bn_train`` or ``bn_infer``; Dropout is skipped in eval).
 * :func:`tensor_loop`: a ``while`` whose condition is a tensor value, a weight read only inside
   the loop (tensor-valued control flow: MindSpore keeps the loop in the compiled graph).
+* :func:`concat_constant`: a ``Concat`` whose input tuple holds a constant (mindformers' MTP
+  ``roll_tensor``: a slice of the tokens, then zeros appended).
 * :func:`failing`: a spec whose function raises (``ValueError("no such width")``).
 """
 from __future__ import annotations
@@ -141,6 +143,33 @@ def tensor_loop(batch: int = 8, hidden: int = 16):
             while h.sum() < self.limit:
                 h = self.body(h)
             return self.out(h, self.w_out)
+
+    return Net(), (ms.Tensor(np.ones((batch, hidden), np.float32)),)
+
+
+def concat_constant(batch: int = 8, hidden: int = 16):
+    """``y = concat((x[:, 1:], zeros(batch, 1)), axis=-1) @ W``, as mindformers' MTP
+    ``roll_tensor`` shifts its labels: ``x`` (batch, hidden), ``W`` (hidden, hidden); the zeros
+    are a constant MindSpore folds into the ``Concat``'s input tuple.
+
+    Paths: ``slice``, ``concat``, ``matmul``.
+    """
+    import mindspore as ms
+    from mindspore import Parameter, nn, ops
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w = Parameter(np.ones((hidden, hidden), np.float32), name="w")
+            self.slice = ops.StridedSlice()
+            self.zeros = ops.Zeros()
+            self.concat = ops.Concat(axis=-1)
+            self.matmul = ops.MatMul()
+
+        def construct(self, x):
+            rolled = self.slice(x, (0, 1), (batch, hidden), (1, 1))
+            rolled = self.concat((rolled, self.zeros((batch, 1), ms.float32)))
+            return self.matmul(rolled, self.w)
 
     return Net(), (ms.Tensor(np.ones((batch, hidden), np.float32)),)
 
