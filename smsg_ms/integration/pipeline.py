@@ -142,6 +142,15 @@ def needs_shared_graph(pipeline: dict) -> bool:
                 and pipeline.get("optimizer_level") in ("level2", "level3")))
 
 
+def has_morph(cell) -> bool:
+    """Whether ``cell`` or a sub-cell holds a ``Morph`` primitive (``ops.Morph``: mindformers'
+    ``parallel_core`` linear and embedding layers)."""
+    from mindspore.ops import Primitive
+
+    return any(isinstance(v, Primitive) and v.name == "Morph"
+               for _, sub in cell.cells_and_names() for v in vars(sub).values())
+
+
 def share_micro_batch_graph(cell) -> None:
     """What ``mindspore.lazy_inline`` on the ``__init__`` of the cell ``PipelineCell`` wraps
     does (MindSpore 2.10 ``graph/lazy_inline.py`` sets ``cell_init_args`` after ``__init__``):
@@ -158,12 +167,20 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     than one stage; for one stage and ``micro > 1`` micro-batches the same with
     ``mindspore.parallel.nn.GradAccumulation(net_with_loss, micro)`` (gradient accumulation:
     ``build_train_network`` then yields ``_TrainGradAccuStepCell``); ``TrainOneStepCell``
-    otherwise. The result has ``set_train()`` called."""
+    otherwise. The result has ``set_train()`` called.
+
+    The micro-batch graph is shared (:func:`share_micro_batch_graph`) where
+    :func:`needs_shared_graph` says so, and with more than one micro-batch whenever the network
+    holds a ``Morph`` (:func:`has_morph`): unshared, MindSpore 2.10's Morph pass
+    (``frontend/optimizer/irpass/morph.cc:143``, ``AddMonadParameterForFuncGraph``) fails on
+    the inlined micro-batch copies of ``_TrainGradAccuStepCell`` ("The pointer[abs] is null");
+    shared, the Morph is expanded once in the one micro-batch graph (checked in the dry-run:
+    ``tests/test_morph_region.py``, mindformers' Qwen3 / TeleChat3)."""
     import mindspore as ms
     from mindspore import nn
 
     micro = int(pipeline.get("micro_batches", 1))
-    if needs_shared_graph(pipeline):
+    if needs_shared_graph(pipeline) or (micro > 1 and has_morph(net_with_loss)):
         share_micro_batch_graph(net_with_loss)
     if int(pipeline["stages"]) > 1:
         pipe = nn.PipelineCell(net_with_loss, micro)
