@@ -88,6 +88,11 @@ def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
 def mark_cells(net, pipeline: dict) -> dict[str, int]:
     """Set ``pipeline_stage`` and ``recompute()`` on the cells of ``net`` named in ``pipeline``.
 
+    A block of the record's ``split_blocks`` (``{block: {cell: block it runs with}}``,
+    :mod:`smsg_ms.planner.border_tails`: its tail runs with the next block) is not marked
+    itself: each of its cells takes the stage and the recompute of the block it runs with
+    (MindSpore refuses a staged cell inside a cell staged otherwise).
+
     Returns:
         ``{cell path: stage}`` of the marked cells.
 
@@ -98,7 +103,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     stage_of = pipeline.get("stage_of_block", {})
     recompute = pipeline.get("recompute", {})
     selective = pipeline.get("selective_recompute", [])
-    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective)
+    split = pipeline.get("split_blocks", {})
+    units = [u for cells_of in split.values() for u in cells_of]
+    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective) + units
                      if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
@@ -106,11 +113,13 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     marked = {}
     if int(pipeline["stages"]) > 1:
         for name, stage in stage_of.items():
-            cells[name].pipeline_stage = int(stage)
-            marked[name] = int(stage)
+            for cell, runs_with in split.get(name, {name: name}).items():
+                cells[cell].pipeline_stage = int(stage_of[runs_with])
+                marked[cell] = int(stage_of[runs_with])
     for name, on in sorted(recompute.items()):
-        if on:
-            cells[name].recompute()
+        for cell, runs_with in sorted(split.get(name, {name: name}).items()):
+            if recompute.get(runs_with, on) if cell != name else on:
+                cells[cell].recompute()
     for name in pipeline.get("selective_recompute", []):
         recompute_selective(cells[name])
     return marked
