@@ -63,3 +63,25 @@ def test_a_stage_ends_before_the_downsample(capture_of, shared_capture):
         got = {row.key: row.inserted for row in rank.rows}
         assert got[("AllReduce", "grad_sync", 4)] == grads
         assert {(p.key[2], p.inserted) for p in rank.p2p} == {((1, 4, 32), 2)}
+
+
+def test_a_parameter_only_tensor_is_gathered_once_per_step(capture_of, shared_capture):
+    """The pattern of Swin's relative-position bias, pipelined: :mod:`smsg_ms.networks.
+    window_bias` chained (4 blocks of 4 heads, 2 stages of 4 devices, 2 micro-batches). The
+    bias ``matmul(index, table)`` reads no micro-batch, and MindSpore merges its micro-batch
+    copies: by hand per stage (2 blocks), the bias gathered at ``attn + bias`` once per block
+    and step (2 forward AllGathers; counted per micro-batch before: 4 predicted), the
+    attention's gradient ReduceScattered per micro-batch (2 × 2 = 4), and 3 trained weights
+    per block (Dense weight and bias, the table) AllReduced once (6)."""
+    spec, opts = "smsg_ms.networks.window_bias:build", {"chain": True, "heads": (4, 4, 4, 4)}
+    plan = plan_network_pipelined(spec, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(spec, **opts), **opts)
+    assert plan.pipeline["once_per_step"]
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    for rank in report.ranks:
+        got = {row.key: (row.predicted, row.inserted) for row in rank.rows}
+        assert got[("AllGather", "forward", 4)] == (2, 2)
+        assert got[("ReduceScatter", "backward", 4)] == (4, 4)
+        assert got[("AllReduce", "grad_sync", 4)] == (6, 6)
+    assert report.ok

@@ -339,6 +339,13 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     plan.devices = devices
     plan.pipeline = PipelineRecord.of(best, results, stage, global_batch,
                                       costs.stage_limit).as_plan_dict()
+    if best.stages > 1:
+        from .param_only import parameter_only
+        once = set(parameter_only(costs.graph(b)))
+        hit = sorted({c["tensor"] for dec in plan.decisions for c in dec.collectives
+                      if c.get("phase") == "forward" and c.get("tensor") in once})
+        if hit:     # forward redistributions of these run once per step, not per micro-batch
+            plan.pipeline["once_per_step"] = hit
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     return plan.seal()
 
