@@ -71,3 +71,34 @@ def test_a_plan_around_a_morph_passes_check(shared_capture):
     assert [(g.inserted, g.inserted_bytes) for g in grad] == [(1, HIDDEN * OUT * 4)]
     compared = [r for r in report.ranks[0].rows if "loss" not in r.key[1]]
     assert {r.key[0] for r in compared if r.inserted} == {"AllReduce"}
+
+
+def test_a_pipelined_plan_of_morph_layers_passes_check(capture_of, shared_capture):
+    """Pipelined (2 stages of 4 devices, 2 micro-batches) over 4 Morph layers
+    (``layers=4``: ``x + Morph(ReLU(x))`` per block, weight ``(32, 32)``, batch 16).
+
+    Before, MindSpore refused every such plan inside its Morph pass ("The pointer[abs] is
+    null", ``irpass/morph.cc``, compiling ``_TrainGradAccuStepCell``: the Qwen3 / TeleChat3
+    pipelined rows); with the micro-batch graph shared (``pipeline_train_cell``) it compiles.
+    By hand: each stage holds 2 blocks; the Morph's layout keeps its weight whole on the
+    stage's 4 devices (``dp`` = 4, a stage's devices), so each stage AllReduces 2 gradients of
+    32·32 float32 over 4 devices once per step; the border tensor is a micro-batch of 8 cut
+    4 ways on dimension 1: ``(64, 2, 32)`` float32, Sent and Received once per micro-batch.
+    """
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.integration.pipeline import ranks_per_stage
+    from smsg_ms.planner import plan_network_pipelined
+
+    plan = plan_network_pipelined(SPEC, 8, global_batch=16, stages=2, micro_batches=2,
+                                  capture=capture_of(SPEC, layers=4), layers=4)
+    assert plan.pipeline["stage_of_block"] == {"blocks.0": 0, "blocks.1": 0, "blocks.2": 1,
+                                               "blocks.3": 1}
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    assert report.ok, [(r.stage, [(x.key, x.predicted, x.inserted) for x in r.rows + r.p2p])
+                       for r in report.ranks]
+    for rank in report.ranks:
+        grad = {row.key: (row.inserted, row.inserted_bytes) for row in rank.rows}
+        assert grad[("AllReduce", "grad_sync", 4)] == (2, 2 * HIDDEN * HIDDEN * 4)
+        border = {(p.key[0], p.key[2]): p.inserted for p in rank.p2p}
+        assert set(border.values()) == {2} and {k[1] for k in border} == {(64, 2, HIDDEN)}

@@ -197,9 +197,11 @@ def compile_cell(net, inputs, phase: str):
 KNOWN_SOURCES = {
     "irpass/morph.cc": "raised by MindSpore's Morph pass (frontend/optimizer/irpass/morph.cc), "
                        "which expands the network's Morph primitives; MindSpore 2.10 cannot "
-                       "expand them here (a pipelined gradient-accumulation cell: "
+                       "expand them in micro-batch copies that are not shared (a "
+                       "gradient-accumulation cell without lazy_inline: "
                        "AddMonadParameterForFuncGraph finds a monad input without an "
-                       "abstract), whatever the strategies",
+                       "abstract; smsg-ms's own training cells share the micro-batch graph "
+                       "when the network has a Morph), whatever the strategies",
 }
 
 

@@ -243,6 +243,8 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     Decisions the record lists in ``recomputed_on`` for ``stage`` (weight-independent tensors
     such as a causal mask, computed again where they are read:
     :func:`smsg_ms.planner.stages.recomputed_on_later_stages`) add their forward collectives.
+    A forward collective of a tensor the record lists in ``once_per_step`` (computed from
+    trained parameters alone, :mod:`smsg_ms.planner.param_only`) is counted once per step.
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
     from ..planner.pipelined import stage_of_decision
@@ -252,6 +254,7 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     sharded = plan.pipeline.get("optimizer_sharded") or {}
     level = plan.pipeline.get("optimizer_level") or "level1"
     again = plan.pipeline.get("recomputed_on") or {}
+    once = set(plan.pipeline.get("once_per_step") or ())
     out = []
     for d in plan.decisions:
         if stage in again.get(d.name, ()):     # weight-independent forward run again here
@@ -260,7 +263,9 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
         if where[d.name] != stage:
             continue
         for c in d.collectives:
-            if c.get("phase") != "grad_sync":
+            if c.get("phase") == "forward" and c.get("tensor") in once:
+                out.append(dict(c, op=d.name))  # parameter-only: merged over micro-batches
+            elif c.get("phase") != "grad_sync":
                 out.extend([dict(c, op=d.name)] * m)
             elif c.get("tensor") in sharded:
                 for kind, phase, n in optimizer_collectives(level, m,

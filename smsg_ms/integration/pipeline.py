@@ -88,6 +88,11 @@ def pipeline_context(pipeline: dict | None) -> dict[str, Any]:
 def mark_cells(net, pipeline: dict) -> dict[str, int]:
     """Set ``pipeline_stage`` and ``recompute()`` on the cells of ``net`` named in ``pipeline``.
 
+    A block of the record's ``split_blocks`` (``{block: {cell: block it runs with}}``,
+    :mod:`smsg_ms.planner.border_tails`: its tail runs with the next block) is not marked
+    itself: each of its cells takes the stage and the recompute of the block it runs with
+    (MindSpore refuses a staged cell inside a cell staged otherwise).
+
     Returns:
         ``{cell path: stage}`` of the marked cells.
 
@@ -98,7 +103,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     stage_of = pipeline.get("stage_of_block", {})
     recompute = pipeline.get("recompute", {})
     selective = pipeline.get("selective_recompute", [])
-    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective)
+    split = pipeline.get("split_blocks", {})
+    units = [u for cells_of in split.values() for u in cells_of]
+    missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective) + units
                      if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
@@ -106,11 +113,13 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     marked = {}
     if int(pipeline["stages"]) > 1:
         for name, stage in stage_of.items():
-            cells[name].pipeline_stage = int(stage)
-            marked[name] = int(stage)
+            for cell, runs_with in split.get(name, {name: name}).items():
+                cells[cell].pipeline_stage = int(stage_of[runs_with])
+                marked[cell] = int(stage_of[runs_with])
     for name, on in sorted(recompute.items()):
-        if on:
-            cells[name].recompute()
+        for cell, runs_with in sorted(split.get(name, {name: name}).items()):
+            if recompute.get(runs_with, on) if cell != name else on:
+                cells[cell].recompute()
     for name in pipeline.get("selective_recompute", []):
         recompute_selective(cells[name])
     return marked
@@ -142,6 +151,15 @@ def needs_shared_graph(pipeline: dict) -> bool:
                 and pipeline.get("optimizer_level") in ("level2", "level3")))
 
 
+def has_morph(cell) -> bool:
+    """Whether ``cell`` or a sub-cell holds a ``Morph`` primitive (``ops.Morph``: mindformers'
+    ``parallel_core`` linear and embedding layers)."""
+    from mindspore.ops import Primitive
+
+    return any(isinstance(v, Primitive) and v.name == "Morph"
+               for _, sub in cell.cells_and_names() for v in vars(sub).values())
+
+
 def share_micro_batch_graph(cell) -> None:
     """What ``mindspore.lazy_inline`` on the ``__init__`` of the cell ``PipelineCell`` wraps
     does (MindSpore 2.10 ``graph/lazy_inline.py`` sets ``cell_init_args`` after ``__init__``):
@@ -158,12 +176,20 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
     than one stage; for one stage and ``micro > 1`` micro-batches the same with
     ``mindspore.parallel.nn.GradAccumulation(net_with_loss, micro)`` (gradient accumulation:
     ``build_train_network`` then yields ``_TrainGradAccuStepCell``); ``TrainOneStepCell``
-    otherwise. The result has ``set_train()`` called."""
+    otherwise. The result has ``set_train()`` called.
+
+    The micro-batch graph is shared (:func:`share_micro_batch_graph`) where
+    :func:`needs_shared_graph` says so, and with more than one micro-batch whenever the network
+    holds a ``Morph`` (:func:`has_morph`): unshared, MindSpore 2.10's Morph pass
+    (``frontend/optimizer/irpass/morph.cc:143``, ``AddMonadParameterForFuncGraph``) fails on
+    the inlined micro-batch copies of ``_TrainGradAccuStepCell`` ("The pointer[abs] is null");
+    shared, the Morph is expanded once in the one micro-batch graph (checked in the dry-run:
+    ``tests/test_morph_region.py``, mindformers' Qwen3 / TeleChat3)."""
     import mindspore as ms
     from mindspore import nn
 
     micro = int(pipeline.get("micro_batches", 1))
-    if needs_shared_graph(pipeline):
+    if needs_shared_graph(pipeline) or (micro > 1 and has_morph(net_with_loss)):
         share_micro_batch_graph(net_with_loss)
     if int(pipeline["stages"]) > 1:
         pipe = nn.PipelineCell(net_with_loss, micro)

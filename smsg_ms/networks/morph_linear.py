@@ -21,8 +21,9 @@ def _world_size() -> int:
         return 1
 
 
-def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64):
-    """``{"net", "inputs"}``; primitive paths ``relu``, ``lin.morph``, ``relu2``."""
+def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64, layers: int = 0):
+    """``{"net", "inputs"}``; primitive paths ``relu``, ``lin.morph``, ``relu2``; with
+    ``layers=L``: ``blocks.{i}.relu``, ``blocks.{i}.lin.morph``, ``blocks.{i}.add`` (``i < L``)."""
     import mindspore as ms
     from mindspore import Parameter, nn
     from mindspore.ops import operations as P  # noqa: N812
@@ -35,9 +36,9 @@ def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64):
         return x
 
     class MorphLinear(nn.Cell):
-        def __init__(self, dp: int):
+        def __init__(self, dp: int, out: int = out, tag: str = ""):
             super().__init__()
-            self.w = Parameter(ms.Tensor(np.zeros((hidden, out), np.float32)), name="w")
+            self.w = Parameter(ms.Tensor(np.zeros((hidden, out), np.float32)), name=f"w{tag}")
             self.reshape = P.Reshape()
             self.matmul = P.MatMul()
             self.morph = P.Morph(self.forward_func, infer_shape, infer_dtype)
@@ -47,7 +48,7 @@ def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64):
                              out_strategy=(layout("None", "dp", "tp"),))
 
         def forward_func(self, x, w):
-            shape = x.shape[:-1] + (out,)
+            shape = x.shape[:-1] + (w.shape[-1],)
             y = self.matmul(self.reshape(x, (-1, hidden)), w)
             return self.reshape(y, shape)
 
@@ -64,4 +65,25 @@ def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64):
         def construct(self, x):
             return self.relu2(self.lin(self.relu(x)))
 
-    return {"net": Net(), "inputs": (ms.Tensor(np.ones((seq, batch, hidden), np.float32)),)}
+    class Block(nn.Cell):
+        def __init__(self, i: int):
+            super().__init__()
+            self.relu = P.ReLU()
+            self.lin = MorphLinear(_world_size(), hidden, str(i))
+            self.add = P.Add()
+
+        def construct(self, x):
+            return self.add(x, self.lin(self.relu(x)))
+
+    class Layers(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.CellList([Block(i) for i in range(layers)])
+
+        def construct(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    net = Layers() if layers > 0 else Net()
+    return {"net": net, "inputs": (ms.Tensor(np.ones((seq, batch, hidden), np.float32)),)}

@@ -20,7 +20,10 @@ import numpy as np
 
 
 def build(batch: int = 8, tokens: int = 9, dim: int = 24, heads: tuple = (3, 6, 12),
-          table_rows: int = 5):
+          table_rows: int = 5, chain: bool = False):
+    """``chain=True``: the blocks in sequence, block ``i`` returning
+    ``x * mean(softmax(attn), (1, 3))[..., None]`` ``(batch, tokens, dim)`` (so a pipelined
+    plan can cut them into stages)."""
     import mindspore as ms
     from mindspore import Parameter, nn, ops
 
@@ -49,6 +52,8 @@ def build(batch: int = 8, tokens: int = 9, dim: int = 24, heads: tuple = (3, 6, 
             q = ops.reshape(self.q(x), (batch, tokens, self.h, dim // self.h))
             q = ops.transpose(q, (0, 2, 1, 3))
             attn = self.bmm(q, q) + self.bias()
+            if chain:
+                return x * ops.expand_dims(self.mean(self.softmax(attn), (1, 3)), 2)
             return self.mean(self.softmax(attn), (2, 3))
 
     class WindowBias(nn.Cell):
@@ -58,6 +63,10 @@ def build(batch: int = 8, tokens: int = 9, dim: int = 24, heads: tuple = (3, 6, 
             self.concat = ops.Concat(axis=1)
 
         def construct(self, x):
+            if chain:
+                for b in self.blocks:
+                    x = b(x)
+                return x
             return self.concat([b(x) for b in self.blocks])
 
     x = ms.Tensor(np.ones((batch, tokens, dim), np.float32))

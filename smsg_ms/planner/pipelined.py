@@ -339,6 +339,13 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     plan.devices = devices
     plan.pipeline = PipelineRecord.of(best, results, stage, global_batch,
                                       costs.stage_limit).as_plan_dict()
+    if best.stages > 1:
+        from .param_only import parameter_only
+        once = set(parameter_only(costs.graph(b)))
+        hit = sorted({c["tensor"] for dec in plan.decisions for c in dec.collectives
+                      if c.get("phase") == "forward" and c.get("tensor") in once})
+        if hit:     # forward redistributions of these run once per step, not per micro-batch
+            plan.pipeline["once_per_step"] = hit
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     return plan.seal()
 
@@ -361,6 +368,7 @@ class PipelineRecord:
     boundary_dtype: str | None = None
     recomputed_on: dict | None = None
     stage_plan_memory_limit: float | None = None
+    split_blocks: dict | None = None
 
     @classmethod
     def of(cls, best, results: list, stage, global_batch: int,
@@ -384,7 +392,8 @@ class PipelineRecord:
             bounds = [i for i, (a, c) in enumerate(zip(stage_of, stage_of[1:])) if c > a]
             shape, dtype = boundary_slice(stage, bounds[0])
             extra = dict(boundary_shape=shape, boundary_dtype=dtype,
-                         recomputed_on=recomputed_on_later_stages(stage, stage_of))
+                         recomputed_on=recomputed_on_later_stages(stage, stage_of),
+                         split_blocks=split_blocks_of(stage.graph) or None)
         return cls(search, global_batch,
                    best.candidates + sum(r.candidates for r in results if r is not best),
                    optimizer_sharded(stage) if best.optimizer_sharding else {},
@@ -401,7 +410,20 @@ class PipelineRecord:
                        recomputed_on=self.recomputed_on)
         if self.stage_plan_memory_limit is not None:
             out["stage_plan_memory_limit"] = self.stage_plan_memory_limit
+        if self.split_blocks:
+            out["split_blocks"] = self.split_blocks
         return out
+
+
+def split_blocks_of(graph) -> dict[str, dict[str, str]]:
+    """The record's ``split_blocks`` of ``graph`` (:func:`.border_tails.split_record`)."""
+    from .border_tails import split_record, tails
+    from .stages import chain_blocks, reshape_borders, weight_dependent
+
+    names, block = chain_blocks(graph)
+    sent = weight_dependent(graph)
+    return split_record(names, tails(graph, names, block, sent,
+                                     reshape_borders(graph, block, sent)))
 
 
 def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
@@ -424,6 +446,8 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
     block), the first stage before any block: the rule of :func:`.stages.block_of_ops`."""
     record = plan.pipeline or {}
     stage_of = record.get("stage_of_block", {})
+    units = {cell: stage_of[runs_with] for cells in record.get("split_blocks", {}).values()
+             for cell, runs_with in cells.items()}
     out: dict[str, int] = {}
     current = 0
     for d in plan.decisions:
@@ -431,6 +455,9 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
         name = f"{bp[0]}.{bp[1]}" if bp else None
         if name in stage_of:
             current = stage_of[name]
+            unit = next((u for u in units if d.name.startswith(u + ".")), None)
+            if unit is not None:        # a block's cell that runs with another block
+                current = units[unit]
         out[d.name] = current
     return out
 

@@ -19,6 +19,7 @@ from ..cost.overlap import exposed_grad_sync
 from ..cost.pipeline import SELECTIVE_TYPES, LayerCost, Links, ParamSlice
 from ..graph.blocks import block_prefix
 from ..graph.model import DTYPE_BYTES, OpGraph
+from .border_tails import moved, tails
 from .errors import PipelinePlanningError
 from .loss import loss_reads
 from .variables import chosen_costs, variable_index
@@ -66,7 +67,19 @@ def side_container(container: str) -> bool:
 
 
 def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
-    """Chain of repeated blocks of ``graph`` and the chain index of every operator.
+    """Chain of repeated blocks of ``graph`` and the chain index of every operator
+    (:func:`chain_blocks`), the tail of a block that ends with a Reshape's output in the block
+    it runs with (:mod:`.border_tails`: Swin's ``downsample`` with the next layer)."""
+    names, block = chain_blocks(graph)
+    if not any(op.type == "Reshape" for op in graph.ops):
+        return names, block
+    sent = weight_dependent(graph)
+    found = tails(graph, names, block, sent, reshape_borders(graph, block, sent))
+    return names, (moved(block, found) if found else block)
+
+
+def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
+    """Chain of repeated blocks of ``graph`` and the chain index of every operator, by name.
 
     Operators with an indexed primitive path (``layers.3.attention.wq.matmul``) belong to that
     block, but for a side block's (:func:`side_container`), which belong to the last block with
@@ -422,7 +435,7 @@ def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
 
 
-__all__ = ["StageSolution", "block_of_ops", "side_container", "boundary_slice", "boundary_tensors", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]
