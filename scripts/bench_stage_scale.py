@@ -22,7 +22,10 @@ Measured 2026-12-03 (branch cp17, micro-batch 64, load average 7-8 from other us
 3.8 s (chain), 256 17.8 s (4.7x, too wide: 21.9 M entries), 1,024 50.6 s (13.3x, 94.4 M),
 2,048 76.4 s (20.1x, 164.7 M), the build almost all of it. Branch cp17c (merged AllGathers
 priced in the numpy fast path), same run before / after: build at d = 64, 256, 1,024, 2,048
-2.7 / 0.2 s, 11.5 / 0.3 s, 35.8 / 0.7 s, 54.7 / 1.0 s (docs/benchmarks.md).
+2.7 / 0.2 s, 11.5 / 0.3 s, 35.8 / 0.7 s, 54.7 / 1.0 s (docs/benchmarks.md). ``--whole
+8192`` after the float64 guard was lifted where exact (2026-12-05, load average 11-14):
+949.8 s wall, 157.9 s CPU (111.3 parent + 46.6 workers), plan 32 stages x 256 devices,
+32 micro-batches, step 3.827 s.
 
 ``--whole N``: instead, the whole command ``smsg-ms plan llama --shape llama2-70b --batch B
 --devices N --pipeline auto`` after capture (:func:`smsg_ms.planner.plan_network_pipelined`
