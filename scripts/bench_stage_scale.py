@@ -22,10 +22,22 @@ Measured 2026-12-03 (branch cp17, micro-batch 64, load average 7-8 from other us
 3.8 s (chain), 256 17.8 s (4.7x, too wide: 21.9 M entries), 1,024 50.6 s (13.3x, 94.4 M),
 2,048 76.4 s (20.1x, 164.7 M), the build almost all of it. Branch cp17c (merged AllGathers
 priced in the numpy fast path), same run before / after: build at d = 64, 256, 1,024, 2,048
-2.7 / 0.2 s, 11.5 / 0.3 s, 35.8 / 0.7 s, 54.7 / 1.0 s (docs/benchmarks.md).
+2.7 / 0.2 s, 11.5 / 0.3 s, 35.8 / 0.7 s, 54.7 / 1.0 s (docs/benchmarks.md). ``--whole
+8192`` after the float64 guard was lifted where exact (2026-12-05, load average 11-14):
+949.8 s wall, 157.9 s CPU (111.3 parent + 46.6 workers), plan 32 stages x 256 devices,
+32 micro-batches, step 3.827 s; the code before, next run: 1,212.3 s wall, 318.6 s CPU,
+the same plan (hash 1d3a064689f4): 2.0x less CPU.
+
+``--whole N``: instead, the whole command ``smsg-ms plan llama --shape llama2-70b --batch B
+--devices N --pipeline auto`` after capture (:func:`smsg_ms.planner.plan_network_pipelined`
+with the cached captures, default ``--time-limit``): wall seconds, CPU seconds of this process
+and of the worker processes (the ``stats`` the planner fills), the plan's stages,
+micro-batches and predicted step; ``--profile`` runs it under cProfile (one process:
+``--workers 1`` unless given) and prints the top functions by cumulative and by own time.
 
 Usage: ``PYTHONPATH=. python scripts/bench_stage_scale.py [--devices 64 256 1024]
-[--micro-batch 64] [--cache DIR]``; captures are cached as in ``bench_plan.py``.
+[--micro-batch 64] [--cache DIR]`` or ``... --whole 8192 [--batch 1024] [--workers W]
+[--profile]``; captures are cached as in ``bench_plan.py``.
 """
 from __future__ import annotations
 
@@ -73,6 +85,38 @@ def measure(costs, d: int, b: int) -> dict:
             "how": how, "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6}
 
 
+def whole(family, devices: int, batch: int, workers, profile: bool) -> None:
+    """Time (or profile) the whole pipelined plan of ``devices`` after capture."""
+    import cProfile
+    import pstats
+
+    from smsg_ms.planner import plan_network_pipelined
+
+    stats: dict = {}
+    kwargs = {k: v for k, v in SHAPE.items()}
+    if profile and workers is None:
+        workers = 1
+    prof = cProfile.Profile() if profile else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if prof:
+        prof.enable()
+    plan = plan_network_pipelined("llama", devices, global_batch=batch, stages="auto",
+                                  capture=family, stats=stats, workers=workers, **kwargs)
+    if prof:
+        prof.disable()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rec = plan.pipeline or {}
+    print(f"whole plan, {devices} devices, batch {batch}: {wall:.1f} s wall, {cpu:.1f} s CPU "
+          f"here + {stats.get('worker_seconds', 0.0):.1f} s CPU in {stats.get('workers', 0)} "
+          f"worker(s); {stats.get('stage_solves', 0)} stage solves; plan {rec.get('stages')} "
+          f"stages x {rec.get('devices_per_stage')} devices, {rec.get('micro_batches')} "
+          f"micro-batches, step {plan.totals['step_seconds']:.6g} s, hash "
+          f"{plan.content_hash[:12]}", flush=True)
+    if prof:
+        for key in ("cumulative", "tottime"):
+            pstats.Stats(prof).sort_stats(key).print_stats(25)
+
+
 def main(argv=None) -> int:
     from smsg_ms.cost.hardware import get_hardware
     from smsg_ms.graph.batch_scale import BatchFamily
@@ -83,9 +127,17 @@ def main(argv=None) -> int:
                     help="devices per stage d (the first is the baseline)")
     ap.add_argument("--micro-batch", type=int, default=64, help="micro-batch size b (samples)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp") / "smsg-bench-plan")
+    ap.add_argument("--whole", type=int, metavar="N",
+                    help="time the whole `plan --pipeline auto` on N devices instead")
+    ap.add_argument("--batch", type=int, default=1024, help="global batch of --whole")
+    ap.add_argument("--workers", type=int, default=None, help="worker processes of --whole")
+    ap.add_argument("--profile", action="store_true", help="cProfile --whole (one process)")
     args = ap.parse_args(argv)
     warm_imports()
     family = BatchFamily(lambda b: load_graph(dict(SHAPE, batch=b), args.cache)[0])
+    if args.whole:
+        whole(family, args.whole, args.batch, args.workers, args.profile)
+        return 0
     costs = StageCosts("llama", get_hardware("ascend910b"), capture=family,
                        **{k: v for k, v in SHAPE.items()})
     base = None

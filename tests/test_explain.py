@@ -345,3 +345,54 @@ def test_totals_say_when_the_gradient_sync_is_hidden_by_overlap():
     plan.pipeline = {"stages": 2, "micro_batches": 2, "devices_per_stage": 4}
     labels = [label for label, _ in totals_rows(plan)]
     assert "gradient sync, overlapped with backward" not in labels
+
+
+def test_degrees_by_block_on_a_mixed_plan():
+    """#17 item 7: a plan whose blocks take different degrees, known by construction (the
+    MatMuls carry their device matrix's cuts, as a plan's symbolic descriptions do). Four
+    instances of ``layers.*`` on 8 devices: layers.0 and layers.1 a MatMul ((4,1),(1,2)) (dp 4,
+    tp 2) and an attention BatchMatMul ((4,1,2,1),(4,1,1,1)) whose queries' sequence (axis 2)
+    is cut 2-way (cp 2); layers.2 and layers.3 a MatMul ((8,1),(1,1)) (dp 8, tp 1), an
+    attention BatchMatMul ((8,1,1,1),(8,1,1,1)) (cp 1) and a routed-experts BatchMatMul
+    ``layers.i.moe.experts.w1`` ((2,1,1),(4,1,1)) whose stacked weights' expert axis is cut
+    4-way (ep 4). The by-block line joins the equal neighbours: ``layers.0–1`` and
+    ``layers.2–3``; the plan's line takes the largest ep and cp (4 and 2)."""
+    import io
+
+    from rich.console import Console
+
+    from smsg_ms.plan import OpDecision, Plan
+    from smsg_ms.report.degrees import degrees_by_block
+    from smsg_ms.report.explain_view import chosen_degrees
+
+    decisions = []
+    for i in range(4):
+        wide = i < 2
+        mm = ((4, 1), (1, 2)) if wide else ((8, 1), (1, 1))
+        att = ((4, 1, 2, 1), (4, 1, 1, 1)) if wide else ((8, 1, 1, 1), (8, 1, 1, 1))
+        decisions.append(OpDecision(f"layers.{i}.wq.matmul", "MatMul", [list(s) for s in mm],
+                                    block="layers.*", symbolic=f"mm{wide}"))
+        decisions.append(OpDecision(f"layers.{i}.attention.qk", "BatchMatMul",
+                                    [list(s) for s in att], block="layers.*"))
+        if not wide:
+            decisions.append(OpDecision(f"layers.{i}.moe.experts.w1", "BatchMatMul",
+                                        [[2, 1, 1], [4, 1, 1]], block="layers.*"))
+    symbolic = {"mmTrue": {"cuts": {"c_m": 4, "c_k": 1, "c_n": 2}},
+                "mmFalse": {"cuts": {"c_m": 8, "c_k": 1, "c_n": 1}}}
+    plan = Plan("toy", "f", 8, {}, [[8, 16]], "a100", decisions, dataset_strategy=[[1, 1]],
+                symbolic=symbolic)
+    assert degrees_by_block(plan) == [
+        ("layers.0–1", {"dp": 4, "tp": 2, "ep": 1, "cp": 2}),
+        ("layers.2–3", {"dp": 8, "tp": 1, "ep": 4, "cp": 1})]
+    degrees = chosen_degrees(plan)
+    assert (degrees["ep"], degrees["cp"]) == (4, 2)
+    out = io.StringIO()
+    print_explain(plan, Console(file=out, width=100))
+    text = out.getvalue()
+    assert "degrees by block: layers.0–1: dp 4, tp 2, ep 1, cp 2; layers.2–3: dp 8, tp 1, ep " \
+           "4, cp 1" in " ".join(text.split())
+    # every instance alike (layers.0 and its copy as layers.1): no by-block line
+    same = Plan("toy", "f", 8, {}, [[8, 16]], "a100", decisions[:2] + [
+        OpDecision(d.name.replace("layers.0", "layers.1"), d.op_type, d.strategy, block=d.block)
+        for d in decisions[:2]], dataset_strategy=[[1, 1]])
+    assert degrees_by_block(same) == []

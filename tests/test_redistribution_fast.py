@@ -174,10 +174,40 @@ def test_fast_path_declines(shape):
 
 
 def test_fast_path_declines_sizes_float64_cannot_hold():
+    """(k − 1)·S must be exact in float64 (odd part below 2^53), and the whole tensor times the
+    devices below 2^62 (no int64 overflow); power-of-two sizes past 2^53 are exact."""
     a, b = TensorLayout((8,), (0, -1)), TensorLayout((8,), (-1, -1))
-    huge = (2 ** 25, 2 ** 24)   # 2^49 elements x 2 bytes x 8 devices = 2^53
-    assert gather_seconds_matrix(huge, 2, [a], [b], HW) is None
+    # S = 2·8·3^32 bytes gathered over 8: (8 − 1)·S has the odd part 7·3^32 > 2^53
+    assert gather_seconds_matrix((8 * 3 ** 32, 1), 2, [a], [b], HW) is None
+    assert gather_seconds_matrix((2 ** 60, 8), 2, [a], [b], HW) is None     # 2^68 bytes·devices
+    huge = (2 ** 25, 2 ** 24)   # 2^49 elements x 2 bytes x 8 devices = 2^53, every value exact
+    fast = gather_seconds_matrix(huge, 2, [a], [b], HW)
+    assert fast is not None
+    _assert_fast_equals(fast, 8, huge, 2, [a], [b], True)
     assert gather_seconds_matrix((2 ** 20, 8), 2, [a], [b], HW) is not None
+
+
+@st.composite
+def large_cases(draw):
+    """Cases of :func:`cases` with every dimension scaled up to 2^30 times: past 2^53 bytes ×
+    devices, exact in float64 or not depending on the odd parts."""
+    devices, shape, elem_bytes, srcs, dsts = draw(cases())
+    shape = tuple(s << draw(st.integers(0, 30)) for s in shape)
+    return devices, shape, elem_bytes, srcs, dsts
+
+
+@settings(max_examples=300, deadline=None)
+@given(large_cases(), st.booleans())
+def test_fast_seconds_equal_reference_past_2_53(case, backward):
+    """Where the fast path takes a large tensor it equals the reference bit for bit; with
+    power-of-two dimensions (every (k − 1)·S exact) it always takes it."""
+    devices, shape, elem_bytes, srcs, dsts = case
+    assume(elem_bytes * prod(shape) * devices < 2 ** 62)
+    fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW, backward)
+    if all(s & (s - 1) == 0 for s in shape):
+        assert fast is not None
+    if fast is not None:
+        _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward)
 
 
 def test_planner_edges_equal_reference_at_64_devices(captured, monkeypatch):

@@ -249,6 +249,12 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     return cut_a, steps
 
 
+def _exact_in_float64(values: np.ndarray) -> bool:
+    """Whether every int64 in ``values`` (each below ``2**62``) converts to float64 exactly:
+    its odd part below ``2**53`` (IEEE 754 double: 53-bit significand)."""
+    return bool(np.array_equal(values.astype(np.float64).astype(np.int64), values))
+
+
 def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
                           dsts: list[TensorLayout], machine, backward: bool = True):
     """Seconds of :func:`~smsg_ms.cost.redistribution.redistribute` (``enable_alltoall`` off)
@@ -273,8 +279,9 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
     Returns:
         ``(len(srcs), len(dsts))`` float array of seconds, or ``None`` when the fast path does
         not apply (device count not a power of two, 1 or above ``2**FAST_MAX_BITS``, a level
-        size not a power of two, a symbolic dimension, sizes that could lose precision in
-        float64): use the reference then.
+        size not a power of two, a symbolic dimension, a numerator ``(k − 1)·S`` of
+        :func:`~smsg_ms.cost.api.collective_seconds` not exact in float64, a tensor of
+        ``2**62`` bytes × devices or more): use the reference then.
     """
     if not srcs or not dsts or any(not isinstance(s, int) or s < 1 for s in shape):
         return None
@@ -289,7 +296,11 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
             return None
         level_bits.append(nbits if block is None else min(block.bit_length() - 1, nbits))
     rank = len(shape)
-    if elem_bytes * prod(shape) * devices >= 2 ** 53:   # keep int → float64 conversions exact
+    # collective_seconds divides (k − 1)·S by a power of two: Python ints (the reference) round
+    # the exact quotient once, numpy converts both to float64 first, the same where (k − 1)·S
+    # is exact in float64. Below 2^53 always; up to 2^62 (no int64 overflow) checked per step.
+    checked = elem_bytes * prod(shape) * devices >= 2 ** 53
+    if elem_bytes * prod(shape) * devices >= 2 ** 62:
         return None
     program = _gather_program(tuple(srcs), tuple(dsts), rank, nbits)
     if program is None:
@@ -319,8 +330,10 @@ def gather_seconds_matrix(shape, elem_bytes: int, srcs: list[TensorLayout],
             inside = np.maximum(np.minimum(hi, max(top, below)) - np.maximum(lo, below), 0)
             fanout.append(np.left_shift(1, inside))
             below = max(top, below)
-        t = collective_seconds("AllGather", fanout, src_bytes[row] << grown.astype(np.int64),
-                               links)
+        full = src_bytes[row] << grown.astype(np.int64)
+        if checked and not all(_exact_in_float64((f - 1) * full) for f in fanout):
+            return None
+        t = collective_seconds("AllGather", fanout, full, links)
         total[at] += np.where(merged, 0.0, pending[at])    # + 0.0 leaves a sum unchanged
         pending[at], pending_low[at], pending_axis0[at] = t, lo, axis0
     total = (total + pending).reshape(len(srcs), len(dsts))

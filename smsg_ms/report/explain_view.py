@@ -10,11 +10,11 @@ instances (``layers.0–6.add_ffn``, ``layers.7.add_ffn``). Nothing here recompu
 from __future__ import annotations
 
 import itertools
-import math
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from typing import NamedTuple
 
 from ..plan import OpDecision, Plan
+from .degrees import chosen_degrees, degrees_by_block
 from .tables import (LABELS, count, data_parallel_missing, fmt_runner_up, fmt_strategy,
                      instance_label, is_memory_key, relative_name)
 from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
@@ -210,6 +210,11 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
     degrees = chosen_degrees(plan)
     console.print()
     say("chosen: " + ", ".join(f"{k} {v}" for k, v in degrees.items()), style="bold")
+    by_block = degrees_by_block(plan)
+    if by_block:
+        say("degrees by block: " + "; ".join(
+            f"{label}: " + ", ".join(f"{k} {v}" for k, v in d.items()) for label, d in by_block),
+            "", "  ")
     runner = (plan.pipeline or {}).get("runner_up")
     if runner:
         say(f"runner-up: pp {runner['stages']}, micro-batches {runner['micro_batches']}, "
@@ -217,75 +222,6 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
             f"{runner.get('optimizer_level', 'off')}: step {fmt_seconds(runner['step_seconds'])}"
             f" ({'+' if runner['difference_seconds'] >= 0 else ''}"
             f"{fmt_seconds(runner['difference_seconds'])} vs the chosen)")
-
-
-def chosen_degrees(plan: Plan) -> dict[str, object]:
-    """The parallel degrees of ``plan`` as plain values: ``dp`` and ``tp`` (the dominant
-    :func:`operator_degrees` of each repeated-block instance, then the one most instances
-    share; of all the decisions when the plan has no repeated block), ``repeated`` (only where
-    ``dp·tp`` is below a stage's devices: the factor MindSpore repeats the computation by),
-    ``sp`` (sequence parallel: the group a row-parallel MatMul reduce-scatters its partial sums
-    over onto the tokens, :attr:`Plan.out_strategies`; 1 when none does), ``pp`` (stages),
-    ``vp`` (virtual stages), ``micro-batches``, ``recompute`` (recomputed block instances / block instances of
-    the plan), ``selective recompute`` (blocks whose selective primitives are recomputed) and
-    ``optimizer`` (``off`` or MindSpore's ``optimizer_level``). Read from the plan file,
-    nothing recomputed."""
-    rec = plan.pipeline or {}
-    groups: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
-    for d in plan.decisions:
-        degrees = operator_degrees(plan, d)
-        _, inst = relative_name(d)
-        key = "" if inst is None else f"{d.block}#{inst}"
-        groups.setdefault(key, [])
-        if degrees:
-            groups[key].append(degrees)
-    blocks = [k for k in groups if k]
-    per_group = [_most_common(groups[k]) for k in (blocks or list(groups)) if groups[k]]
-    dp, tp = _most_common(per_group) if per_group else (1, int(plan.devices))
-    recompute = rec.get("recompute", {})
-    level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
-    per_stage = int(rec.get("devices_per_stage", plan.devices))
-    repeat = {"repeated": f"x{per_stage // (dp * tp)}"} if per_stage > dp * tp else {}
-    return {"dp": dp, "tp": tp, **repeat, "sp": sequence_parallel_degree(plan),
-            "pp": int(rec.get("stages", 1)),
-            "vp": int(rec.get("virtual_stages", 1)),
-            "micro-batches": int(rec.get("micro_batches", 1)),
-            "recompute": f"{sum(bool(v) for v in recompute.values())}/"
-                         f"{len(blocks) or len(recompute)} blocks",
-            "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
-            "optimizer": level}
-
-
-def operator_degrees(plan: Plan, d: OpDecision) -> tuple[int, int] | None:
-    """``(dp, tp)`` of one decision's device matrix: ``dp`` the cut of its first input's first
-    axis (the batch / token axis), ``tp`` the rest of the devices its device matrix spans (the
-    product of its einsum letters' cuts, MindSpore's ``dev_matrix`` of ``ops_info/*_info.cc``;
-    without a symbolic description the largest product of one input's cuts). A MatMul
-    ``((4, 1), (1, 2))`` is ``(4, 2)``; an Add ``((4, 1), (4, 1))`` is ``(4, 1)`` (repeated on
-    the other devices). ``None`` for a decision without a strategy."""
-    if not d.shardable or not d.strategy or not d.strategy[0]:
-        return None
-    dp = int(d.strategy[0][0])
-    cuts = (plan.symbolic_of(d) or {}).get("cuts") or {}
-    used = (math.prod(int(c) for c in cuts.values()) if cuts
-            else max(math.prod(int(c) for c in s) for s in d.strategy))
-    return dp, max(1, used // max(dp, 1))
-
-
-def _most_common(items: list):
-    """The item ``items`` hold most often; of equal counts, the first to appear."""
-    counts = Counter(items)
-    return max(counts, key=lambda x: (counts[x], -items.index(x)))
-
-
-def sequence_parallel_degree(plan: Plan) -> int:
-    """The largest ReduceScatter group of the plan's out_strategies: a MatMul with in_strategy
-    ``((a, b), (b, c))`` and out_strategy ``((a·b, c),)`` scatters over ``b`` devices
-    (``ops_info/matmul_info.cc``); 1 when the plan sets no out_strategy."""
-    strategies = plan.strategies
-    degrees = [int(out[0][0]) // int(strategies[name][0][0])
-               for name, out in plan.out_strategies.items() if name in strategies]
-    return max(degrees, default=1)
 
 
 def _sayer(console):

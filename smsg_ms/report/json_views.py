@@ -44,7 +44,9 @@ def explain_json(plan: Plan, show_all: bool = False) -> dict:
     """``smsg-ms explain --json``: one entry per shown decision (folded as the view folds them;
     ``show_all`` for every instance) with the decision's fields (strategy, seconds, breakdown,
     collectives, runner-up) and its symbolic cost description (``symbolic``, ``None`` without
-    an einsum)."""
+    an einsum); the plan's ``degrees`` (:func:`~smsg_ms.report.degrees.chosen_degrees`),
+    ``degrees_by_block`` (empty when every block takes the same) and the pipeline search's
+    ``runner_up`` configuration (``None`` for a single-stage plan)."""
     from .explain_view import explained_decisions
 
     entries = []
@@ -55,8 +57,12 @@ def explain_json(plan: Plan, show_all: bool = False) -> dict:
         entry.update(shown=shown.name, instances=shown.instances,
                      symbolic=plan.symbolic_of(shown.decision))
         entries.append(entry)
+    from .degrees import chosen_degrees, degrees_by_block
+
     return {"content_hash": plan.content_hash, "network": plan.network,
-            "devices": plan.devices, "totals": plan.totals, "decisions": entries}
+            "devices": plan.devices, "totals": plan.totals, "degrees": chosen_degrees(plan),
+            "degrees_by_block": [{"blocks": label, **d} for label, d in degrees_by_block(plan)],
+            "runner_up": (plan.pipeline or {}).get("runner_up"), "decisions": entries}
 
 
 def check_json(report) -> dict:

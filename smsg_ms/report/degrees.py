@@ -1,0 +1,156 @@
+"""The parallel degrees of a plan, read from its decisions (nothing recomputed): data, tensor,
+expert, sequence and context parallel, pipeline and virtual stages, micro-batches, recompute and
+the optimizer-state level (:func:`chosen_degrees`), and, where repeated-block instances take
+different degrees, the degrees by block (:func:`degrees_by_block`). ``explain`` prints both.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, OrderedDict
+
+from ..plan import OpDecision, Plan
+from .tables import instance_label, relative_name
+
+#: Primitives whose second input is the routed experts' stacked weights ``(E, h, f)``.
+EXPERT_TYPES = ("BatchMatMul", "GroupedMatmul", "MatMul")
+
+
+def chosen_degrees(plan: Plan) -> dict[str, object]:
+    """The parallel degrees of ``plan`` as plain values: ``dp`` and ``tp`` (the dominant
+    :func:`operator_degrees` of each repeated-block instance, then the one most instances
+    share; of all the decisions when the plan has no repeated block), ``repeated`` (only where
+    ``dp·tp`` is below a stage's devices: the factor MindSpore repeats the computation by),
+    ``ep`` (:func:`expert_parallel_degree`), ``sp`` (:func:`sequence_parallel_degree`), ``cp``
+    (:func:`context_parallel_degree`), ``pp`` (stages), ``vp`` (virtual stages),
+    ``micro-batches``, ``recompute`` (recomputed block instances / block instances of the
+    plan), ``selective recompute`` (blocks whose selective primitives are recomputed) and
+    ``optimizer`` (``off`` or MindSpore's ``optimizer_level``). Read from the plan file,
+    nothing recomputed."""
+    rec = plan.pipeline or {}
+    groups = _instance_groups(plan)
+    blocks = [k for k in groups if k]
+    per_group = [_most_common(groups[k]) for k in (blocks or list(groups)) if groups[k]]
+    dp, tp = _most_common(per_group) if per_group else (1, int(plan.devices))
+    recompute = rec.get("recompute", {})
+    level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
+    per_stage = int(rec.get("devices_per_stage", plan.devices))
+    repeat = {"repeated": f"x{per_stage // (dp * tp)}"} if per_stage > dp * tp else {}
+    return {"dp": dp, "tp": tp, **repeat, "ep": expert_parallel_degree(plan),
+            "sp": sequence_parallel_degree(plan), "cp": context_parallel_degree(plan),
+            "pp": int(rec.get("stages", 1)),
+            "vp": int(rec.get("virtual_stages", 1)),
+            "micro-batches": int(rec.get("micro_batches", 1)),
+            "recompute": f"{sum(bool(v) for v in recompute.values())}/"
+                         f"{len(blocks) or len(recompute)} blocks",
+            "selective recompute": f"{len(rec.get('selective_recompute', []))} blocks",
+            "optimizer": level}
+
+
+def degrees_by_block(plan: Plan) -> list[tuple[str, dict[str, int]]]:
+    """The degrees of each repeated-block instance, ``[(label, {"dp", "tp", "ep", "cp"})]`` in
+    graph order, consecutive instances of equal degrees joined (``layers.0–5``,
+    :func:`~smsg_ms.report.tables.instance_label`); ``dp``/``tp`` the instance's dominant
+    :func:`operator_degrees`, ``ep``/``cp`` its largest expert and query-sequence cuts. Empty
+    when every instance takes the same degrees (the plan's line says it all) or the plan has
+    no repeated block."""
+    rows: list[tuple[str, str, dict[str, int]]] = []      # (block, instance, degrees)
+    instances: OrderedDict[tuple[str, str], list[OpDecision]] = OrderedDict()
+    for d in plan.decisions:
+        _, inst = relative_name(d)
+        if inst is not None:
+            instances.setdefault((d.block, inst), []).append(d)
+    for (block, inst), decisions in instances.items():
+        pairs = [p for p in (operator_degrees(plan, d) for d in decisions) if p]
+        if not pairs:
+            continue
+        dp, tp = _most_common(pairs)
+        rows.append((block, inst, {"dp": dp, "tp": tp,
+                                   "ep": max(map(_expert_cut, decisions), default=1),
+                                   "cp": max(map(_query_sequence_cut, decisions), default=1)}))
+    if len({tuple(r[2].items()) for r in rows}) < 2:
+        return []
+    out: list[tuple[str, list[str], dict[str, int]]] = []
+    for block, inst, degrees in rows:
+        if out and out[-1][0] == block and out[-1][2] == degrees:
+            out[-1][1].append(inst)
+        else:
+            out.append((block, [inst], degrees))
+    return [(instance_label(block, insts), degrees) for block, insts, degrees in out]
+
+
+def operator_degrees(plan: Plan, d: OpDecision) -> tuple[int, int] | None:
+    """``(dp, tp)`` of one decision's device matrix: ``dp`` the cut of its first input's first
+    axis (the batch / token axis), ``tp`` the rest of the devices its device matrix spans (the
+    product of its einsum letters' cuts, MindSpore's ``dev_matrix`` of ``ops_info/*_info.cc``;
+    without a symbolic description the largest product of one input's cuts). A MatMul
+    ``((4, 1), (1, 2))`` is ``(4, 2)``; an Add ``((4, 1), (4, 1))`` is ``(4, 1)`` (repeated on
+    the other devices). ``None`` for a decision without a strategy."""
+    if not d.shardable or not d.strategy or not d.strategy[0]:
+        return None
+    dp = int(d.strategy[0][0])
+    cuts = (plan.symbolic_of(d) or {}).get("cuts") or {}
+    used = (math.prod(int(c) for c in cuts.values()) if cuts
+            else max(math.prod(int(c) for c in s) for s in d.strategy))
+    return dp, max(1, used // max(dp, 1))
+
+
+def expert_parallel_degree(plan: Plan) -> int:
+    """Expert parallel: the plan's ``expert_parallel`` total where the planner chose one
+    (mindformers' MoE layers, :mod:`smsg_ms.cost.expert_dispatch`), else the largest cut of the
+    experts' axis (first axis of the stacked weights ``(E, h, f)``, second input) of a routed
+    experts' matrix product (a primitive under a path component ``experts``, the built-in
+    ``moe``'s ``layers.i.moe.experts.*``); 1 when there is none."""
+    total = (plan.totals or {}).get("expert_parallel")
+    if isinstance(total, (int, float)) and total >= 1:
+        return int(total)
+    return max((_expert_cut(d) for d in plan.decisions), default=1)
+
+
+def _expert_cut(d: OpDecision) -> int:
+    if d.op_type not in EXPERT_TYPES or not d.strategy or len(d.strategy) < 2 \
+            or len(d.strategy[1]) != 3 or "experts" not in d.name.split("."):
+        return 1
+    return int(d.strategy[1][0])
+
+
+def context_parallel_degree(plan: Plan) -> int:
+    """Context parallel: the largest cut of the queries' sequence axis of the attention's
+    4-D ``BatchMatMul`` (``QKᵀ`` and ``PV``: first input ``(batch, heads, seq, ·)``, axis 2;
+    the keys and values then gathered, docs/sequence-parallel.md); 1 when none is cut."""
+    return max((_query_sequence_cut(d) for d in plan.decisions), default=1)
+
+
+def _query_sequence_cut(d: OpDecision) -> int:
+    if d.op_type != "BatchMatMul" or not d.strategy or len(d.strategy) != 2 \
+            or any(len(s) != 4 for s in d.strategy):
+        return 1
+    return int(d.strategy[0][2])
+
+
+def sequence_parallel_degree(plan: Plan) -> int:
+    """The largest ReduceScatter group of the plan's out_strategies: a MatMul with in_strategy
+    ``((a, b), (b, c))`` and out_strategy ``((a·b, c),)`` scatters over ``b`` devices
+    (``ops_info/matmul_info.cc``); 1 when the plan sets no out_strategy."""
+    strategies = plan.strategies
+    degrees = [int(out[0][0]) // int(strategies[name][0][0])
+               for name, out in plan.out_strategies.items() if name in strategies]
+    return max(degrees, default=1)
+
+
+def _instance_groups(plan: Plan) -> "OrderedDict[str, list[tuple[int, int]]]":
+    """:func:`operator_degrees` per block instance (``block#index``; ``""`` outside blocks)."""
+    groups: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+    for d in plan.decisions:
+        degrees = operator_degrees(plan, d)
+        _, inst = relative_name(d)
+        key = "" if inst is None else f"{d.block}#{inst}"
+        groups.setdefault(key, [])
+        if degrees:
+            groups[key].append(degrees)
+    return groups
+
+
+def _most_common(items: list):
+    """The item ``items`` hold most often; of equal counts, the first to appear."""
+    counts = Counter(items)
+    return max(counts, key=lambda x: (counts[x], -items.index(x)))
