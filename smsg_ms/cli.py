@@ -14,7 +14,8 @@ from .cli_explain import register as register_explain
 from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
                           default_plan_path, given_options, machine_of, name_options,
-                          positive_int, positive_seconds)
+                          non_negative_int, positive_float, positive_int, positive_seconds)
+from .cli_options import OneLineParser as _Parser
 from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -70,7 +71,7 @@ def _add_hardware_args(p) -> None:
     p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
                    help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, "
                         "dgx-h100 = h100; default ascend910b) or a JSON/YAML description file")
-    p.add_argument("--devices-per-node", type=int, metavar="N",
+    p.add_argument("--devices-per-node", type=positive_int, metavar="N",
                    help="devices per node, overriding the preset's (default: the preset's)")
 
 
@@ -80,8 +81,6 @@ def cmd_plan(args) -> int:
 
     check_device_count(args.devices)
     run = apply_mindformers_config(args)
-    if args.memory is not None and not args.memory > 0:
-        raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     if args.out is not None and not args.out.strip():
         raise PlanError("--out must name a file, got an empty name")
     args.machine = machine_of(args, PlanError)
@@ -271,11 +270,6 @@ def cmd_export(args) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (the house rule for bad input)."""
-
-    def error(self, message: str):
-        self.exit(2, f"smsg-ms: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,10 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
-    p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
+    p.add_argument("--devices", type=positive_int, default=8, help="device count (default 8)")
     add_mindformers_arg(p)
     _add_hardware_args(p)
-    p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
+    p.add_argument("--memory", type=positive_float, metavar="GIB",
+                   help="memory per device in GiB (default: preset's)")
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,
                    help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "
                         "plan is the best found, with its proven optimality gap")
@@ -302,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "options and settings given or not at their default)")
     p.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto' "
                                                        "(outer search); --batch is the global batch")
-    p.add_argument("--micro-batches", type=int, metavar="M",
+    p.add_argument("--micro-batches", type=positive_int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
     add_pipeline_shape_args(p)
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
@@ -329,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "compiler on this CPU machine (one step, simulated ranks)")
     p.add_argument("script", help="the training script (run unmodified)")
     p.add_argument("--ranks", type=positive_int, default=8, help="simulated ranks (default 8)")
-    p.add_argument("--rank", type=int, default=0, help="the rank compiled (default 0)")
+    p.add_argument("--rank", type=non_negative_int, default=0, help="the rank compiled (default 0)")
     # the script's own arguments follow "--" (split off in main(): argparse's sub-parsers do
     # not pass "--" on); they reach the script untouched
     p.set_defaults(args=[])

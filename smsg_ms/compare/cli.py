@@ -211,7 +211,8 @@ def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
 def _network_args(p, devices_required: bool = True) -> None:
     p.add_argument("network", nargs=None if devices_required else "?",
                    help="built-in name or package.module:function")
-    p.add_argument("--devices", type=int, required=devices_required,
+    from ..cli_options import positive_int
+    p.add_argument("--devices", type=positive_int, required=devices_required,
                    help="device count" + ("" if devices_required else
                                           " (score --config: must equal dp·tp·pp; compare "
                                           "--mindformers-config: default data_parallel·"
@@ -225,6 +226,7 @@ def _network_args(p, devices_required: bool = True) -> None:
 
 def register(subparsers) -> None:
     """Add ``compare`` and ``score`` to an ``argparse`` sub-parser collection."""
+    from ..cli_options import positive_int, positive_seconds
     p = subparsers.add_parser("compare", help="compile a network under every planner (smsg and "
                               "MindSpore's) and measure each from the compiled graph")
     _network_args(p, devices_required=False)
@@ -233,7 +235,8 @@ def register(subparsers) -> None:
     p.add_argument("--planners", help="comma-separated subset (default: all)")
     p.add_argument("--expert", type=_expert, help="dp,mp[,pp] of the network's own parallel "
                    "config (mindformers specs): adds the expert row")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per compile")
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, metavar="S",
+                   help="seconds per compile (default 900)")
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
                    help="how smsg's plan reaches MindSpore (default auto: see smsg-ms plan)")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -246,7 +249,7 @@ def register(subparsers) -> None:
                               "configurations in the Megatron layout (--config, --configs, "
                               "--mindformers-config)")
     _network_args(s, devices_required=False)
-    s.add_argument("--devices-per-node", type=int, metavar="N",
+    s.add_argument("--devices-per-node", type=positive_int, metavar="N",
                    help="devices per node, overriding the preset's")
     from ..cli_options import add_mindformers_arg
     add_mindformers_arg(s)
