@@ -11,6 +11,7 @@ import sys
 
 from .cli_check import register as register_check
 from .cli_explain import register as register_explain
+from .cli_export import register as register_export
 from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
                           default_plan_path, given_options, machine_of, name_options,
@@ -237,41 +238,6 @@ def cmd_dryrun(args) -> int:
     return 0
 
 
-def _primitives_reading_parameters(plan, graph) -> list[str]:
-    """The plan's primitives the strategy checkpoint can hold: those whose operator reads a
-    Parameter directly (``smsg_ms.integration.strategy_files``: the key names that Parameter)."""
-    return sorted({op.prim_path for op in graph.ops if op.prim_path in plan.strategies
-                   and any(graph.tensors[n].kind == "parameter" for n in op.inputs)})
-
-
-def cmd_export(args) -> int:
-    from .graph.capture import capture_network
-    from .integration.plan_io import load_plan
-    from .integration.strategy_files import write_strategy_ckpt
-
-    plan = load_plan(args.file)
-    check_writable(args.out)
-    graph = capture_network(args.network or plan.network, **plan.options)
-    write_strategy_ckpt(plan, graph, args.out)
-    from .integration.strategy_files import load_context
-    from .report.tables import count
-
-    written = _primitives_reading_parameters(plan, graph)
-    print(f"strategy checkpoint written to {args.out}: {len(written)} of "
-          f"{count(len(plan.strategies), 'strategy', 'strategies')} written (the others are of "
-          "operators that read no Parameter, which the format cannot name)")
-    # the data inputs' layout belongs to the plan too: MindSpore reads it from the context
-    layout = ({"full_batch": True} if plan.dataset_strategy is None else
-              {"full_batch": False, "dataset_strategy": tuple(tuple(int(c) for c in s)
-                                                              for s in plan.dataset_strategy)})
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in {**load_context(plan, args.out),
-                                                  **layout}.items())
-    print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
-    return 0
-
-
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="smsg-ms", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -313,12 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_explain(sub)
     register_check(sub)
 
-    p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
-    p.add_argument("file", help="plan file")
-    p.add_argument("out", help="strategy checkpoint file (.json), for strategy_ckpt_config "
-                               "load_file")
-    p.add_argument("--network", help="network spec (default: the plan's)")
-    p.set_defaults(func=cmd_export)
+    register_export(sub)
 
     p = sub.add_parser("dryrun", help="compile a training script with MindSpore's parallel "
                                       "compiler on this CPU machine (one step, simulated ranks)")

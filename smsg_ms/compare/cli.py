@@ -25,7 +25,7 @@ def cmd_compare(args) -> int:
     from .report import markdown
     from .runner import PLANNERS, compare
 
-    from ..cli_output import emit_json, stdout_to_stderr
+    from ..cli_output import emit_json, progress_steps
 
     from ..cli_options import apply_mindformers_config
     from .configs import ConfigError
@@ -43,12 +43,15 @@ def cmd_compare(args) -> int:
         raise ConfigError("compare needs --devices N")
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
     to_stdout = args.json == "-"
-    # progress lines go to stderr with --json (stdout holds the JSON document only)
-    with stdout_to_stderr(to_stdout):
+    steps = len(planners) + (1 if args.expert and "expert" not in planners else 0)
+    options = _options(args)
+    # a bar on a terminal's stderr, nothing in a pipe; what MindSpore prints goes to stderr
+    # with --json (stdout holds the JSON document only)
+    with progress_steps(f"compiling {args.network} on {args.devices} devices", steps,
+                        to_stdout, args.quiet) as step:
         run = compare(args.network, args.devices, planners=planners, hardware=args.hardware,
                       expert=args.expert, timeout=args.timeout, write_back=args.write_back,
-                      progress=lambda p: print(f"… {p}", flush=True) if not args.quiet else None,
-                      **_options(args))
+                      progress=step, **options)
     if to_stdout:
         emit_json(run)
         return 0
@@ -242,7 +245,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="the full results as JSON: on stdout alone (nothing else there), or "
                         "also written to FILE after the table")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (there is none in a pipe either)")
     p.set_defaults(func=cmd_compare)
     s = subparsers.add_parser("score", help="score with smsg's cost model the strategies a "
                               "network's primitives carry (shard() in its code), or hybrid "

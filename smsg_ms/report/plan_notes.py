@@ -19,7 +19,7 @@ WHY_NOT_WRITTEN = {
 }
 
 
-def _fold(name: str) -> str:
+def fold_name(name: str) -> str:
     """``layers.3.attention.reshape#1`` → ``layers.*.attention.reshape`` (instances and call
     indices folded)."""
     return re.sub(r"\.\d+(?=\.)", ".*", name.split("#")[0])
@@ -36,7 +36,7 @@ def unwritten_groups(plan: Plan) -> "OrderedDict[str, list[str]]":
         kind = ("Reshape" if d.op_type == "Reshape" else "functional" if "@" in d.name
                 else "other")
         names = groups.setdefault(kind, [])
-        folded = _fold(d.name)
+        folded = fold_name(d.name)
         if folded not in names:
             names.append(folded)
     return groups
