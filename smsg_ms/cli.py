@@ -11,11 +11,12 @@ import sys
 
 from .cli_check import register as register_check
 from .cli_explain import register as register_explain
+from .cli_dryrun import register as register_dryrun
 from .cli_export import register as register_export
 from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
                           default_plan_path, given_options, machine_of, name_options,
-                          non_negative_int, positive_float, positive_int, positive_seconds)
+                          positive_float, positive_int, positive_seconds)
 from .cli_options import OneLineParser as _Parser
 from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
@@ -206,38 +207,6 @@ def _plan_pipelined(args):
                                   **options)
 
 
-def cmd_dryrun(args) -> int:
-    """``dryrun SCRIPT [--ranks N] [--rank R] [-- ARGS]``: :mod:`smsg_ms.integration.
-    script_dryrun`."""
-    from .integration.plan_io import PlanError
-    from .integration.script_dryrun import dryrun_script
-
-    if not 0 <= args.rank < args.ranks:
-        raise PlanError(f"--rank {args.rank} is outside 0..{args.ranks - 1}")
-    script_args = args.args
-    with working(f"compiling {args.script} as rank {args.rank} of {args.ranks}", args.json):
-        result = dryrun_script(args.script, script_args, args.ranks, args.rank)
-    if args.json:
-        emit_json({"script": args.script, "ranks": args.ranks, "rank": args.rank, **result})
-        return 0 if result["ok"] else 1
-    if not result["ok"]:
-        raise PlanError(f"MindSpore rejected {args.script} on rank {args.rank} of {args.ranks}: "
-                        + (result["reason"] or result["error"]))
-    from .integration.strategy_check import collectives_table
-    from .report.units import fmt_bytes
-
-    out = console()
-    out.print(collectives_table(result["collectives"],
-                                f"{args.script}, rank {args.rank} of {args.ranks}: collectives "
-                                "MindSpore inserted"))
-    out.print(f"parameters and optimizer state per device: {fmt_bytes(result['parameter_bytes'])}"
-              f" ({len(result['parameters'])} parameters; activations not counted)")
-    step = "training step" if result["training"] else "graph (no training step compiled)"
-    out.print(f"dryrun: compiled ({result['cell']} {step}, {len(result['strategies'])} "
-              "operator strategies)")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="smsg-ms", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -281,17 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_export(sub)
 
-    p = sub.add_parser("dryrun", help="compile a training script with MindSpore's parallel "
-                                      "compiler on this CPU machine (one step, simulated ranks)")
-    p.add_argument("script", help="the training script (run unmodified)")
-    p.add_argument("--ranks", type=positive_int, default=8, help="simulated ranks (default 8)")
-    p.add_argument("--rank", type=non_negative_int, default=0, help="the rank compiled (default 0)")
-    # the script's own arguments follow "--" (split off in main(): argparse's sub-parsers do
-    # not pass "--" on); they reach the script untouched
-    p.set_defaults(args=[])
-    p.epilog = "the script's own arguments follow --: smsg-ms dryrun train.py --ranks 8 -- --lr 0.1"
-    add_json_arg(p)
-    p.set_defaults(func=cmd_dryrun)
+    register_dryrun(sub)
 
     from .compare.cli import register as register_compare
     register_compare(sub)

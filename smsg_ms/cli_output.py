@@ -92,12 +92,15 @@ def check_writable(path: str) -> None:
     from .integration.plan_io import PlanError
 
     if os.path.isdir(path):
-        raise PlanError(f"cannot write {path}: it is a folder; name a file (--out DIR/NAME.json)")
+        raise PlanError(f"cannot write {path}: it is a folder; name a file in it "
+                        f"({os.path.join(path, 'NAME.json')})")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise PlanError(f"cannot write {path}: folder {folder} does not exist")
+        raise PlanError(f"cannot write {path}: folder {folder} does not exist (create it, "
+                        "or name a file in an existing folder)")
     if not os.access(folder, os.W_OK):
-        raise PlanError(f"cannot write {path}: folder {folder} is not writable")
+        raise PlanError(f"cannot write {path}: folder {folder} is not writable (name a file in "
+                        "a folder you can write)")
 
 
 @contextlib.contextmanager
