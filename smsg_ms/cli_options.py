@@ -204,7 +204,7 @@ def network_options(args) -> dict:
     options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
     check_flags(args.network, given_options(args))
     from .networks.width_rules import check_widths
-    check_widths(args.network, options)
+    check_widths(args.network, options, given_options(args), getattr(args, "shape", None))
     note = shape_note(args.network, getattr(args, "shape", None))
     if note and (args.network, args.shape) not in _NOTED:
         _NOTED.add((args.network, args.shape))

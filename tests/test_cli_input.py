@@ -71,6 +71,10 @@ def test_an_unknown_flag_points_at_its_subcommand_help(capsys, command):
      ["--top-k 9 is more than --experts 8 (the default)", "give --top-k at most 8"]),
     (["compare", "gpt", "--devices", "8", "--hidden", "100", "--heads", "3"],
      ["--heads 3 does not divide --hidden 100", "give --heads 2 or 4"]),
+    # Llama 2 70B's hidden 8192 (presets.py): 48 heads do not divide it; 32 and 64 do
+    (["plan", "llama", "--shape", "llama2-70b", "--heads", "48"],
+     ["--heads 48 does not divide --hidden 8192 (from --shape llama2-70b)",
+      "give --heads 32 or 64"]),
 ])
 def test_width_rules_before_capture(capsys, argv, fragments):
     rc, line = refused(capsys, argv)

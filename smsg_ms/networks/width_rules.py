@@ -27,9 +27,12 @@ def _flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def check_widths(spec: str, options: dict) -> None:
+def check_widths(spec: str, options: dict, given: dict | None = None,
+                 shape: str | None = None) -> None:
     """Check ``options`` (with the network function's defaults filled in) against the width
     rules above, for the built-in networks only (a user's function has its own rules).
+    ``given``: the options given as flags (default: all of ``options``); the others are named
+    as ``--shape``'s (``shape``) or as the network's default.
 
     Raises:
         WidthError: the first rule broken, naming the flags, the values (``(default)`` for a
@@ -44,8 +47,11 @@ def check_widths(spec: str, options: dict) -> None:
     values = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
     values.update({k: v for k, v in options.items() if v is not None})
 
+    flags = options if given is None else given
+
     def shown(key) -> str:
-        tail = "" if options.get(key) is not None else " (the default)"
+        tail = ("" if flags.get(key) is not None else f" (from --shape {shape})"
+                if shape and options.get(key) is not None else " (the default)")
         return f"{_flag(key)} {values[key]}{tail}"
 
     def ok(key) -> bool:
