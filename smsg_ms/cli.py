@@ -11,10 +11,13 @@ import sys
 
 from .cli_check import register as register_check
 from .cli_explain import register as register_explain
+from .cli_dryrun import register as register_dryrun
+from .cli_export import register as register_export
 from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
                           default_plan_path, given_options, machine_of, name_options,
-                          positive_int, positive_seconds)
+                          positive_float, positive_int, positive_seconds)
+from .cli_options import OneLineParser as _Parser
 from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
 from .networks import BUILTINS, DEFAULT_NETWORK
@@ -70,7 +73,7 @@ def _add_hardware_args(p) -> None:
     p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
                    help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, "
                         "dgx-h100 = h100; default ascend910b) or a JSON/YAML description file")
-    p.add_argument("--devices-per-node", type=int, metavar="N",
+    p.add_argument("--devices-per-node", type=positive_int, metavar="N",
                    help="devices per node, overriding the preset's (default: the preset's)")
 
 
@@ -80,8 +83,6 @@ def cmd_plan(args) -> int:
 
     check_device_count(args.devices)
     run = apply_mindformers_config(args)
-    if args.memory is not None and not args.memory > 0:
-        raise PlanError(f"--memory must be a positive number of GiB, got {args.memory}")
     if args.out is not None and not args.out.strip():
         raise PlanError("--out must name a file, got an empty name")
     args.machine = machine_of(args, PlanError)
@@ -206,78 +207,6 @@ def _plan_pipelined(args):
                                   **options)
 
 
-def cmd_dryrun(args) -> int:
-    """``dryrun SCRIPT [--ranks N] [--rank R] [-- ARGS]``: :mod:`smsg_ms.integration.
-    script_dryrun`."""
-    from .integration.plan_io import PlanError
-    from .integration.script_dryrun import dryrun_script
-
-    if not 0 <= args.rank < args.ranks:
-        raise PlanError(f"--rank {args.rank} is outside 0..{args.ranks - 1}")
-    script_args = args.args
-    with working(f"compiling {args.script} as rank {args.rank} of {args.ranks}", args.json):
-        result = dryrun_script(args.script, script_args, args.ranks, args.rank)
-    if args.json:
-        emit_json({"script": args.script, "ranks": args.ranks, "rank": args.rank, **result})
-        return 0 if result["ok"] else 1
-    if not result["ok"]:
-        raise PlanError(f"MindSpore rejected {args.script} on rank {args.rank} of {args.ranks}: "
-                        + (result["reason"] or result["error"]))
-    from .integration.strategy_check import collectives_table
-    from .report.units import fmt_bytes
-
-    out = console()
-    out.print(collectives_table(result["collectives"],
-                                f"{args.script}, rank {args.rank} of {args.ranks}: collectives "
-                                "MindSpore inserted"))
-    out.print(f"parameters and optimizer state per device: {fmt_bytes(result['parameter_bytes'])}"
-              f" ({len(result['parameters'])} parameters; activations not counted)")
-    step = "training step" if result["training"] else "graph (no training step compiled)"
-    out.print(f"dryrun: compiled ({result['cell']} {step}, {len(result['strategies'])} "
-              "operator strategies)")
-    return 0
-
-
-def _primitives_reading_parameters(plan, graph) -> list[str]:
-    """The plan's primitives the strategy checkpoint can hold: those whose operator reads a
-    Parameter directly (``smsg_ms.integration.strategy_files``: the key names that Parameter)."""
-    return sorted({op.prim_path for op in graph.ops if op.prim_path in plan.strategies
-                   and any(graph.tensors[n].kind == "parameter" for n in op.inputs)})
-
-
-def cmd_export(args) -> int:
-    from .graph.capture import capture_network
-    from .integration.plan_io import load_plan
-    from .integration.strategy_files import write_strategy_ckpt
-
-    plan = load_plan(args.file)
-    check_writable(args.out)
-    graph = capture_network(args.network or plan.network, **plan.options)
-    write_strategy_ckpt(plan, graph, args.out)
-    from .integration.strategy_files import load_context
-    from .report.tables import count
-
-    written = _primitives_reading_parameters(plan, graph)
-    print(f"strategy checkpoint written to {args.out}: {len(written)} of "
-          f"{count(len(plan.strategies), 'strategy', 'strategies')} written (the others are of "
-          "operators that read no Parameter, which the format cannot name)")
-    # the data inputs' layout belongs to the plan too: MindSpore reads it from the context
-    layout = ({"full_batch": True} if plan.dataset_strategy is None else
-              {"full_batch": False, "dataset_strategy": tuple(tuple(int(c) for c in s)
-                                                              for s in plan.dataset_strategy)})
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in {**load_context(plan, args.out),
-                                                  **layout}.items())
-    print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
-    return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (the house rule for bad input)."""
-
-    def error(self, message: str):
-        self.exit(2, f"smsg-ms: error: {message} (see '{self.prog} --help')\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="smsg-ms", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -289,10 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
-    p.add_argument("--devices", type=int, default=8, help="device count (default 8)")
+    p.add_argument("--devices", type=positive_int, default=8, help="device count (default 8)")
     add_mindformers_arg(p)
     _add_hardware_args(p)
-    p.add_argument("--memory", type=float, help="memory per device in GiB (default: preset's)")
+    p.add_argument("--memory", type=positive_float, metavar="GIB",
+                   help="memory per device in GiB (default: preset's)")
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,
                    help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "
                         "plan is the best found, with its proven optimality gap")
@@ -302,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "options and settings given or not at their default)")
     p.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto' "
                                                        "(outer search); --batch is the global batch")
-    p.add_argument("--micro-batches", type=int, metavar="M",
+    p.add_argument("--micro-batches", type=positive_int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
     add_pipeline_shape_args(p)
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
@@ -318,24 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_explain(sub)
     register_check(sub)
 
-    p = sub.add_parser("export", help="write a plan as MindSpore's strategy checkpoint JSON")
-    p.add_argument("file", help="plan file")
-    p.add_argument("out", help="strategy checkpoint file (.json), for strategy_ckpt_config "
-                               "load_file")
-    p.add_argument("--network", help="network spec (default: the plan's)")
-    p.set_defaults(func=cmd_export)
+    register_export(sub)
 
-    p = sub.add_parser("dryrun", help="compile a training script with MindSpore's parallel "
-                                      "compiler on this CPU machine (one step, simulated ranks)")
-    p.add_argument("script", help="the training script (run unmodified)")
-    p.add_argument("--ranks", type=positive_int, default=8, help="simulated ranks (default 8)")
-    p.add_argument("--rank", type=int, default=0, help="the rank compiled (default 0)")
-    # the script's own arguments follow "--" (split off in main(): argparse's sub-parsers do
-    # not pass "--" on); they reach the script untouched
-    p.set_defaults(args=[])
-    p.epilog = "the script's own arguments follow --: smsg-ms dryrun train.py --ranks 8 -- --lr 0.1"
-    add_json_arg(p)
-    p.set_defaults(func=cmd_dryrun)
+    register_dryrun(sub)
 
     from .compare.cli import register as register_compare
     register_compare(sub)

@@ -4,7 +4,7 @@ compiler in the CPU dry-run, predicted and inserted collectives side by side (mo
 from __future__ import annotations
 
 from .cli_options import (add_json_arg, add_size_args, given_options, network_options,
-                          positive_int)
+                          non_negative_int, positive_int)
 from .cli_output import console, emit_json, working
 
 
@@ -14,7 +14,7 @@ def register(sub) -> None:
                                      "(CPU dry-run) and compare collectives")
     p.add_argument("file", help="plan file")
     ranks = p.add_mutually_exclusive_group()
-    ranks.add_argument("--rank", type=int, help="rank to compile (default 0; pipelined plans: "
+    ranks.add_argument("--rank", type=non_negative_int, help="rank to compile (default 0; pipelined plans: "
                                                 "the first rank of every stage)")
     ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
     p.add_argument("--network", help="network spec to check against (default: the plan's; "

@@ -8,6 +8,53 @@ import argparse
 SIZE_FLAGS = ("batch", "seq", "layers")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (the house rule for bad input), each pointing at the
+    ``--help`` of the (sub)command it concerns: an unknown flag after a subcommand is reported by
+    that subcommand's parser (argparse's own reports it from the top parser, whose help does not
+    list the flags)."""
+
+    def error(self, message: str):
+        self.exit(2, f"smsg-ms: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._parser_of(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _parser_of(self, parsed) -> argparse.ArgumentParser:
+        """The sub-parser ``parsed.command`` names (self when none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, "command", None), self)
+        return self
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (a rank)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds > 0."""
     import math
@@ -151,6 +198,8 @@ def network_options(args) -> dict:
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
         NetworkSpecError: see :func:`check_flags`.
+        smsg_ms.networks.width_rules.WidthError: widths a built-in cannot build (``--heads``
+            not dividing ``--hidden``, ...), before any capture.
     """
     import sys
 
@@ -158,6 +207,8 @@ def network_options(args) -> dict:
 
     options = resolve_shape(args.network, getattr(args, "shape", None), given_options(args))
     check_flags(args.network, given_options(args))
+    from .networks.width_rules import check_widths
+    check_widths(args.network, options, given_options(args), getattr(args, "shape", None))
     note = shape_note(args.network, getattr(args, "shape", None))
     if note and (args.network, args.shape) not in _NOTED:
         _NOTED.add((args.network, args.shape))

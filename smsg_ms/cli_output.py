@@ -92,9 +92,40 @@ def check_writable(path: str) -> None:
     from .integration.plan_io import PlanError
 
     if os.path.isdir(path):
-        raise PlanError(f"cannot write {path}: it is a folder; name a file (--out DIR/NAME.json)")
+        raise PlanError(f"cannot write {path}: it is a folder; name a file in it "
+                        f"({os.path.join(path, 'NAME.json')})")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise PlanError(f"cannot write {path}: folder {folder} does not exist")
+        raise PlanError(f"cannot write {path}: folder {folder} does not exist (create it, "
+                        "or name a file in an existing folder)")
     if not os.access(folder, os.W_OK):
-        raise PlanError(f"cannot write {path}: folder {folder} is not writable")
+        raise PlanError(f"cannot write {path}: folder {folder} is not writable (name a file in "
+                        "a folder you can write)")
+
+
+@contextlib.contextmanager
+def progress_steps(label: str, total: int, json_mode: bool = False, quiet: bool = False):
+    """A rich progress bar of ``total`` steps on stderr while the block runs, only when stderr
+    is a terminal (and not ``quiet``); nothing in a pipe. Yields ``step(name)``, to call as each
+    step starts: it completes the previous one and shows ``label: name``. With ``json_mode`` the
+    block's stdout goes to stderr (:func:`stdout_to_stderr`)."""
+    with stdout_to_stderr(json_mode):
+        if quiet or not sys.stderr.isatty():
+            yield lambda name: None
+            return
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                                   TextColumn, TimeElapsedColumn)
+
+        bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                       MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), transient=True)
+        task = bar.add_task(label, total=total)
+        started = [0]
+
+        def step(name: str) -> None:
+            bar.update(task, completed=started[0], description=f"{label}: {name}")
+            started[0] += 1
+
+        with bar:
+            yield step

@@ -18,6 +18,7 @@ Layers, lowest first; a module may import modules of its own layer or a lower on
       ``cli_options``, ``cli_output``                 command-line helpers the commands share
   7   ``report``                                      tables, explain view, plots
   8   ``cli``, ``cli_explain``, ``cli_check``,       entry points (the commands)
+      ``cli_export``, ``cli_dryrun``
       ``smsg_ms`` (the package's API)
 ====  =============================================  ============================================
 
@@ -48,7 +49,7 @@ LAYERS = {
     "planner": 5,
     "integration": 6, "dryrun": 6, "compare": 6, "cli_options": 6, "cli_output": 6,
     "report": 7,
-    "cli": 8, "cli_explain": 8, "cli_check": 8, "": 8, "__main__": 8,
+    "cli": 8, "cli_explain": 8, "cli_check": 8, "cli_export": 8, "cli_dryrun": 8, "": 8, "__main__": 8,
 }
 #: packages whose launcher modules (importing nothing of smsg_ms outside them) lower layers
 #: may call

@@ -138,9 +138,11 @@ def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):
     one_line_error(smsg(["plan", "nosuch", "--hardware", "mine.yaml"], work), "mine.yaml",
                    "launch_latency must be a positive number, got -1")
     # a bad --devices-per-node is named as itself, not as --hardware
+    # (argparse's type check: before the network is looked up, exit 2)
     bad = smsg(["plan", "nosuch", "--devices-per-node", "0"], work)
-    one_line_error(bad, "smsg-ms: error: --devices-per-node: ",
-                   "devices per node must be a positive integer, got 0")
+    one_line_error(bad, "smsg-ms: error: argument --devices-per-node: ",
+                   "must be at least 1, got 0", "see 'smsg-ms plan --help'")
+    assert bad.returncode == 2
     assert "--hardware" not in bad.stderr
     # 8 devices on nodes of 3 leave a node partly filled: refused, in one line
     one_line_error(smsg(["plan", "nosuch", "--devices", "8", "--devices-per-node", "3"], work),

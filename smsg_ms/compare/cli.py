@@ -25,7 +25,7 @@ def cmd_compare(args) -> int:
     from .report import markdown
     from .runner import PLANNERS, compare
 
-    from ..cli_output import emit_json, stdout_to_stderr
+    from ..cli_output import emit_json, progress_steps
 
     from ..cli_options import apply_mindformers_config
     from .configs import ConfigError
@@ -43,12 +43,15 @@ def cmd_compare(args) -> int:
         raise ConfigError("compare needs --devices N")
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
     to_stdout = args.json == "-"
-    # progress lines go to stderr with --json (stdout holds the JSON document only)
-    with stdout_to_stderr(to_stdout):
+    steps = len(planners) + (1 if args.expert and "expert" not in planners else 0)
+    options = _options(args)
+    # a bar on a terminal's stderr, nothing in a pipe; what MindSpore prints goes to stderr
+    # with --json (stdout holds the JSON document only)
+    with progress_steps(f"compiling {args.network} on {args.devices} devices", steps,
+                        to_stdout, args.quiet) as step:
         run = compare(args.network, args.devices, planners=planners, hardware=args.hardware,
                       expert=args.expert, timeout=args.timeout, write_back=args.write_back,
-                      progress=lambda p: print(f"… {p}", flush=True) if not args.quiet else None,
-                      **_options(args))
+                      progress=step, **options)
     if to_stdout:
         emit_json(run)
         return 0
@@ -211,7 +214,8 @@ def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
 def _network_args(p, devices_required: bool = True) -> None:
     p.add_argument("network", nargs=None if devices_required else "?",
                    help="built-in name or package.module:function")
-    p.add_argument("--devices", type=int, required=devices_required,
+    from ..cli_options import positive_int
+    p.add_argument("--devices", type=positive_int, required=devices_required,
                    help="device count" + ("" if devices_required else
                                           " (score --config: must equal dp·tp·pp; compare "
                                           "--mindformers-config: default data_parallel·"
@@ -225,6 +229,7 @@ def _network_args(p, devices_required: bool = True) -> None:
 
 def register(subparsers) -> None:
     """Add ``compare`` and ``score`` to an ``argparse`` sub-parser collection."""
+    from ..cli_options import positive_int, positive_seconds
     p = subparsers.add_parser("compare", help="compile a network under every planner (smsg and "
                               "MindSpore's) and measure each from the compiled graph")
     _network_args(p, devices_required=False)
@@ -233,20 +238,22 @@ def register(subparsers) -> None:
     p.add_argument("--planners", help="comma-separated subset (default: all)")
     p.add_argument("--expert", type=_expert, help="dp,mp[,pp] of the network's own parallel "
                    "config (mindformers specs): adds the expert row")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per compile")
+    p.add_argument("--timeout", type=positive_seconds, default=900.0, metavar="S",
+                   help="seconds per compile (default 900)")
     p.add_argument("--write-back", choices=("auto", "shard", "propagate"), default="auto",
                    help="how smsg's plan reaches MindSpore (default auto: see smsg-ms plan)")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="the full results as JSON: on stdout alone (nothing else there), or "
                         "also written to FILE after the table")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (there is none in a pipe either)")
     p.set_defaults(func=cmd_compare)
     s = subparsers.add_parser("score", help="score with smsg's cost model the strategies a "
                               "network's primitives carry (shard() in its code), or hybrid "
                               "configurations in the Megatron layout (--config, --configs, "
                               "--mindformers-config)")
     _network_args(s, devices_required=False)
-    s.add_argument("--devices-per-node", type=int, metavar="N",
+    s.add_argument("--devices-per-node", type=positive_int, metavar="N",
                    help="devices per node, overriding the preset's")
     from ..cli_options import add_mindformers_arg
     add_mindformers_arg(s)

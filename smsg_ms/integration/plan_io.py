@@ -91,7 +91,8 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
         raise PlanError(f"{source}: {what} (JSON error: {exc.msg}: line {exc.lineno}, column "
                         f"{exc.colno})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:
-        raise PlanError(f"{source}: not an smsg-ms plan file (no 'decisions' / 'content_hash')")
+        raise PlanError(f"{source}: not an smsg-ms plan file (no 'decisions' / 'content_hash'): "
+                        "make one with 'smsg-ms plan'")
     if data.get("format") != PLAN_FORMAT:
         raise PlanError(f"{source}: plan format {data.get('format')!r} is not supported "
                         f"(this smsg-ms reads format {PLAN_FORMAT})")

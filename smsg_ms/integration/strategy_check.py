@@ -140,12 +140,14 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
 
 def collectives_table(collectives: list[dict], title: str):
     """A rich table of collectives counted per kind, pass (``grad_sync`` for gradient
-    synchronisation) and group size."""
+    synchronisation) and group size; an empty one says so in its caption."""
     from collections import Counter
 
     from rich.table import Table
 
-    table = Table(title=title)
+    # as wide as the title (up to the console's width), so the title wraps between words
+    # instead of folding inside a long path
+    table = Table(title=title, min_width=len(title))
     for col in ("collective", "pass", "group", "count"):
         table.add_column(col, justify="right" if col in ("group", "count") else "left",
                          min_width=len(col))
@@ -153,6 +155,8 @@ def collectives_table(collectives: list[dict], title: str):
                      for c in collectives)
     for (kind, phase, group), n in sorted(counts.items()):
         table.add_row(kind, phase, str(group), str(n))
+    if not counts:
+        table.caption = "MindSpore inserted none"
     return table
 
 

@@ -129,7 +129,8 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
         indexed.append(current if bp is not None else None)
     if not names:
         raise PipelinePlanningError(f"network '{graph.name}' has no repeated blocks "
-                                    "(cells named <container>.<index>) to cut into stages")
+                                    "(cells named <container>.<index>) to cut into stages: "
+                                    "plan it without --pipeline")
     following: list[int | None] = [None] * len(graph.ops)   # block of the next indexed operator
     nxt = None
     for i in range(len(graph.ops) - 1, -1, -1):

@@ -29,10 +29,17 @@ def plan_json(plan: Plan, path: str) -> dict:
     """``smsg-ms plan --json``: the plan file written (``file``), its hash, the summary rows
     (``block``, ``primitive``, ``strategy`` per distinct primitive of a block, as in the table),
     the predicted ``totals`` (seconds, bytes), data-input layout, pipeline record and
-    write-back."""
+    write-back; ``largest_stage`` (a pipelined plan's stage needing the most memory per device,
+    ``{"stage", "memory_bytes"}``, else ``None``) and ``not_written_back`` (operator names folded
+    over block instances, by kind: ``Reshape``, ``functional``, ``other``)."""
+    from .plan_notes import largest_stage, unwritten_groups
     from .tables import summary_rows
 
-    return {"file": path, "content_hash": plan.content_hash, "network": plan.network,
+    largest = largest_stage(plan)
+    return {"largest_stage": None if largest is None else
+            {"stage": largest[0], "memory_bytes": largest[1]},
+            "not_written_back": dict(unwritten_groups(plan)),
+            "file": path, "content_hash": plan.content_hash, "network": plan.network,
             "devices": plan.devices, "hardware": plan.hardware, "options": plan.options,
             "strategies": [{"block": b, "primitive": p, "strategy": s}
                            for b, p, s in summary_rows(plan)],

@@ -189,7 +189,9 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
         flat = [(k, label if k == "step_seconds" else f"{label} (stage plan)"
                  if is_memory_key(k) else f"{label} / micro-batch{WITH_SYNC.get(k, '')}", v)
                 for k, label, v in flat]
-    unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
+    from .plan_notes import largest_stage
+    unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)]
+                     + [m for _, m in filter(None, [largest_stage(plan)])])
     rows = []
     for key, label, value in flat:
         if not _is_number(value):
@@ -203,6 +205,7 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
             rows.append((label, fmt_bytes(value, unit) if is_memory_key(key)
                          else fmt_seconds(value)))
     rows = _with_hidden_grad_sync(plan, rows)
+    rows = _with_largest_stage(plan, rows, unit)
     step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
     if (not plan.pipeline and "relative_to_data_parallel" not in plan.totals
             and _is_number(step)
@@ -249,6 +252,28 @@ def _with_hidden_grad_sync(plan: Plan, rows: list[tuple[str, str]]) -> list[tupl
     return out
 
 
+#: the totals row of a pipelined plan's memory: its largest stage's (the one that must fit)
+LARGEST_STAGE_LABEL = "memory per device (largest stage: {stage} of {stages})"
+
+
+def _with_largest_stage(plan: Plan, rows: list[tuple[str, str]], unit) -> list[tuple[str, str]]:
+    """A pipelined plan's memory row is the largest stage's (the pipeline record's
+    ``stage_memory_bytes``, :func:`smsg_ms.report.plan_notes.largest_stage`), put before the
+    stage plan's own rows (which are one micro-batch of the whole network on one stage's
+    devices, not any stage's need)."""
+    from .plan_notes import largest_stage
+
+    found = largest_stage(plan)
+    if found is None:
+        return rows
+    stage, memory = found
+    label = LARGEST_STAGE_LABEL.format(stage=stage, stages=plan.pipeline["stages"])
+    row = (label, fmt_bytes(memory, unit))
+    at = next((i for i, r in enumerate(rows) if r[0].startswith(LABELS["memory_bytes"])),
+              len(rows))
+    return rows[:at] + [row] + rows[at:]
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -278,12 +303,9 @@ def print_summary(plan: Plan, console) -> None:
     for row in totals_rows(plan):
         totals.add_row(*row)
     console.print(totals)
-    unsharded = [d for d in plan.decisions if not d.shardable]
-    if unsharded:
-        console.print(f"not written back (functional calls / layout set by MindSpore): "
-                      f"{len(unsharded)}")
-    console.print("data inputs: " + ("full_batch" if plan.dataset_strategy is None else
-                                     "dataset_strategy " + fmt_strategy(plan.dataset_strategy)))
+    from .plan_notes import dataset_lines, unwritten_lines
+    for line in unwritten_lines(plan) + dataset_lines(plan):
+        console.print(line, markup=False, highlight=False)
     print_pipeline(plan, console)
     console.print(f"plan hash: {plan.content_hash}")
 
@@ -320,20 +342,26 @@ def block_ranges(blocks: list[str]) -> str:
 
 def pipeline_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
     """Per stage of a pipelined plan: ``(stage, blocks, recomputed blocks, seconds per
-    micro-batch, memory per device in one unit)``; ``[]`` without a pipeline record."""
+    micro-batch, memory per device in one unit)``; the recompute column names the blocks
+    recomputed whole (``whole layers.0–3``) and those recomputing only their selective
+    primitives (``selective layers.4–9``, the record's ``selective_recompute``); ``[]``
+    without a pipeline record."""
     rec = plan.pipeline
     if not rec:
         return []
     stage_of = rec.get("stage_of_block", {})
     recompute = rec.get("recompute", {})
+    selective = set(rec.get("selective_recompute", []))
     seconds = rec.get("stage_seconds", [])
     memory = rec.get("stage_memory_bytes", [])
     unit = byte_unit(memory)
     rows = []
     for s in range(int(rec["stages"])):
         blocks = [b for b, st in stage_of.items() if st == s]
-        span = f"{blocks[0]} .. {blocks[-1]}" if len(blocks) > 1 else (blocks[0] if blocks else "-")
+        span = block_ranges(blocks) or "-"
         rc = block_ranges([b for b in blocks if recompute.get(b)])
+        sel = block_ranges([b for b in blocks if b in selective and not recompute.get(b)])
+        rc = "; ".join(x for x in (rc and f"whole {rc}", sel and f"selective {sel}") if x)
         rows.append((str(s), f"{span} ({len(blocks)})", rc or "-",
                      fmt_seconds(seconds[s]) if s < len(seconds) else "-",
                      fmt_bytes(memory[s], unit) if s < len(memory) else "-"))
