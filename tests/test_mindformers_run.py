@@ -129,3 +129,14 @@ def test_score_refuses_partial_recompute(tmp_path):
     line = _one_line_error(smsg("score", "--mindformers-config",
                                 CONFIGS / "telechat3/pretrain_telechat3_36b.yaml", cwd=tmp_path))
     assert "recompute_config.recompute" in line and "56 of 64" in line
+
+
+def test_plan_refuses_a_yaml_batch_below_the_stage_devices(tmp_path):
+    # Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
+    # (pipeline_stage 4); on 8 devices in one stage the batch cannot be cut data_parallel = 8
+    # ways, so the plan is refused before the capture and no file is written
+    line = _one_line_error(smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8,
+                                "--layers", 2, *SMALL, "--out", tmp_path / "q.plan.json",
+                                cwd=tmp_path))
+    assert "global batch 4" in line and "--pipeline auto" in line
+    assert not list(tmp_path.glob("q.*"))
