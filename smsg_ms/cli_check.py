@@ -45,6 +45,7 @@ def cmd_check(args) -> int:
         return check_strategy_file_command(args)
     if args.devices is not None or given_options(args) or args.shape:
         from .integration.plan_io import PlanError
+        load_plan(args.file)   # a missing, unreadable or truncated file: that is the error
         raise PlanError("--devices and network options are for a strategy file: a plan file "
                         "carries its own")
     plan = load_plan(args.file)

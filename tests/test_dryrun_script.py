@@ -78,3 +78,45 @@ def test_script_in_smsg_mode_compiles_with_its_plan(tmp_path):
     assert len(matmuls) == 2, doc["strategies"]
     # every trained parameter is synchronised or sharded: some collective was inserted
     assert doc["collectives"]
+
+
+NO_SET_TRAIN_SCRIPT = '''
+import numpy as np
+import mindspore as ms
+from mindspore import nn, ops
+from mindspore.communication import init
+
+ms.set_context(mode=ms.GRAPH_MODE)
+init()
+ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.w = ms.Parameter(ms.Tensor(np.ones((64, 32), np.float32)), "w")
+        self.mm = ops.MatMul().shard(((8, 1), (1, 1)))
+        self.sum = ops.ReduceSum()
+
+    def construct(self, x):
+        return self.sum(self.mm(x, self.w))
+
+
+net = Net()
+step = nn.TrainOneStepCell(net, nn.Momentum(net.trainable_params(), 0.01, 0.9))
+step(ms.Tensor(np.ones((16, 64), np.float32)))   # no set_train(): a hand-written loop
+'''
+
+
+def test_train_one_step_cell_without_set_train_is_the_training_step(tmp_path):
+    """A script that never calls ``set_train()`` still compiles its training step in a
+    ``TrainOneStepCell``: reported as such (it read 'no training step compiled' though the
+    step's gradient AllReduce was listed), and the gradient of the batch-cut MatMul's
+    replicated (64, 32) weight is summed over the 8 ranks (partial sums of the batch slices)."""
+    (tmp_path / "loop.py").write_text(NO_SET_TRAIN_SCRIPT)
+    proc = smsg(["dryrun", "loop.py", "--ranks", "8", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] and doc["training"] and doc["cell"] == "TrainOneStepCell"
+    assert [(c["group_size"], c["in_shape"]) for c in doc["collectives"]
+            if c["type"] == "AllReduce" and c["in_shape"]] == [(8, [64, 32])]

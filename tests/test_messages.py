@@ -65,3 +65,15 @@ def test_time_limit_in_the_default_file_name(tmp_path):
     proc = smsg(["plan", "mlp", "--time-limit", "5"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "mlp-8dev-t5.plan.json").exists()
+
+
+@pytest.mark.parametrize("text,fragment", [(None, "does not exist"),
+                                           ('{"parallel_strategy_item": {', "truncated")])
+def test_check_of_a_missing_or_truncated_strategy_file_says_so(tmp_path, text, fragment):
+    """``check FILE --network --devices`` (the strategy-file form): a missing or truncated FILE
+    is named as such (it read '--devices and network options are for a strategy file: a plan
+    file carries its own')."""
+    if text is not None:
+        (tmp_path / "s.json").write_text(text)
+    one_line_error(smsg(["check", "s.json", "--network", "mlp", "--devices", "8"], tmp_path),
+                   fragment)

@@ -210,3 +210,14 @@ def test_layers_not_a_multiple_of_the_stages_get_offsets(tmp_path):
                                                      "num_key_value_heads": 8},
                        str(tmp_path / "q.json"))
     assert kept["model"]["model_config"]["offset"] == [-1, -1, 1, 1]
+
+
+def test_plan_refuses_a_yaml_batch_below_the_stage_devices(tmp_path):
+    # Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
+    # (pipeline_stage 4); on 8 devices in one stage the batch cannot be cut data_parallel = 8
+    # ways, so the plan is refused before the capture and no file is written
+    line = _one_line_error(smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8,
+                                "--layers", 2, *SMALL, "--out", tmp_path / "q.plan.json",
+                                cwd=tmp_path))
+    assert "global batch 4" in line and "--pipeline auto" in line
+    assert not list(tmp_path.glob("q.*"))

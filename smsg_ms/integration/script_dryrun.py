@@ -9,7 +9,7 @@ smsg_ms.integration.script_dryrun RESULT SCRIPT ARGS``), which:
 * makes ``device_target`` GPU whatever the script sets (the dry-run compiles for the GPU plugin;
   the parallel front end is the same on every target);
 * stops the script right after MindSpore compiled its first training step (the first Cell
-  compiled with ``set_train(True)``; else the last Cell compiled when the script ends) and
+  compiled with ``set_train(True)``, or a ``nn.TrainOneStepCell`` without it; else the last Cell compiled when the script ends) and
   records, from that compile, the collectives MindSpore inserted
   (:func:`smsg_ms.dryrun.collectives.read_collectives`), the strategies it used and every
   parameter's per-device slice (``parameter_layout_dict``);
@@ -89,11 +89,15 @@ def child_main(argv: list[str]) -> int:
             return out     # smsg-ms capturing the network to plan it: not the script's step
         if hasattr(obj, "cells_and_names"):
             seen["last"] = (obj, phase)
-            if getattr(obj, "training", False):
+            if getattr(obj, "training", False) or isinstance(obj, train_step_cells):
                 seen["step"] = (obj, phase)
                 raise _StepCompiled()
         return out
 
+    # a TrainOneStepCell (and its loss-scale and mindformers subclasses) is a training step
+    # even when the script never calls set_train() (MindSpore's Model does; a hand-written
+    # loop often does not)
+    train_step_cells = (ms.nn.TrainOneStepCell,)
     executor.compile = compile_and_record
     result: dict
     sys.argv = [script, *args]
