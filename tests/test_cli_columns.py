@@ -243,3 +243,34 @@ def test_dryrun_collectives_table_at_80_columns():
             text.append(out.getvalue())
         assert_fits_80(*text)
         assert ("MindSpore inserted none" in text[0]) == (not collectives)
+
+
+def test_compare_table_at_80_columns():
+    """``compare``'s markdown table (12 columns, wider than 80) read at 80 columns: a block per
+    planner, every word of the wide table's cells and headers whole, no line over 80. The run
+    is one ``compare`` result's shape written out here (two planners, one failed), not a
+    capture: only the layout is under test."""
+    from smsg_ms.compare.report import fit_to_width, markdown
+
+    measures = {"collective_bytes": {"forward": {"AllGather": 3 * 2**20}, "backward": {},
+                                     "grad_sync": {"AllReduce": 5 * 2**30}},
+                "flops": {"total": 1.25e12}, "memory": {"total": 7 * 2**30},
+                "step_seconds": 0.125}
+    run = {"network": "llama", "devices": 8, "options": {"layers": 2}, "hardware": "a",
+           "spearman": None,
+           "rows": [{"planner": "smsg", "ok": True, "planning_seconds": 1.5,
+                     "measures": measures, "smsg_score": {"step_seconds": 0.12},
+                     "fidelity": {"matched": 9, "predicted": 9, "inserted": 9}},
+                    {"planner": "recursive_programming", "ok": False,
+                     "error": "MindSpore rejected the plan: " + "strategy of MatMul " * 6}]}
+    wide = markdown([run])
+    assert fit_to_width(wide, 200) == wide
+    narrow = fit_to_width(wide, 80)
+    lines = narrow.splitlines()
+    assert max(len(line) for line in lines) <= 80, narrow
+    # every word of the wide table whole in the narrow view (a label there ends with ':')
+    def bare(text):
+        return {w.removesuffix(":") for w in words(text) if set(w) - set("|-")}
+
+    assert bare(wide) <= bare(narrow), narrow
+    assert "smsg:" in lines and "  step s: 0.125" in lines

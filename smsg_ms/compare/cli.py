@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 
 
 def _expert(text: str) -> tuple[int, ...]:
@@ -22,7 +23,7 @@ def _options(args) -> dict:
 
 
 def cmd_compare(args) -> int:
-    from .report import markdown
+    from .report import fit_to_width, markdown
     from .runner import PLANNERS, compare
 
     from ..cli_output import emit_json, progress_steps
@@ -55,7 +56,9 @@ def cmd_compare(args) -> int:
     if to_stdout:
         emit_json(run)
         return 0
-    print(markdown([run]))
+    # the markdown table where it fits the terminal (COLUMNS in a pipe), a block per planner
+    # where it does not
+    print(fit_to_width(markdown([run]), shutil.get_terminal_size((1000, 24)).columns))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(run, fh, sort_keys=True, indent=1)

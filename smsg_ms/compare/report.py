@@ -1,6 +1,8 @@
 """Markdown table and plot of comparison results (:func:`smsg_ms.compare.runner.compare`)."""
 from __future__ import annotations
 
+import textwrap
+
 
 def _fmt_bytes(n) -> str:
     if n is None:
@@ -89,6 +91,35 @@ def markdown(runs: list[dict]) -> str:
         out.append("")
         out.append(f"Verdict: {verdict(run)}. Spearman ρ (smsg-predicted vs neutral): "
                    f"{_fmt(rho, '.2f')}.\n")
+    return "\n".join(out)
+
+
+def fit_to_width(text: str, width: int) -> str:
+    """``text`` (:func:`markdown`) as it is when its widest line fits ``width`` columns, else
+    each table row as a block, one ``header: value`` line per cell (indented under the row's
+    first cell), so a narrow terminal wraps no table line and cuts no label. Lines that are not
+    table rows are kept."""
+    lines = text.splitlines()
+    if not lines or max(len(line) for line in lines) <= width:
+        return text
+    out: list[str] = []
+    header: list[str] = []
+    for line in lines:
+        if not line.startswith("|"):
+            out.append(line)
+            header = []
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if set("".join(cells)) <= set("-"):
+            continue  # the separator row
+        if not header:
+            header = cells
+            continue
+        out.append(f"{cells[0]}:")
+        for name, value in zip(header[1:], cells[1:]):
+            if value:  # a long value (a failed planner's reason) wrapped between words
+                out += textwrap.wrap(f"{name}: {value}", width, initial_indent="  ",
+                                     subsequent_indent="    ", break_long_words=False)
     return "\n".join(out)
 
 
