@@ -17,6 +17,9 @@ checked with mindformers 1.9.0 and mindcv 0.3.0 in the dry-run):
   compiles the cell once as a sub-graph, and the dry-run jobs read strategies and collectives
   from the top graph only. :func:`undo_lazy_inline` removes the mark after construction, which is
   what mindformers' ``config.disable_lazy_inline = True`` does before it.
+* mindformers 1.9.0 leaves some training options of its ``parallel_core`` models ``None`` unless
+  the run's YAML gives them, and its training graph then computes with the ``None``
+  (:data:`UNSET_OPTIONS`); :func:`fill_unset_options` gives them the value training uses.
 """
 from __future__ import annotations
 
@@ -33,6 +36,22 @@ REUSE_SUFFIX = "_smsg_reuse"
 _UNINITIALISED = ("uninitialized", "uninitialised", "init_data", "has not been initialized")
 
 log = logging.getLogger(__name__)
+
+#: option of a mindformers model config (``parallel_core/transformer_config.py``) → the value
+#: training uses when the config leaves it ``None``; each is read as a number by the training
+#: graph, which fails on ``None`` at compile:
+#:
+#: * ``moe_router_topk_scaling_factor``: ``training_graph/transformer/moe/router.py:295``
+#:   ``self.mul(self.config.moe_router_topk_scaling_factor, probs)`` ("Failed calling Mul with
+#:   input=None", Qwen3-MoE). The field's description: "Defaults to None, which means no
+#:   scaling"; mindformers' PyNative router (``pynative/transformers/moe/router.py:58``) reads
+#:   ``None`` as ``1.0``.
+#: * ``mtp_loss_scaling_factor``: ``training_graph/transformer/multi_token_prediction.py:515``
+#:   divides it by ``mtp_num_layers`` ("unsupported operand type(s) for /: 'NoneType' and
+#:   'int'", DeepSeek-V3, TeleChat3-MoE; the block copies it at ``__init__``, line 325). The field
+#:   is Megatron's (``ParamSource.MEGATRON``); Megatron-LM trains with ``0.1``
+#:   (``megatron/training/arguments.py``, ``--mtp-loss-scaling-factor`` default).
+UNSET_OPTIONS = {"moe_router_topk_scaling_factor": 1.0, "mtp_loss_scaling_factor": 0.1}
 
 
 @contextlib.contextmanager
@@ -154,6 +173,37 @@ def _stand_alone():
     finally:
         if old != "stand_alone":
             ms.set_auto_parallel_context(parallel_mode=old)
+
+
+def fill_unset_options(net) -> list[str]:
+    """Give every :data:`UNSET_OPTIONS` option that a mindformers cell of ``net`` (or its
+    ``config``) holds as ``None`` the value training uses, so a model built outside mindformers'
+    YAML path compiles. Cells and configs of other packages are left alone; a value already set
+    is kept.
+
+    Returns:
+        ``"path.option"`` of each option filled (``path`` the cell's, ``path.config`` for its
+        config), in ``cells_and_names`` order, each config once.
+    """
+    filled, seen = [], set()
+    for name, cell in net.cells_and_names():
+        if not type(cell).__module__.startswith("mindformers"):
+            continue
+        config = cell.__dict__.get("config")
+        holders = [(name, cell.__dict__)]
+        if config is not None and id(config) not in seen \
+                and type(config).__module__.startswith("mindformers"):
+            seen.add(id(config))
+            holders.append((f"{name}.config" if name else "config", vars(config)))
+        for path, attrs in holders:
+            for option, value in UNSET_OPTIONS.items():
+                if option in attrs and attrs[option] is None:
+                    attrs[option] = value
+                    filled.append(f"{path}.{option}")
+    if filled:
+        log.info("mindformers options left None, set as training sets them: %s",
+                 ", ".join(filled))
+    return filled
 
 
 def undo_lazy_inline(net) -> list[str]:

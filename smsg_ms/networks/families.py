@@ -201,11 +201,7 @@ def mf_deepseek_v3(batch: int = 16, seq: int = 64):
     return _mcore_llm("mindformers.models.deepseek3.DeepseekV3Config",
                       "mindformers.models.deepseek3.DeepseekV3ForCausalLM", batch, seq,
                       moe=("n_routed_experts",),
-                      first_k_dense_replace=1, n_group=1, topk_group=1,
-                      # its multi-token prediction layer divides this weight by the layer
-                      # count in construct, and mindformers leaves it None ("unsupported operand
-                      # type(s) for /: 'NoneType' and 'int"); 0.3 is DeepSeek-V3's λ (report §4.2)
-                      mtp_loss_factor=0.3)
+                      first_k_dense_replace=1, n_group=1, topk_group=1)
 
 
 def mf_telechat2(batch: int = 16, seq: int = 64):
