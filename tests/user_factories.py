@@ -31,3 +31,19 @@ def mindcv_convnext(batch: int = 8, image: int = 64):
 
     net = mindcv.create_model("convnext_tiny", pretrained=False, num_classes=10)
     return net, (ms.Tensor(np.zeros((batch, 3, image, image), np.float32)),)
+
+
+def mindformers_llama_default_rope(batch: int = 4, seq: int = 64):
+    """:func:`mindformers_llama` with mindformers' default RoPE path (``use_rope_slice``
+    False: half of each head rotated by ``BatchMatMul(x (B, N, S, D), swap_mask (D, D))``, a
+    broadcast MindSpore refuses on CPU/GPU)."""
+    import mindspore as ms
+    from mindformers.models.llama import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(batch_size=batch, seq_length=seq, hidden_size=256, num_layers=2,
+                         num_heads=4, intermediate_size=512, vocab_size=1024,
+                         use_flash_attention=False)
+    net = LlamaForCausalLM(config=config)
+    ids = ms.Tensor(np.zeros((batch, seq), np.int32))
+    return {"net": net, "inputs": (ids,),
+            "train_inputs": (ms.Tensor(np.zeros((batch, seq + 1), np.int32)),)}

@@ -165,10 +165,22 @@ def dispatch_collectives(layout: ExpertLayout, devices: int, ep: int,
     docstring)."""
     if ep <= 1:
         return []
+    return [dict(c, group=ep) for c in network_dispatch_calls(layout, devices, micro_batch)]
+
+
+def network_dispatch_calls(layout: ExpertLayout, devices: int,
+                           micro_batch: int | None = None) -> list[dict]:
+    """The ``AlltoAllV`` calls of the network's own primitives in one micro-batch's compiled
+    graph, whatever the expert-parallel degree: :func:`dispatch_collectives`' calls at
+    ``"group": 1`` (``ep = 1``; a plan marks them ``own_group``: the group is mindformers' own,
+    which the compiled graph's reader cannot size). At ``ep = 1`` MindSpore keeps them (a
+    group of one device, nothing sent: the dry-run's 8-device compile of Qwen3-MoE at
+    ``ep = 1`` holds 3 forward and 2 backward per layer, of these bytes), so a plan predicts
+    them there too, at no cost."""
     scale = (micro_batch or layout.batch) / layout.batch
     out = []
     for op_id, (nbytes, grad) in zip(layout.dispatch_ops, layout.dispatch):
-        call = {"kind": ALLTOALLV, "group": ep, "bytes": nbytes * scale / devices, "op": op_id}
+        call = {"kind": ALLTOALLV, "group": 1, "bytes": nbytes * scale / devices, "op": op_id}
         out.append(dict(call, phase="forward"))
         if grad:
             out.append(dict(call, phase="backward"))
@@ -273,5 +285,5 @@ def choose_expert_parallel(layout: ExpertLayout, model, **kw) -> tuple[int, dict
 __all__ = ["ExpertLayout", "choose_expert_parallel", "expert_grad_sync_seconds", "expert_layout",
            "expert_memory_bytes",
            "expert_parallel_candidates", "expert_parallel_delta", "expert_sync_collectives",
-           "dispatch_collectives",
+           "dispatch_collectives", "network_dispatch_calls",
            "morph_expert_weights", "parameter_behind"]

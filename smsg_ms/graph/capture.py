@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from .broadcast_matmul import refused_broadcast, restore_types, stand_in
 from .model import OpGraph
 
 PATH_ATTR = "smsg_path"
@@ -118,6 +119,7 @@ def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None =
         wrappers = 0 if tag_net is net else 2
     graph = parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
                         path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
+    restore_types(graph.ops)
     record_parallel_optimizer(graph, net)
     locate_control_flow(graph, tag_net)
     return graph
@@ -181,7 +183,10 @@ def set_training_mode(net, own_loss: bool = False) -> None:
 
 
 def compile_cell(net, inputs, phase: str):
-    """Compile ``net(*inputs)`` for ``phase``; MindSpore errors become :class:`CaptureError`."""
+    """Compile ``net(*inputs)`` for ``phase``; MindSpore errors become :class:`CaptureError`.
+
+    A ``BatchMatMul`` with broadcast batch axes, which MindSpore refuses on CPU/GPU, is compiled
+    again through its stand-in (:mod:`smsg_ms.graph.broadcast_matmul`; ``net`` keeps it)."""
     try:
         from mindspore.graph.api import _cell_graph_executor
     except ImportError:
@@ -189,7 +194,12 @@ def compile_cell(net, inputs, phase: str):
     try:
         phase, _ = _cell_graph_executor.compile(net, *inputs, phase=phase)
     except Exception as exc:  # MindSpore raises many kinds (NameError for unsupported syntax...)
-        raise CaptureError(_first_paragraph(exc, type(net).__name__)) from exc
+        if not (refused_broadcast(exc) and stand_in(net)):
+            raise CaptureError(_first_paragraph(exc, type(net).__name__)) from exc
+        try:  # a broadcast BatchMatMul, compiled again through its stand-in
+            phase, _ = _cell_graph_executor.compile(net, *inputs, phase=phase)
+        except Exception as again:  # noqa: BLE001 (as above)
+            raise CaptureError(_first_paragraph(again, type(net).__name__)) from again
     return phase
 
 

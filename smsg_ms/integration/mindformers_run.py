@@ -193,8 +193,9 @@ def _decisions_at(plan: Plan, graph, layout, model, ep: int, micro_batch: int) -
         op = graph.ops[call.pop("op")]
         calls.setdefault(op.label, []).append(dict(call, tensor=op.inputs[0], own_group=True))
     for decision in plan.decisions:
-        if decision.name in calls:
-            decision.collectives = [*decision.collectives, *calls[decision.name]]
+        if decision.name in calls:   # in place of the calls the plan predicted at ep = 1
+            decision.collectives = [*(c for c in decision.collectives if not c.get("own_group")),
+                                    *calls[decision.name]]
 
 
 def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:

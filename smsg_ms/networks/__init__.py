@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .construction import construct, undo_lazy_inline
+from .construction import construct, fill_unset_options, undo_lazy_inline
 
 #: Built-in networks: name → (``module:function``, one-line description).
 BUILTINS: dict[str, tuple[str, str]] = {
@@ -143,7 +143,8 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
     Every spec, built-in or ``package.module:function``, is built the same way
     (:func:`construct`): on MindSpore's CPU target, under ``no_init_parameters`` when
     ``no_init`` (retried with weights allocated when the constructor reads its own weights), with
-    lazy inline undone afterwards.
+    lazy inline undone afterwards and mindformers' training options left ``None`` given the value
+    training uses (:func:`~.construction.fill_unset_options`).
 
     Raises:
         NetworkSpecError: the spec does not resolve, an option is not accepted, the function
@@ -167,4 +168,5 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
         raise NetworkSpecError(f"network '{name}' must return (net, inputs) or a dict with 'net' "
                                f"and 'inputs', got {type(out).__name__}")
     undo_lazy_inline(built.net)
+    fill_unset_options(built.net)
     return built

@@ -17,6 +17,13 @@ checked with mindformers 1.9.0 and mindcv 0.3.0 in the dry-run):
   compiles the cell once as a sub-graph, and the dry-run jobs read strategies and collectives
   from the top graph only. :func:`undo_lazy_inline` removes the mark after construction, which is
   what mindformers' ``config.disable_lazy_inline = True`` does before it.
+* mindformers 1.9.0 leaves some training options of its ``parallel_core`` models ``None`` unless
+  the run's YAML gives them, and its training graph then computes with the ``None``
+  (:data:`UNSET_OPTIONS`); :func:`fill_unset_options` gives them the value training uses.
+* mindformers' legacy models (LLaMA, GLM2) refuse a context with more pipeline stages than
+  their config's, and a config built without a ``parallel_config`` has mindformers' shared
+  default (1 stage): such a constructor is called again with that default at the context's
+  stage count (:func:`_default_stages_to_context`).
 """
 from __future__ import annotations
 
@@ -33,6 +40,22 @@ REUSE_SUFFIX = "_smsg_reuse"
 _UNINITIALISED = ("uninitialized", "uninitialised", "init_data", "has not been initialized")
 
 log = logging.getLogger(__name__)
+
+#: option of a mindformers model config (``parallel_core/transformer_config.py``) → the value
+#: training uses when the config leaves it ``None``; each is read as a number by the training
+#: graph, which fails on ``None`` at compile:
+#:
+#: * ``moe_router_topk_scaling_factor``: ``training_graph/transformer/moe/router.py:295``
+#:   ``self.mul(self.config.moe_router_topk_scaling_factor, probs)`` ("Failed calling Mul with
+#:   input=None", Qwen3-MoE). The field's description: "Defaults to None, which means no
+#:   scaling"; mindformers' PyNative router (``pynative/transformers/moe/router.py:58``) reads
+#:   ``None`` as ``1.0``.
+#: * ``mtp_loss_scaling_factor``: ``training_graph/transformer/multi_token_prediction.py:515``
+#:   divides it by ``mtp_num_layers`` ("unsupported operand type(s) for /: 'NoneType' and
+#:   'int'", DeepSeek-V3, TeleChat3-MoE; the block copies it at ``__init__``, line 325). The field
+#:   is Megatron's (``ParamSource.MEGATRON``); Megatron-LM trains with ``0.1``
+#:   (``megatron/training/arguments.py``, ``--mtp-loss-scaling-factor`` default).
+UNSET_OPTIONS = {"moe_router_topk_scaling_factor": 1.0, "mtp_loss_scaling_factor": 0.1}
 
 
 @contextlib.contextmanager
@@ -76,7 +99,7 @@ def construct(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
     with cpu_target(), _semi_auto_for_propagation():
         mode = ms.get_context("mode")
         try:
-            out = _call(func, options, no_init)
+            out = _call_staged(func, options, no_init)
         except Exception:  # retried below only when the mode moved under it
             if ms.get_context("mode") == mode:
                 raise
@@ -86,7 +109,7 @@ def construct(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
         log.warning("the network's constructor switched MindSpore's execution mode; building "
                     "it again in the caller's mode")
         try:
-            return _call(func, options, no_init)
+            return _call_staged(func, options, no_init)
         finally:
             if ms.get_context("mode") != mode:
                 _restore_mode(mode)
@@ -101,6 +124,44 @@ def _restore_mode(mode: int) -> None:
     if mf_context is not None and mf_context.Context.is_exists():
         mf_context.set_context(mode=mode)
     ms.set_context(mode=mode)
+
+
+def _call_staged(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
+    """:func:`_call`; when a mindformers legacy model refuses the context's pipeline stages
+    (:data:`_STAGES_REFUSED`) and its config took mindformers' shared default parallel config,
+    that default is given the context's stage count and the function called again."""
+    try:
+        return _call(func, options, no_init)
+    except ValueError as exc:  # retried only for the pipeline-stage check, re-raised otherwise
+        if _STAGES_REFUSED not in str(exc) or not _default_stages_to_context():
+            raise
+        log.warning("the network's mindformers config has 1 pipeline stage where the plan has "
+                    "more; building it again with mindformers' default parallel config at the "
+                    "plan's stage count")
+    return _call(func, options, no_init)
+
+
+#: mindformers' refusal (``modules/transformer/op_parallel_config.py``, ``_check_config``)
+_STAGES_REFUSED = "in auto_parallel_context is not equal to the pipeline_stage"
+
+
+def _default_stages_to_context() -> bool:
+    """Set ``pipeline_stage`` of mindformers' shared ``default_transformer_config``
+    (``modules/transformer/transformer.py``; the ``parallel_config`` of every legacy model
+    config built without one, e.g. ``LlamaConfig``) to the context's ``pipeline_stages``, as
+    mindformers' training path does (its YAML's ``parallel_config.pipeline_stage`` is the
+    context's). Legacy models check the two agree in their constructor (``_check_config``)
+    and put the embedding on stage 0, the final norm and the head on the last stage from it.
+    False when that default already has the context's count (the config is the user's own)."""
+    import mindspore as ms
+
+    module = sys.modules.get("mindformers.modules.transformer.transformer")
+    default = getattr(module, "default_transformer_config", None)
+    stages = int(ms.get_auto_parallel_context("pipeline_stages"))
+    if default is None or int(default.pipeline_stage) == stages:
+        return False
+    default.pipeline_stage = stages
+    return True
 
 
 def _call(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
@@ -154,6 +215,37 @@ def _stand_alone():
     finally:
         if old != "stand_alone":
             ms.set_auto_parallel_context(parallel_mode=old)
+
+
+def fill_unset_options(net) -> list[str]:
+    """Give every :data:`UNSET_OPTIONS` option that a mindformers cell of ``net`` (or its
+    ``config``) holds as ``None`` the value training uses, so a model built outside mindformers'
+    YAML path compiles. Cells and configs of other packages are left alone; a value already set
+    is kept.
+
+    Returns:
+        ``"path.option"`` of each option filled (``path`` the cell's, ``path.config`` for its
+        config), in ``cells_and_names`` order, each config once.
+    """
+    filled, seen = [], set()
+    for name, cell in net.cells_and_names():
+        if not type(cell).__module__.startswith("mindformers"):
+            continue
+        config = cell.__dict__.get("config")
+        holders = [(name, cell.__dict__)]
+        if config is not None and id(config) not in seen \
+                and type(config).__module__.startswith("mindformers"):
+            seen.add(id(config))
+            holders.append((f"{name}.config" if name else "config", vars(config)))
+        for path, attrs in holders:
+            for option, value in UNSET_OPTIONS.items():
+                if option in attrs and attrs[option] is None:
+                    attrs[option] = value
+                    filled.append(f"{path}.{option}")
+    if filled:
+        log.info("mindformers options left None, set as training sets them: %s",
+                 ", ".join(filled))
+    return filled
 
 
 def undo_lazy_inline(net) -> list[str]:

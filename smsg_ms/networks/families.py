@@ -68,10 +68,12 @@ def _legacy_llm(config_path: str, model_path: str, batch: int, seq: int,
 
 
 def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: tuple = (),
-               **config):
+               sum_losses: bool = False, **config):
     """A mindformers model of the ``parallel_core`` kind (Qwen3, DeepSeek-V3, TeleChat3...):
     Hugging Face style config, ``construct(input_ids, ...)``. ``moe``: the config keys of the
-    routed-expert count (the family's own names) for a mixture-of-experts model."""
+    routed-expert count (the family's own names) for a mixture-of-experts model;
+    ``sum_losses``: train on the sum of the model's losses, as mindformers' training step does
+    (a model with a multi-token prediction layer, whose weights only its loss reads)."""
     require_package("mindformers", model_path)
     import mindspore as ms
 
@@ -104,7 +106,7 @@ def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: tup
         raise NetworkSpecError(f"mindformers {_version()} builds only {type(model).__name__} "
                                f"for {model_path.rpartition('.')[2]} (inference, no training "
                                "graph to plan)")
-    net = _WithLabels(model)
+    net = _WithLabels(model, sum_losses)
     return {"net": net, "inputs": (_ids(batch, seq),),
             "train_inputs": (_ids(batch, seq), _ids(batch, seq))}
 
@@ -200,12 +202,8 @@ def mf_deepseek_v3(batch: int = 16, seq: int = 64):
     """mindformers ``DeepseekV3ForCausalLM`` (MLA attention, 4 routed experts, top 2)."""
     return _mcore_llm("mindformers.models.deepseek3.DeepseekV3Config",
                       "mindformers.models.deepseek3.DeepseekV3ForCausalLM", batch, seq,
-                      moe=("n_routed_experts",),
-                      first_k_dense_replace=1, n_group=1, topk_group=1,
-                      # its multi-token prediction layer divides this weight by the layer
-                      # count in construct, and mindformers leaves it None ("unsupported operand
-                      # type(s) for /: 'NoneType' and 'int"); 0.3 is DeepSeek-V3's λ (report §4.2)
-                      mtp_loss_factor=0.3)
+                      moe=("n_routed_experts",), sum_losses=True,
+                      first_k_dense_replace=1, n_group=1, topk_group=1)
 
 
 def mf_telechat2(batch: int = 16, seq: int = 64):
@@ -224,7 +222,8 @@ def mf_telechat3_moe(batch: int = 16, seq: int = 64):
     """mindformers ``TeleChat3MoeForCausalLM`` (4 experts, top 2)."""
     return _mcore_llm("mindformers.models.telechat3_moe.TeleChat3MoeConfig",
                       "mindformers.models.telechat3_moe.TeleChat3MoeForCausalLM", batch, seq,
-                      moe=("num_experts", "n_routed_experts"), n_group=1, topk_group=1,
+                      moe=("num_experts", "n_routed_experts"), sum_losses=True,
+                      n_group=1, topk_group=1,
                       first_k_dense_replace=1)
 
 

@@ -74,6 +74,23 @@ def _breakdown(model, calls) -> dict[str, float]:
     return dict(total)
 
 
+def _own_dispatch(graph, devices: int) -> dict[int, list[dict]]:
+    """``{AlltoAllV op id: plan collectives}``: the calls of a mindformers MoE layer's own
+    ``AlltoAllV`` primitives, which the compiled graph holds whatever the expert-parallel degree
+    (:func:`smsg_ms.cost.expert_dispatch.network_dispatch_calls`; ``own_group``: keyed by
+    ``check`` without a group size). Empty for a graph without such layers."""
+    from ..cost.expert_dispatch import expert_layout, network_dispatch_calls
+
+    layout = expert_layout(graph, 1)
+    out: dict[int, list[dict]] = {}
+    if layout is None:
+        return out
+    for call in network_dispatch_calls(layout, devices):
+        op = graph.ops[call.pop("op")]
+        out.setdefault(op.id, []).append(dict(call, tensor=op.inputs[0], own_group=True))
+    return out
+
+
 def _collectives(calls, var: PlanVariable, positions: dict) -> list[dict]:
     """The calls' collectives as plan entries, tensor names translated to ``var``'s own
     (``var.rename.get(name, name)``, read off the positions of ``name`` among the shared
@@ -365,6 +382,9 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
     symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
     for vi, coll in _redistributions(graph, model, variables, choice, where, reads).items():
         decisions[vi].collectives.extend(coll)
+    for op_id, calls in _own_dispatch(graph, model.devices).items():
+        if op_id in where:
+            decisions[where[op_id][0]].collectives.extend(calls)
     into_loss = 0.0
     for read in reads:
         extra = read.seconds(model, read.source(variables, choice[read.variable]))
