@@ -108,3 +108,33 @@ def test_search_choice_equals_brute_force_over_the_query_cut(planned):
     assert best == _s1_cut(plan.strategies[FLASH]), totals
     assert float(problem.total(searched)) == pytest.approx(totals[best], rel=1e-9), totals
     assert sorted(totals) == [4, 8] and totals[4] != totals[8], totals
+
+
+GQA_OPTS = dict(OPTS, heads=4, kv_heads=2)
+
+
+def test_grouped_kv_gathers_priced_at_their_own_heads(shared_capture):
+    """GQA (4 query heads, 2 KV heads, head_dim 1024/4 = 256): keys and values are
+    ``(1, 2048, 2·256)``, half the query's width. Batch 1 and a head cut dividing the 2 KV heads
+    (``flash_attention_score_info.cc``) leave the attention all 8 devices only with an S1 cut
+    ``cp >= 4``. By hand, with the head cut ``n`` (``n·cp = 8``): each of keys and values is
+    gathered to ``2048·(512/n)·4`` bytes per device forward (a ReduceScatter of that size
+    backward), i.e. ``2·2048·512/n·4`` for the two; the compiler's rows must equal the
+    prediction in count and bytes (seen: n 2, cp 4, 2·2048·256·4 = 4 MiB)."""
+    from integration_support import searched_plan
+
+    from smsg_ms.integration.check import check_plan
+
+    *_, plan = searched_plan(shared_capture("llama", **GQA_OPTS), DEVICES, "llama", GQA_OPTS)
+    b, cp, n = plan.strategies[FLASH][0]
+    assert cp >= 4 and b * cp * n == DEVICES and 2 % n == 0, plan.strategies[FLASH]
+    checked = check_plan(plan, [0])
+    assert checked.ok, [(r.key, r.predicted, r.inserted) for rc in checked.ranks
+                        for r in rc.rows if not r.ok]
+    rows = {r.key: r for rc in checked.ranks for r in rc.rows}
+    gathered = 2 * GQA_OPTS["seq"] * (2 * 256 // n) * 4
+    for key in (("AllGather", "forward", cp), ("ReduceScatter", "backward", cp)):
+        row = rows[key]
+        assert row.predicted == row.inserted >= 2, key
+        # only keys and values move over the cp devices: at N2 heads, not the query's N1
+        assert row.predicted_bytes == row.inserted_bytes == gathered, key

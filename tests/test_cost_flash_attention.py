@@ -95,6 +95,20 @@ def test_flops_derivation(accepted_bank):
     assert cost.flops_bwd == pytest.approx(2.5 * cost.flops_fwd, rel=0.01)
 
 
+def test_grouped_kv_memory_at_their_own_heads(accepted_bank):
+    """GQA key/value are counted at their N2 heads, not the query's N1 (float32, 4 bytes).
+    Case 0, BNSD, batch 4 heads 2: query (1, 2, 16, 8) = 256 elements per device, key and value
+    (1, 1, 16, 8) = 128 each (2 KV heads cut 2), softmax_max/sum (1, 2, 16, 8) = 256 each,
+    attention_out 256: (256 + 2·128 + 3·256)·4 = 5120 bytes. Case 3, BSH, batch 4 heads 2:
+    query (2, 16, 16) = 512, key and value (2, 16, 8) = 256 each (H2 = 16 cut 2), softmax_max/sum
+    (2, 4, 1, 8) = 64 each as declared, attention_out 512: (512 + 2·256 + 2·64 + 512)·4 = 6656."""
+    model = CostModel(accepted_bank, DEVICES)
+    cost = model.check(_op(accepted_bank, 0), ((4, 2, 1, 1),) * 3)
+    assert cost.memory["activation"] == (256 + 2 * 128 + 3 * 256) * 4
+    cost = model.check(_op(accepted_bank, 3), ((4, 1, 2),) * 3)
+    assert cost.memory["activation"] == (512 + 2 * 256 + 2 * 64 + 512) * 4
+
+
 @pytest.mark.parametrize("strategy, attrs, reason", [
     (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"sparse_mode": 4}, "sequence"),
     (((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)), {"next_tokens": 0}, "sequence"),

@@ -93,6 +93,10 @@ class Einsum:
     #: global size of a letter where the outputs see it differently from the inputs (a
     #: convolution's or pooling's H and W); only output byte counts use it
     output_sizes: dict[str, Any] = field(default_factory=dict)
+    #: input index -> {letter: global size} where one input sees a letter smaller than the
+    #: others (FlashAttentionScore's key/value heads N2 < N1 under the query's head letter);
+    #: only that input's memory byte counts use it (redistribution uses the tensor's shape)
+    input_sizes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (cut per letter, local size per letter) -> elements of input 0 each device sends to its
     #: neighbours before computing (a convolution's halo rows), 0 when none
     halo: Callable[[dict, dict], Any] | None = None
@@ -388,10 +392,16 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
         colls.append(("NeighborExchangeV2", devices, halo * ins[0].nbytes_per_elem, "forward",
                       ins[0].name, "halo rows of a cut H/W exchanged with the neighbours", ()))
     memory = {"parameter": 0, "gradient": 0, "optimizer": 0, "activation": 0}
-    for letters, side in zip(strat_inputs, ins):
+    def local_in(idx):
+        over = spec.input_sizes.get(idx)
+        if not over:
+            return local
+        return {**local, **{ch: div(size, cuts.get(ch, 1)) for ch, size in over.items()}}
+
+    for idx, (letters, side) in enumerate(zip(strat_inputs, ins)):
         if side.kind != "parameter" or not side.owner:
             continue
-        n = numel(letters, local)
+        n = numel(letters, local_in(idx))
         memory["parameter"] += n * side.nbytes_per_elem
         if side.requires_grad:
             memory["gradient"] += n * side.nbytes_per_elem
@@ -412,6 +422,6 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
             side, letters = outs[idx], spec.outputs[idx]
             memory["activation"] += numel(letters, local_out) * side.nbytes_per_elem
             continue
-        memory["activation"] += numel(letters, local) * side.nbytes_per_elem
+        memory["activation"] += numel(letters, local_in(idx)) * side.nbytes_per_elem
     return {"flops_fwd": flops_fwd, "flops_bwd": flops_bwd, "collectives": colls,
             "memory": memory}

@@ -35,8 +35,9 @@ in the dry-run), an S1 cut of banded attention or of an explicit full-size attn_
 cuts that mask along S1 too), the TND layout. Inputs other than query/key/value/attn_mask
 (real_shift, drop_mask, padding_mask, prefix, actual sequence lengths) give no declaration
 (MindSpore's default then).
-Known difference: with grouped KV heads (N2 < N1, one head letter) the key/value bytes are
-counted at N1 heads (an over-estimate by N1/N2 of their memory and redistribution).
+Grouped KV heads (N2 < N1, GQA): key and value share the query's head letter (one cut, which
+must divide N2 as MindSpore requires) and their memory is counted at their own N2 heads
+(:attr:`Einsum.input_sizes`); their redistribution uses the tensors' own shapes.
 
 FLOPs (Dao et al., FlashAttention, 2022): forward ``4·B·N1·D`` per unmasked (query, key) pair
 (QKᵀ and PV): ``S1·S2`` pairs for full attention, the causal splits' pairs by
@@ -197,8 +198,12 @@ def describe(op, in_shapes, out_shapes):
         return 4 * numel(b + n + d, sizes) * pairs
 
     order = {"BNSD": b + n + s, "BSND": b + s + n, "BSH": b + s + n, "SBH": s + b + n}[layout]
+    # grouped KV heads (N2 < N1): key and value share the query's head letter (one cut) but
+    # hold N2 heads, so their bytes are counted at their own size
+    kv_size = kv_heads if d else k[2]
+    kv_sizes = {i: {n: kv_size} for i in (1, 2)} if g == n and kv_size != lt.sizes[n] else {}
     return Einsum("flash_attention", inputs, outs, lt.sizes, order=order, fixed=fixed,
-                  reduce_op=None, flops_fwd=fwd,
+                  reduce_op=None, flops_fwd=fwd, input_sizes=kv_sizes,
                   flops_bwd_per_grad=lambda sizes: div(5 * fwd(sizes), 6),
                   saves=("in0", "in1", "in2", "out0", "out1", "out3"),
                   notes=["batch, head and (full or causal attention) query-sequence cuts, no "
