@@ -31,17 +31,23 @@ class OneLineParser(argparse.ArgumentParser):
         return self
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
+def _positive(text: str, what: str) -> float:
+    """A finite number > 0 read from ``text``; ``what`` names it in the error."""
     import math
 
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a positive {what.removeprefix('a ')}, "
+                                         f"got {text}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    return _positive(text, "a number")
 
 
 def non_negative_int(text: str) -> int:
@@ -57,15 +63,7 @@ def non_negative_int(text: str) -> int:
 
 def positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds > 0."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+    return _positive(text, "a number of seconds")
 
 
 def machine_of(args, error=ValueError):
