@@ -69,13 +69,19 @@ class ParamTraffic:
         (:meth:`hbm`), over the whole slice, or ``1/r`` of it at levels 2 and 3 (the
         accumulator is sharded and the gradient ReduceScattered before the add:
         :meth:`smsg_ms.cost.pipeline.Links.micro_sync_seconds`). With ``main_grad_bytes`` the
-        accumulator has that many bytes per element: ``gradient + 2·main_grad_bytes``. Only a
-        step of several
+        accumulator has that many bytes per element and the gradient is added as DeepSpeed's
+        bf16 optimizer adds it, ``hp_grad.data.add_(lp.grad.data.to(hp_grad.dtype))``
+        (``BF16_Optimizer.update_hp_grads`` in ``deepspeed/runtime/bf16_optimizer.py``, called
+        after every micro-batch's backward by the pipeline engine): the cast reads the
+        gradient and writes an fp32 copy (``gradient + main``), the add reads the accumulator
+        and the copy and writes the accumulator (``3·main``): ``gradient + 4·main_grad_bytes``.
+        Only a step of several
         micro-batches accumulates (:func:`smsg_ms.cost.pipeline.chunks_cost`)."""
         bw = self.hbm()
         if not bw:
             return 0.0
         level = optimizer_level(sharded)
         share = param.elements / (param.replicas if level in ("level2", "level3") else 1)
-        main = self.main_grad_bytes or bytes_per["gradient"]
-        return share * (bytes_per["gradient"] + 2 * main) / bw
+        if self.main_grad_bytes:     # cast to a separate fp32 copy, then add it
+            return share * (bytes_per["gradient"] + 4 * self.main_grad_bytes) / bw
+        return share * 3 * bytes_per["gradient"] / bw
