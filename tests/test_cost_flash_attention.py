@@ -100,13 +100,32 @@ def test_grouped_kv_memory_at_their_own_heads(accepted_bank):
     Case 0, BNSD, batch 4 heads 2: query (1, 2, 16, 8) = 256 elements per device, key and value
     (1, 1, 16, 8) = 128 each (2 KV heads cut 2), softmax_max/sum (1, 2, 16, 8) = 256 each,
     attention_out 256: (256 + 2·128 + 3·256)·4 = 5120 bytes. Case 3, BSH, batch 4 heads 2:
-    query (2, 16, 16) = 512, key and value (2, 16, 8) = 256 each (H2 = 16 cut 2), softmax_max/sum
-    (2, 4, 1, 8) = 64 each as declared, attention_out 512: (512 + 2·256 + 2·64 + 512)·4 = 6656."""
+    query (2, 16, 16) = 512, key and value (2, 16, 8) = 256 each (H2 = 16 cut 2), attention_out
+    512, softmax_max/sum (B, N1, S1, 8) = (8, 4, 16, 8) in every layout (MindSpore's
+    ``FlashAttentionScoreInfo::InferTensorMap``: tensor map (batch, n1, s1, -1)), here cut
+    (4, 2, 1, 1): (2, 2, 16, 8) = 512 each: (512 + 2·256 + 2·512 + 512)·4 = 10240 bytes."""
     model = CostModel(accepted_bank, DEVICES)
     cost = model.check(_op(accepted_bank, 0), ((4, 2, 1, 1),) * 3)
     assert cost.memory["activation"] == (256 + 2 * 128 + 3 * 256) * 4
     cost = model.check(_op(accepted_bank, 3), ((4, 1, 2),) * 3)
-    assert cost.memory["activation"] == (512 + 2 * 256 + 2 * 64 + 512) * 4
+    assert cost.memory["activation"] == (512 + 2 * 256 + 2 * 512 + 512) * 4
+
+
+def test_bsh_softmax_statistics_follow_the_query_sequence_cut(accepted_bank):
+    """BSH softmax_max/sum are (B, N1, S1, 8) float32 whatever the layout, cut by the query's
+    batch, heads and sequence (tensor map (batch, n1, s1, -1), ``InferTensorMap``). Case 3
+    (query (8, 16, 32), key/value (8, 16, 16), 4 heads) cut batch 2, S1 2, heads 2: query
+    (4, 8, 16) = 512 elements, key and value (4, 16, 8) = 512 each (S2 whole), attention_out
+    512, softmax_max/sum (4, 2, 8, 8) = 512 each: (512 + 2·512 + 2·512 + 512)·4 = 12288 bytes;
+    their layouts slice (8, 4, 16, 8) to (4, 2, 8, 8)."""
+    model = CostModel(accepted_bank, DEVICES)
+    op = _op(accepted_bank, 3)
+    cost = model.check(op, ((2, 2, 2), (2, 1, 2), (2, 1, 2)))
+    assert cost.memory["activation"] == (512 + 2 * 512 + 2 * 512 + 512) * 4
+    shape = tuple(accepted_bank.tensors[op.outputs[0]].shape)
+    assert shape == (8, 4, 16, 8)
+    assert cost.out_layouts[0].slice_shape(shape) == (4, 2, 8, 8)
+    assert cost.out_layouts[1].slice_shape(shape) == (4, 2, 8, 8)
 
 
 @pytest.mark.parametrize("strategy, attrs, reason", [

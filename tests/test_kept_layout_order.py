@@ -74,3 +74,59 @@ def test_scalar_operators_are_laid_out_all_or_nothing(shared_capture):
     assert model.default(divs).strategy[0] == (1, 1)
     report = _checked(SCALAR_DIV, graph)
     assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]
+
+
+KEPT_MIRROR = "smsg_ms.networks.kept_mirror:build"
+
+
+def _ranks(span, rank=0):
+    """Ranks of ``rank``'s group over a ``((size, stride), ...)`` span, by brute force over
+    the 8 ranks: those that differ from ``rank`` only in the span's axes (rank = row-major
+    index: axis coordinate ``(r // stride) % size``)."""
+    from math import prod
+
+    if not span:
+        return set()
+    inner = {stride for _, stride in span}
+    # every axis of the (2, 2, 2) matrix: stride 4, 2, 1
+    fixed = [(2, s) for s in (4, 2, 1) if s not in inner]
+    assert prod(size for size, _ in span) * prod(size for size, _ in fixed) == 8
+    return {r for r in range(8)
+            if all((r // s) % n == (rank // s) % n for n, s in fixed)}
+
+
+def test_a_kept_layouts_gradient_sync_groups_follow_the_networks_matrix(shared_capture):
+    """``w`` laid ``("mp", "None")`` over ``(2, 2, 2)`` named (dp, cp, mp): its gradient
+    AllReduce varies dp and cp with mp fixed, rank 0's group {0, 2, 4, 6} (derived by hand from
+    ``DeviceMatrix::GetDevicesAlongDim``: rank = row-major index, strides 4, 2, 1). Before the
+    fix the option kept the strategy order's span (replicas appended on the right, stride 1):
+    {0, 1, 2, 3}. The compile's rows (group sizes) equal the plan's."""
+    graph = shared_capture(KEPT_MIRROR)
+    (mul,) = [op for op in graph.ops if op.type == "Mul"]
+    (option,) = CostModel(graph, 8).options(mul)
+    (sync,) = [c for c in option.collectives if c.phase == "grad_sync"]
+    assert sync.group == 4 and sync.full_bytes == 8 * 32 * 4     # w (16, 32) rows cut 2
+    assert sync.span == ((2, 4), (2, 2))
+    assert _ranks(sync.span) == {0, 2, 4, 6}
+    assert _ranks(sync.span, 1) == {1, 3, 5, 7}
+    report = _checked(KEPT_MIRROR, graph)
+    assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]
+
+
+def test_network_span_maps_axes_by_the_dimension_they_cut():
+    """By hand: strategy order ``(4, 2)`` over 8 devices cuts dim 0 on axis 0 (stride 2) and
+    dim 1 on axis 1 (stride 1); the network's ``(2, 4)`` cuts dim 0 on its axis 1 (stride 1),
+    dim 1 on its axis 0 (stride 4). A group over dim 0's axis moves from ((4, 2),) to
+    ((4, 1),), one over dim 1's from ((2, 1),) to ((2, 4),); a replica axis (strategy (2, 1)
+    on 8: replicas (4, stride 1)) onto the network's unnamed axes."""
+    from smsg_ms.cost.kept_layout import network_span
+
+    opt = [TensorLayout((4, 2), (1, 0))]
+    net = [TensorLayout((2, 4), (0, 1))]
+    assert network_span(((4, 2),), opt, net) == ((4, 1),)
+    assert network_span(((2, 1),), opt, net) == ((2, 4),)
+    assert network_span(((4, 2), (2, 1)), opt, net) == ((2, 4), (4, 1))
+    rep_opt = [TensorLayout((2, 4), (1, -1))]                     # rows on axis 0, replicas 4
+    rep_net = [TensorLayout((2, 2, 2), (0, -1))]                  # rows on the innermost axis
+    assert network_span(((4, 1),), rep_opt, rep_net) == ((2, 4), (2, 2))
+    assert network_span((), rep_opt, rep_net) is None

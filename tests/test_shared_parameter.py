@@ -65,3 +65,61 @@ def test_non_trainable_parameter_under_a_default_layout_user(shared_capture):
     report = check_plan(plan, [0])
     assert [r.error for r in report.ranks] == [None]
     assert report.ok
+
+
+SHARED = "smsg_ms.networks.shared_weight:build"
+
+
+def _compiles(mm) -> bool:
+    from smsg_ms.dryrun import runner as dryrun
+
+    try:
+        dryrun.run_child({"job": "compile", "spec": SHARED,
+                          "strategies": {"mm": mm, "scale": [[1, 4], [1, 4]]}}, devices=8)
+    except dryrun.DryRunError as err:
+        assert "multiple users, but the TensorInfo are different" in str(err), str(err)
+        return False
+    return True
+
+
+def test_users_of_a_parameter_must_agree_on_rank_groups_not_only_cuts(shared_capture):
+    """``smsg_ms.networks.shared_weight``: ``w (16, 32)`` read by ``mm`` (MatMul) and ``scale``
+    (Mul ``((1, 4), (1, 4))``: device matrix ``(1, 4, 2)``, ``w``'s columns over the axis of
+    stride 2). MatMul ``((2, 1), (1, 4))`` (matrix ``(2, 1, 4)``, columns over stride 1) cuts
+    ``w`` ``(1, 4)`` too, over other ranks: MindSpore's compile fails; MatMul ``((1, 1),
+    (1, 4))`` (matrix ``(1, 1, 4)`` + 2 replicas on the right: stride 2) compiles. The search's
+    parameter edge is infinite exactly for the pair MindSpore refuses (it compared cuts
+    before, and allowed both)."""
+    from smsg_ms.cost.model import CostModel
+    from smsg_ms.planner import build_problem
+
+    assert not _compiles([[2, 1], [1, 4]])
+    assert _compiles([[1, 1], [1, 4]])
+    graph = shared_capture(SHARED)
+    problem, variables = build_problem(graph, CostModel(graph, 8))
+    index = {var.name: i for i, var in enumerate(variables)}
+    u, v = sorted((index["mm"], index["scale"]))
+    (edge,) = [e for e in problem.edges if (e.u, e.v) == (u, v)]
+
+    def option(name, strategy):
+        return next(o for o, calls in enumerate(variables[index[name]].options)
+                    if calls[0].strategy == strategy)
+
+    scale = option("scale", ((1, 4), (1, 4)))
+    for mm, ok in ((((2, 1), (1, 4)), False), (((1, 1), (1, 4)), True)):
+        i, j = option("mm", mm), scale
+        if u != index["mm"]:
+            i, j = j, i
+        assert bool(edge.cost[i, j] == 0.0) is ok, (mm, edge.cost[i, j])
+
+
+def test_dim_groups_by_hand():
+    """``(size, stride)`` of each dimension's cutting axis: MatMul ``w`` in ``(2, 1, 4)`` with
+    tensor map ``(1, 0)``: rows on the size-1 axis (not cut), columns on the last axis
+    (stride 1); Mul's ``w`` in ``(1, 4, 2)`` with map ``(2, 1)``: columns on stride 2."""
+    from smsg_ms.cost.layout import TensorLayout
+
+    assert TensorLayout((2, 1, 4), (1, 0)).dim_groups() == (None, (4, 1))
+    assert TensorLayout((1, 4, 2), (2, 1)).dim_groups() == (None, (4, 2))
+    assert TensorLayout((1, 1, 4, 2), (2, 1)).dim_groups() == (None, (4, 2))
+    assert TensorLayout((1, 4, 2), (2, 1)).cuts == TensorLayout((2, 1, 4), (1, 0)).cuts

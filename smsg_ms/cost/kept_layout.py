@@ -108,8 +108,64 @@ def with_network_order(option, layouts: list[dict], out_layouts: list[dict], dev
             a.cuts != b.cuts for a, b in zip(outs, option.out_layouts)):
         outs = [ins[0] if o.cuts == ins[0].cuts and i == 0 else o
                 for i, o in enumerate(option.out_layouts)]
+    colls = [dataclasses.replace(c, span=s) if (s := network_span(
+        c.span, option.in_layouts[:len(ins)], ins)) is not None else c
+        for c in option.collectives]
     return dataclasses.replace(option, in_layouts=ins + list(option.in_layouts[len(ins):]),
-                               out_layouts=outs)
+                               out_layouts=outs, collectives=colls)
+
+
+def network_span(span: tuple, strategy_layouts: list, network: list) -> tuple | None:
+    """A collective's rank group ``span`` (``((size, stride), ...)`` over the strategy-order
+    device matrix, :func:`~smsg_ms.cost.operators.base.group_span`) moved onto the network's
+    device matrix: each strategy-order axis becomes the network axis that cuts the same tensor
+    dimension (``strategy_layouts[i]`` and ``network[i]`` lay the same input with the same
+    cuts), the axes no input names (replicas) become the network's unnamed axes, and the group
+    varies those axes with the others fixed, rank = row-major index over the network's matrix
+    (``DeviceMatrix::GetDevicesAlongDim``, ``frontend/parallel/device_matrix.cc``; MindSpore's
+    mirror and partial-sum groups come from the operator's own device matrix, which for a kept
+    ``Layout`` is the network's). ``None`` when the span cannot be moved: empty (ranks
+    ``0 .. group − 1``), over an axis only some unnamed axes match, or layouts over several
+    matrices."""
+    if not span or not network:
+        return None
+    mats = {lay.device_matrix for lay in strategy_layouts}
+    nets = {lay.device_matrix for lay in network}
+    if len(mats) != 1 or len(nets) != 1:
+        return None
+    mat, net = mats.pop(), nets.pop()
+
+    def strides(matrix):
+        return [prod(matrix[k + 1:]) for k in range(len(matrix))]
+
+    s_opt, s_net = strides(mat), strides(net)
+    axis_of: dict[int, int] = {}
+    for a, b in zip(strategy_layouts, network):
+        for ma, mb in zip(a.tensor_map, b.tensor_map):
+            if ma == -1 or a.axis_size(ma) == 1:
+                continue
+            if mb == -1:
+                return None
+            k, j = len(mat) - 1 - ma, len(net) - 1 - mb
+            if axis_of.setdefault(k, j) != j:
+                return None
+    free_opt = [k for k in range(len(mat)) if mat[k] > 1 and k not in axis_of]
+    free_net = [j for j in range(len(net)) if net[j] > 1 and j not in axis_of.values()]
+    picked, free_seen = [], []
+    for size, stride in span:
+        k = next((k for k in range(len(mat)) if mat[k] == size and s_opt[k] == stride), None)
+        if k is None:
+            return None
+        if k in axis_of:
+            picked.append(axis_of[k])
+        else:
+            free_seen.append(k)
+    if free_seen:
+        if sorted(free_seen) != free_opt or prod(mat[k] for k in free_opt) != \
+                prod(net[j] for j in free_net):
+            return None
+        picked += free_net
+    return tuple((net[j], s_net[j]) for j in sorted(set(picked)))
 
 
 def _axes(entry) -> tuple[int, ...]:

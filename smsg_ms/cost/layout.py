@@ -145,6 +145,25 @@ class TensorLayout:
         tmap = tuple(new_index.get(m, -1) if m != -1 else -1 for m in self.tensor_map)
         return TensorLayout(tuple(self.device_matrix[i] for i in keep), tmap)
 
+    def dim_groups(self) -> tuple[tuple[int, int] | None, ...]:
+        """Per tensor dimension, the device-matrix axis cutting it as ``(size, stride)``
+        (stride: product of the axes to its right; rank = row-major index), ``None`` when it
+        is not cut (no axis, or an axis of size 1). MindSpore's test of two layouts of one
+        parameter (``IsSameTensorLayout``, ``frontend/parallel/step_parallel_utils.cc``, behind
+        "has multiple users, but the TensorInfo are different"): per dimension, the ranks along
+        the cutting axis (``DeviceMatrix::GetDevicesAlongDim``) must be equal; those ranks are
+        ``{r + k·stride}`` over the axis, so equal for every rank exactly when ``(size,
+        stride)`` are. Equal cuts over other axes (a replica axis on the other side) differ."""
+        n = len(self.device_matrix)
+        out = []
+        for m in self.tensor_map:
+            if m == -1 or self.axis_size(m) == 1:
+                out.append(None)
+                continue
+            k = n - 1 - m
+            out.append((self.device_matrix[k], prod(self.device_matrix[k + 1:])))
+        return tuple(out)
+
     def same_placement(self, other: "TensorLayout") -> bool:
         """True when every rank holds the same slice under both layouts."""
         return self.normalized() == other.normalized()

@@ -9,7 +9,11 @@ parameter, directly or through Casts (a Cast hands its consumer the parameter's 
 :meth:`smsg_ms.cost.model.CostModel.borrowed_inputs`). The other users still pay their own computation,
 including the backward FLOPs of their share of the weight gradient. Charging one user is exact
 because the search forbids users that disagree on the layout (an infinite edge), so every user
-would charge the same amounts.
+would charge the same amounts. "Agree" is MindSpore's test (``IsSameTensorLayout``,
+``frontend/parallel/step_parallel_utils.cc``): the same ranks along each dimension's cutting
+axis (:meth:`smsg_ms.cost.layout.TensorLayout.dim_groups`), not only the same cuts; two users
+cutting the weight alike over other device-matrix axes fail the compile
+(:mod:`smsg_ms.networks.shared_weight`).
 
 Seen in the dry-run on :mod:`smsg_ms.networks.tied` (a table read by a Gather and by the output
 head): two gradient AllReduces (table and ``w``), not three.

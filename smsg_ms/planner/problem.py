@@ -136,7 +136,7 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
                           for o in options])
             _add_pair(pair, problem_vars, u, read.variable, m)
 
-    # one layout per parameter across its users
+    # one layout per parameter across its users: equal rank groups along every dimension
     users: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for op in graph.ops:
         for idx, tname in enumerate(op.inputs):
@@ -151,8 +151,10 @@ def build_problem(graph: OpGraph, model, *, reuse: bool = True, split_calls=froz
             key = ("parameter", U.sig_id, uc, ui, V.sig_id, vc, vi_)
             m = matrices.get(key) if reuse else None
             if m is None:
-                a, a_of = _distinct([ou[uc].in_layouts[ui].cuts for ou in U.options])
-                b, b_of = _distinct([ov[vc].in_layouts[vi_].cuts for ov in V.options])
+                # MindSpore compares the users' rank groups per dimension, not only their
+                # cuts (TensorLayout.dim_groups: IsSameTensorLayout)
+                a, a_of = _distinct([ou[uc].in_layouts[ui].dim_groups() for ou in U.options])
+                b, b_of = _distinct([ov[vc].in_layouts[vi_].dim_groups() for ov in V.options])
                 small = np.array([[0.0 if x == y else INF for y in b] for x in a])
                 m = small[np.ix_(a_of, b_of)]
                 if reuse:

@@ -97,6 +97,11 @@ class Einsum:
     #: others (FlashAttentionScore's key/value heads N2 < N1 under the query's head letter);
     #: only that input's memory byte counts use it (redistribution uses the tensor's shape)
     input_sizes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: output index -> {letter: global size} where one output sees a letter at another size
+    #: than the inputs and the other outputs (FlashAttentionScore's softmax_max/sum in the BSH
+    #: and SBH layouts: ``(B, N1, S1, 8)`` under the query's hidden letter ``H = N1·D``); only
+    #: that output's memory byte counts use it (layouts and redistribution use its shape)
+    output_index_sizes: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: (cut per letter, local size per letter) -> elements of input 0 each device sends to its
     #: neighbours before computing (a convolution's halo rows), 0 when none
     halo: Callable[[dict, dict], Any] | None = None
@@ -420,7 +425,10 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
                 continue
         else:
             side, letters = outs[idx], spec.outputs[idx]
-            memory["activation"] += numel(letters, local_out) * side.nbytes_per_elem
+            over = spec.output_index_sizes.get(idx)
+            seen = local_out if not over else \
+                {**local_out, **{ch: div(size, cuts.get(ch, 1)) for ch, size in over.items()}}
+            memory["activation"] += numel(letters, seen) * side.nbytes_per_elem
             continue
         memory["activation"] += numel(letters, local_in(idx)) * side.nbytes_per_elem
     return {"flops_fwd": flops_fwd, "flops_bwd": flops_bwd, "collectives": colls,

@@ -159,8 +159,12 @@ def describe(op, in_shapes, out_shapes):
         else:
             inputs.append((b if mask[0] > 1 else lt.dummy()) + (n if mask[1] > 1 and
                           layout in ("BNSD", "BSND") else lt.dummy()) + lt.dummy() + lt.dummy())
-    # softmax_max/sum (B, N1, S1, 8): cut like the query's batch and heads
-    stat = b + (n + s if d else lt.new(heads, "m") + lt.dummy()) + lt.new(8, "e")
+    # softmax_max/sum (B, N1, S1, 8) in every layout, tensor map (batch, n1, s1, -1): cut like
+    # the query's batch, heads and query sequence (``InferTensorMap``); in BSH/SBH the head
+    # letter is the query's H = N1·D, so these outputs count it at N1 (its cut divides
+    # head_num: :func:`rule`)
+    stat = b + n + s + lt.new(8, "e")
+    stat_sizes = {} if d else {0: {n: heads}, 1: {n: heads}}
     outs = [stat, stat, lt.dummy(), ql][:len(out_shapes)]
     fixed = {t: "FlashAttentionScore key sequence (S2) is never cut"}
     kind = _mask_kind(op, in_shapes)
@@ -204,6 +208,7 @@ def describe(op, in_shapes, out_shapes):
     kv_sizes = {i: {n: kv_size} for i in (1, 2)} if g == n and kv_size != lt.sizes[n] else {}
     return Einsum("flash_attention", inputs, outs, lt.sizes, order=order, fixed=fixed,
                   reduce_op=None, flops_fwd=fwd, input_sizes=kv_sizes,
+                  output_index_sizes=stat_sizes,
                   flops_bwd_per_grad=lambda sizes: div(5 * fwd(sizes), 6),
                   saves=("in0", "in1", "in2", "out0", "out1", "out3"),
                   notes=["batch, head and (full or causal attention) query-sequence cuts, no "
