@@ -37,6 +37,62 @@ def test_fitted_layout_grows_the_data_parallel_axis():
     assert fitted_layout(dict(lay, alias_name=[], tensor_map=[1, 2, 0]), 8) is None
 
 
+def test_fitted_layout_of_multi_axis_maps_and_moe_axes():
+    """mindformers' MoE layer (``moe_layer.py``, ``ffn.py``): the permute's input
+    ``layout("dp", "cp_tp", "None")`` maps the sequence to two axes, its output
+    ``layout_moe("dp_cp", "None", "None")`` over ``("dp_ex_ep", "ep")``, both captured on one
+    device. At 8 devices, by hand: ``dp`` (resp. ``dp_ex_ep``, data parallel outside expert
+    parallel, ``ep = 1``) takes the 8 devices; a dimension mapped to several axes is cut by the
+    one over 1 (8 on ``dp_cp``), whole when all are 1 (``cp_tp``). Two axes over 1 on one
+    dimension: no layout (not modelled)."""
+    perm_in = {"device_matrix": [1, 1, 1], "tensor_map": [2, [1, 0], -1],
+               "alias_name": ["dp", "cp", "tp"]}
+    got = fitted_layout(perm_in, 8)
+    assert got.device_matrix == (8, 1, 1) and got.cuts == (8, 1, 1)
+    perm_out = {"device_matrix": [1, 1], "tensor_map": [[1, 0], -1, -1],
+                "alias_name": ["dp_ex_ep", "ep"]}
+    got = fitted_layout(perm_out, 8)
+    assert got.device_matrix == (8, 1) and got.cuts == (8, 1, 1)
+    assert fitted_layout(dict(perm_out, device_matrix=[2, 4]), 8) is None
+
+
+def test_morph_fns_with_shape_or_defaulted_arguments_are_wrapped():
+    """A ``Morph`` ``fn`` taking a shape tuple beside its laid-out input, or a defaulted
+    argument, is wrapped (its defaults kept); ``*args`` is not (MindSpore's ``Morph`` refuses
+    it)."""
+    from mindspore import Layout
+    from mindspore.ops.operations import Morph
+
+    from smsg_ms.graph.morph_regions import _arity, mark_morph_fns, unmark_morph_fns
+
+    def reshape_fn(x, shp):
+        return x.reshape(shp)
+
+    def defaulted(x, y, n=None):
+        return x + y
+
+    def star(*args):
+        return args[0]
+
+    def first(*args):
+        return args[0]
+
+    assert _arity(reshape_fn) == (2, ()) and _arity(defaulted) == (3, (None,))
+    assert _arity(star) is None
+    lay = Layout((1, 1), ("dp", "tp"))
+    prims = {}
+    for name, fn, ins in (("r", reshape_fn, (lay("dp", "None"),)),
+                          ("d", defaulted, (lay("dp", "None"), lay("dp", "None"))),
+                          ("s", star, (lay("dp", "None"),))):
+        prim = Morph(fn, first, first).add_prim_attr("self_define_shard", True)
+        prim.shard(in_strategy=ins, out_strategy=(lay("dp", "None"),))
+        prims[name] = prim
+    assert mark_morph_fns(prims) == ["d", "r"]
+    assert prims["d"].__morph_fn__.__defaults__ == (None,)
+    unmark_morph_fns(prims)
+    assert prims["r"].__morph_fn__ is reshape_fn and prims["d"].__morph_fn__ is defaulted
+
+
 def test_the_morph_body_is_one_region_at_the_network_layout(shared_capture):
     graph = shared_capture(SPEC)
     assert not [op for op in graph.ops if op.type == "Identity"]   # the marks are gone

@@ -187,6 +187,20 @@ def used_axes(layouts) -> set[int]:
 DATA_PARALLEL_ALIAS = "dp"
 
 
+def _data_parallel_axis(names: tuple) -> int | None:
+    """Index of the data-parallel axis among a layout's axis ``names``: the one named
+    :data:`DATA_PARALLEL_ALIAS`, else the first named ``dp_...`` (mindformers' MoE layouts,
+    ``Layout((dp·tp/ep, ep), ("dp_ex_ep", "ep"))``: data parallel outside expert parallel, which
+    the cost model prices at ``ep = 1``, ``cost/expert_dispatch.py``); ``None`` without one."""
+    names = [str(n) for n in names]
+    if DATA_PARALLEL_ALIAS in names:
+        return names.index(DATA_PARALLEL_ALIAS)
+    for i, name in enumerate(names):
+        if name.startswith(DATA_PARALLEL_ALIAS + "_"):
+            return i
+    return None
+
+
 def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
                          names: tuple = ()) -> tuple | None:
     """``matrix`` fitted to ``devices``; ``None`` when it cannot be (or needs no change).
@@ -203,13 +217,15 @@ def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
     ``parallel_core`` models do: ``data_parallel`` = the run's devices) whose axes are named
     (``names``, the layout's ``alias_name``) with a ``dp`` axis: ``dp`` takes all devices, as
     the network sets it for the run: ``(1, 1, 1)`` named ``("dp", "cp", "tp")`` into 8 →
-    ``(8, 1, 1)``."""
+    ``(8, 1, 1)``; ``(1, 1)`` named ``("dp_ex_ep", "ep")`` into 8 → ``(8, 1)``
+    (:func:`_data_parallel_axis`)."""
     total = prod(matrix)
     if total == devices or devices < 1:
         return None
     dm = list(matrix)
-    if total == 1 and DATA_PARALLEL_ALIAS in names and len(names) == len(dm):
-        dm[list(names).index(DATA_PARALLEL_ALIAS)] = devices
+    dp_axis = _data_parallel_axis(names)
+    if total == 1 and dp_axis is not None and len(names) == len(dm):
+        dm[dp_axis] = devices
         return tuple(dm)
     if total % devices == 0:
         excess = total // devices

@@ -29,23 +29,33 @@ from .layout import TensorLayout
 
 def fitted_layout(layout: dict, devices: int) -> TensorLayout | None:
     """The network's ``layout`` (``device_matrix``, ``tensor_map``, ``alias_name``) at
-    ``devices`` devices; ``None`` when it cannot be fitted or maps a dimension to several
-    axes.
+    ``devices`` devices; ``None`` when it cannot be fitted, or maps a dimension to several
+    axes of which more than one is over 1 once fitted.
 
     The device matrix is fitted by :func:`~smsg_ms.cost.kept_layout.fitted_device_matrix`
     (a matrix of ones with a ``dp`` axis: ``dp`` takes every device). Example: ``(1, 1)`` named
-    ``("dp", "tp")`` at 8 → ``(8, 1)``."""
+    ``("dp", "tp")`` at 8 → ``(8, 1)``. A dimension mapped to several axes (mindformers'
+    ``"dp_cp"``, ``"cp_tp"``: a tuple of axes, MindSpore's ``TensorLayout`` multi-axis map, the
+    dimension cut by their product) is mapped to the one axis over 1 among them, or left whole
+    when all are 1: mindformers' MoE layer ``layout_moe("dp_cp", ...)`` at 8 devices of
+    ``dp = 8`` cuts the tokens 8 ways on ``dp``."""
     matrix = tuple(int(v) for v in layout["device_matrix"])
-    tmap = layout["tensor_map"]
-    if any(isinstance(v, (list, tuple)) for v in tmap):
-        return None
     if prod(matrix) != devices:
         matrix = fitted_device_matrix(matrix, devices, used_axes([layout]),
                                       tuple(layout.get("alias_name") or ()))
         if matrix is None:
             return None
+    rank = len(matrix)
+    tmap = []
+    for v in layout["tensor_map"]:
+        axes = [int(a) for a in v] if isinstance(v, (list, tuple)) else [int(v)]
+        cut = [a for a in axes if a != -1 and 0 <= rank - 1 - a < rank
+               and matrix[rank - 1 - a] > 1]
+        if len(cut) > 1:
+            return None
+        tmap.append(cut[0] if cut else (axes[0] if len(axes) == 1 else -1))
     try:
-        return TensorLayout(matrix, tuple(int(v) for v in tmap))
+        return TensorLayout(matrix, tuple(tmap))
     except ValueError:
         return None
 

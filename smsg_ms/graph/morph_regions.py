@@ -56,36 +56,42 @@ def _morph_layouts(prim) -> tuple[list[dict], list[dict]] | None:
     return list(ins), outs
 
 
-def _arity(fn) -> int | None:
-    """Positional parameters of ``fn`` when it has no defaults and no ``*args``, else ``None``:
-    a wrapper of fixed arity fits only such a ``fn`` (mindformers' MoE ``permute_reshape_fn(x,
-    shp)`` takes a shape tuple that no layout describes; its ``forward_func`` a defaulted
-    argument)."""
+def _arity(fn) -> tuple[int, tuple] | None:
+    """``(positional parameters, their defaults)`` of ``fn``, or ``None`` when it takes
+    ``*args``, ``**kwargs`` or keyword-only parameters (MindSpore's ``Morph`` refuses those:
+    ``ops/operations/debug_ops.py``). mindformers' MoE ``permute_reshape_fn(x, shp)`` takes a
+    shape tuple besides its one laid-out input; its ``forward_func`` a defaulted
+    ``num_tokens_per_expert=None``."""
     import inspect
 
     try:
-        params = inspect.signature(fn).parameters.values()
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return None
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-           or p.default is not p.empty for p in params):
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
         return None
-    return len(params)
+    return len(params), tuple(p.default for p in params if p.default is not p.empty)
 
 
 def mark_morph_fns(prims: dict) -> list[str]:
     """Wrap the ``fn`` of every ``self_define_shard`` ``Morph`` in ``prims`` (``{path:
     Primitive}``, :func:`smsg_ms.graph.capture.tag_primitives`) with marking Identities (see the
-    module docstring). A Morph with more than :data:`MAX_ARGS` inputs, whose layouts are not
-    ``Layout`` objects, or whose ``fn`` takes other arguments than one per layout
-    (:func:`_arity`), is left as it is. Returns the paths wrapped, sorted."""
-    from mindspore import nn
+    module docstring). The ``k``-th layout marks the ``fn``'s ``k``-th argument where that
+    argument is a tensor (MindSpore's ``SelfDefineShardInfo`` lays out the Morph's tensor
+    inputs; a shape tuple or a ``None`` beside them passes unmarked, and arguments past the last
+    layout too); the wrapper keeps the ``fn``'s defaults. A Morph whose ``fn`` takes more than
+    :data:`MAX_ARGS` arguments, ``*args`` or keyword-only ones (:func:`_arity`), whose layouts
+    are not ``Layout`` objects, or with more layouts than arguments, is left as it is. Returns
+    the paths wrapped, sorted."""
+    import types
+
+    from mindspore import Tensor, nn
     from mindspore.ops import operations as P  # noqa: N812
 
     class MarkedFn(nn.Cell):
         """The Morph's ``fn`` between Identities (MindSpore parses ``fn``: fixed arity, no
-        closure, so one method per input count; only a ``fn`` of one undefaulted argument per
-        layout is wrapped, :func:`_arity`)."""
+        closure, so one method per argument count; ``isinstance`` is decided while MindSpore
+        compiles, so a non-tensor argument is passed as it is)."""
 
         def __init__(self, fn, path: str, ins: list[dict], out: dict | None):
             super().__init__(auto_prefix=False)
@@ -95,40 +101,85 @@ def mark_morph_fns(prims: dict) -> list[str]:
                 for i, lay in enumerate(ins)]
             self.marks += [P.Identity() for _ in range(MAX_ARGS - len(ins))]
             self.m0, self.m1, self.m2, self.m3, self.m4, self.m5 = self.marks
+            self.l0, self.l1, self.l2, self.l3, self.l4, self.l5 = (
+                k < len(ins) for k in range(MAX_ARGS))
+            self.has_out = out is not None
             self.mo = P.Identity()
             if out is not None:
                 self.mo.add_prim_attr(MORPH_ATTR, path).add_prim_attr(ARG_ATTR, -1)
                 self.mo.add_prim_attr(LAYOUT_ATTR, _layout_json(out))
 
+        def g0(self, a):
+            if self.l0 and isinstance(a, Tensor):
+                return self.m0(a)
+            return a
+
+        def g1(self, a):
+            if self.l1 and isinstance(a, Tensor):
+                return self.m1(a)
+            return a
+
+        def g2(self, a):
+            if self.l2 and isinstance(a, Tensor):
+                return self.m2(a)
+            return a
+
+        def g3(self, a):
+            if self.l3 and isinstance(a, Tensor):
+                return self.m3(a)
+            return a
+
+        def g4(self, a):
+            if self.l4 and isinstance(a, Tensor):
+                return self.m4(a)
+            return a
+
+        def g5(self, a):
+            if self.l5 and isinstance(a, Tensor):
+                return self.m5(a)
+            return a
+
+        def go(self, a):
+            if self.has_out:
+                return self.mo(a)
+            return a
+
         def f1(self, a):
-            return self.mo(self.fn(self.m0(a)))
+            return self.go(self.fn(self.g0(a)))
 
         def f2(self, a, b):
-            return self.mo(self.fn(self.m0(a), self.m1(b)))
+            return self.go(self.fn(self.g0(a), self.g1(b)))
 
         def f3(self, a, b, c):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c)))
+            return self.go(self.fn(self.g0(a), self.g1(b), self.g2(c)))
 
         def f4(self, a, b, c, d):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d)))
+            return self.go(self.fn(self.g0(a), self.g1(b), self.g2(c), self.g3(d)))
 
         def f5(self, a, b, c, d, e):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e)))
+            return self.go(self.fn(self.g0(a), self.g1(b), self.g2(c), self.g3(d), self.g4(e)))
 
         def f6(self, a, b, c, d, e, f):
-            return self.mo(self.fn(self.m0(a), self.m1(b), self.m2(c), self.m3(d), self.m4(e),
-                                   self.m5(f)))
+            return self.go(self.fn(self.g0(a), self.g1(b), self.g2(c), self.g3(d), self.g4(e),
+                                   self.g5(f)))
 
     wrapped = []
     for path, prim in sorted(prims.items()):
         layouts = _morph_layouts(prim)
-        if (layouts is None or not 1 <= len(layouts[0]) <= MAX_ARGS
-                or _arity(prim.__morph_fn__) != len(layouts[0])):
+        arity = None if layouts is None else _arity(prim.__morph_fn__)
+        if (arity is None or not 1 <= arity[0] <= MAX_ARGS
+                or not 1 <= len(layouts[0]) <= arity[0]):
             continue
         ins, outs = layouts
         marked = MarkedFn(prim.__morph_fn__, path, ins, outs[0] if len(outs) == 1 else None)
         marked.original = prim.__morph_fn__
-        prim.__morph_fn__ = getattr(marked, f"f{len(ins)}")
+        method = getattr(marked, f"f{arity[0]}")
+        if arity[1]:   # the fn's defaults on the wrapper's last parameters
+            func = method.__func__
+            method = types.MethodType(types.FunctionType(
+                func.__code__, func.__globals__, func.__name__, arity[1], func.__closure__),
+                marked)
+        prim.__morph_fn__ = method
         wrapped.append(path)
     return wrapped
 
