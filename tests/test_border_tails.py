@@ -13,6 +13,8 @@ micro-batch.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from smsg_ms.integration.check import check_plan
 from smsg_ms.integration.pipeline import ranks_per_stage
 from smsg_ms.planner import plan_network_pipelined
@@ -85,3 +87,34 @@ def test_a_parameter_only_tensor_is_gathered_once_per_step(capture_of, shared_ca
         assert got[("ReduceScatter", "backward", 4)] == (4, 4)
         assert got[("AllReduce", "grad_sync", 4)] == (6, 6)
     assert report.ok
+
+
+def test_weights_before_the_first_block_are_staged_so_the_first_stage_merges_too(
+        capture_of, shared_capture):
+    """mindcv Swin's pattern, pipelined: a trained ``Dense`` ``stem`` outside the blocks runs
+    before :mod:`smsg_ms.networks.window_bias`'s chain (Swin's ``patch_embed``). Left without a
+    ``pipeline_stage``, MindSpore 2.10 computes stage 0's parameter-only biases once per
+    micro-batch: their forward AllGathers 2 blocks × 2 micro-batches = 4 (compiled below with
+    the record's ``first_stage_cells`` dropped; Swin's stage 0: 4 inserted, 2 predicted). The
+    plan stages ``stem`` on stage 0 (as mindformers stages its embedding) and MindSpore merges
+    the copies: 2 per stage, as predicted; stage 0 syncs the stem's 2 weights as well
+    (3 · 2 + 2 = 8 gradient AllReduces)."""
+    spec = "smsg_ms.networks.window_bias:build"
+    opts = {"chain": True, "heads": (4, 4, 4, 4), "stem": True}
+    plan = plan_network_pipelined(spec, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(spec, **opts), **opts)
+    assert plan.pipeline["first_stage_cells"] == ["stem"]
+    assert plan.pipeline["once_per_step"]
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    for rank, grads in zip(report.ranks, (8, 6)):
+        got = {row.key: (row.predicted, row.inserted) for row in rank.rows}
+        assert got[("AllGather", "forward", 4)] == (2, 2)
+        assert got[("ReduceScatter", "backward", 4)] == (4, 4)
+        assert got[("AllReduce", "grad_sync", 4)] == (grads, grads)
+    assert report.ok
+    unstaged = dataclasses.replace(plan, pipeline={k: v for k, v in plan.pipeline.items()
+                                                   if k != "first_stage_cells"}).seal()
+    stage0 = check_plan(unstaged, [0]).ranks[0]
+    got = {row.key: (row.predicted, row.inserted) for row in stage0.rows}
+    assert got[("AllGather", "forward", 4)] == (2, 4)

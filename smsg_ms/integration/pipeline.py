@@ -91,7 +91,10 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     A block of the record's ``split_blocks`` (``{block: {cell: block it runs with}}``,
     :mod:`smsg_ms.planner.border_tails`: its tail runs with the next block) is not marked
     itself: each of its cells takes the stage and the recompute of the block it runs with
-    (MindSpore refuses a staged cell inside a cell staged otherwise).
+    (MindSpore refuses a staged cell inside a cell staged otherwise). The cells of
+    ``first_stage_cells`` (outside the blocks, reading trained weights before the first block:
+    :func:`smsg_ms.planner.param_only.first_stage_cells`) take stage 0; left unstaged, MindSpore
+    2.10 computes the first stage's parameter-only tensors once per micro-batch instead of once.
 
     Returns:
         ``{cell path: stage}`` of the marked cells.
@@ -105,8 +108,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     selective = pipeline.get("selective_recompute", [])
     split = pipeline.get("split_blocks", {})
     units = [u for cells_of in split.values() for u in cells_of]
+    first = pipeline.get("first_stage_cells", [])
     missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective) + units
-                     if n not in cells)
+                     + list(first) if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
                                      f"{', '.join(missing[:5])}")
@@ -116,6 +120,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
             for cell, runs_with in split.get(name, {name: name}).items():
                 cells[cell].pipeline_stage = int(stage_of[runs_with])
                 marked[cell] = int(stage_of[runs_with])
+        for cell in first:      # weights read before the first block: stage 0
+            cells[cell].pipeline_stage = 0
+            marked[cell] = 0
     for name, on in sorted(recompute.items()):
         for cell, runs_with in sorted(split.get(name, {name: name}).items()):
             if recompute.get(runs_with, on) if cell != name else on:

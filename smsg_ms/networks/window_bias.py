@@ -20,10 +20,11 @@ import numpy as np
 
 
 def build(batch: int = 8, tokens: int = 9, dim: int = 24, heads: tuple = (3, 6, 12),
-          table_rows: int = 5, chain: bool = False):
+          table_rows: int = 5, chain: bool = False, stem: bool = False):
     """``chain=True``: the blocks in sequence, block ``i`` returning
     ``x * mean(softmax(attn), (1, 3))[..., None]`` ``(batch, tokens, dim)`` (so a pipelined
-    plan can cut them into stages)."""
+    plan can cut them into stages). ``stem=True``: a trained ``Dense(dim, dim)`` cell ``stem``
+    outside the blocks runs on ``x`` before them (Swin's patch embedding)."""
     import mindspore as ms
     from mindspore import Parameter, nn, ops
 
@@ -61,8 +62,11 @@ def build(batch: int = 8, tokens: int = 9, dim: int = 24, heads: tuple = (3, 6, 
             super().__init__()
             self.blocks = nn.CellList([Block(h, i) for i, h in enumerate(heads)])
             self.concat = ops.Concat(axis=1)
+            self.stem = nn.Dense(dim, dim) if stem else None
 
         def construct(self, x):
+            if self.stem is not None:
+                x = self.stem(x)
             if chain:
                 for b in self.blocks:
                     x = b(x)

@@ -8,6 +8,17 @@ forward redistribution of such a tensor is inserted once per step. Observed in t
 the relative-position bias ``matmul(index, table)`` gathered at ``attn + bias``: one forward
 AllGather per block and step on both stages, its backward ReduceScatter once per
 micro-batch; mindcv Swin's stage 1 likewise).
+
+The merge holds on the first stage only when every operator there that reads a trained weight
+runs in a cell with a ``pipeline_stage`` of its own: a trained weight read before the first
+block by a cell outside the blocks (mindcv Swin's ``patch_embed``; a ``Dense`` before
+:mod:`smsg_ms.networks.window_bias`'s chain) and left unstaged makes MindSpore 2.10 compute the
+parameter-only tensors of the first stage once per micro-batch (their forward gathers too);
+an unstaged constant op or a frozen weight there does not, nor unstaged weights after the last
+block (Swin's ``norm``, ``classifier``). Observed in the dry-run,
+``tests/test_border_tails.py``. So the write-back stages those cells on the first stage
+(:func:`first_stage_cells`, as mindformers stages its embedding), and the merge holds on every
+stage.
 """
 from __future__ import annotations
 
@@ -29,4 +40,25 @@ def parameter_only(graph: OpGraph) -> list[str]:
     return sorted(n for n in from_weight - weights if n not in from_data)
 
 
-__all__ = ["parameter_only"]
+def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
+    """Cells outside the repeated blocks whose operators read a trained weight before the first
+    block's first operator, by primitive path (``patch_embed.proj.conv2d`` → ``patch_embed.proj``),
+    sorted; the network's root (an operator called on the network itself) is never one, nor a
+    cell that holds a block. ``blocks``: the chain's block names (``layers.0``, ...).
+
+    Raises nothing; an empty list where no such cell exists."""
+    weights = {n for n, t in graph.tensors.items() if t.kind == "parameter" and t.requires_grad}
+    out: set[str] = set()
+    for op in graph.ops:                    # topological order
+        path = op.prim_path or ""
+        if any(path == b or path.startswith(b + ".") for b in blocks):
+            break                           # the first block's first operator
+        if "." not in path or not any(n in weights for n in op.inputs):
+            continue
+        cell = path.rsplit(".", 1)[0]
+        if not any(b == cell or b.startswith(cell + ".") for b in blocks):
+            out.add(cell)
+    return sorted(out)
+
+
+__all__ = ["parameter_only", "first_stage_cells"]

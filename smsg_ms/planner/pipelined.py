@@ -346,6 +346,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                       if c.get("phase") == "forward" and c.get("tensor") in once})
         if hit:     # forward redistributions of these run once per step, not per micro-batch
             plan.pipeline["once_per_step"] = hit
+        from .param_only import first_stage_cells
+        first = first_stage_cells(costs.graph(b), list(plan.pipeline["stage_of_block"]))
+        if first:   # staged on stage 0 so that MindSpore merges the micro-batch copies there
+            plan.pipeline["first_stage_cells"] = first
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     return plan.seal()
 
