@@ -128,6 +128,12 @@ def _selective_front(key) -> list[tuple[float, float, float, tuple]]:
     cs = np.zeros((1, 0), dtype=np.int64)
     for fwd, saved, c, sel_fwd, sel_saved in key:
         kf, ks = _count_pairs(c, saved > 0, sel_saved > 0)
+        if len(kf) == 1 and all(math.isfinite(x) for x in (fwd, saved, sel_fwd, sel_saved)):
+            # (0, 0) only: the sums are unchanged (x + 0·a is x for finite a and x ≠ −0.0,
+            # which sums from 0.0 never are; max(w, 0.0) is w ≥ 0); the front stays sorted
+            # and undominated, so _pareto returns it as it is
+            cs = np.concatenate([cs, np.zeros((len(r), 2), dtype=np.int64)], axis=1)
+            continue
         rr = (r[:, None] + kf * fwd) + ks * sel_fwd
         ss = (s[:, None] + kf * saved) + ks * sel_saved
         ww = np.maximum(np.maximum(w[:, None], np.where(kf > 0, saved, 0.0)),
