@@ -147,11 +147,31 @@ class Machine:
 
     def collective_seconds(self, kind: str, group: int, full_bytes, span: tuple = (),
                            synchronisations: int = 1) -> float:
-        """:func:`smsg_ms.cost.api.collective_seconds` of a group placed by :meth:`fanout`."""
+        """:func:`smsg_ms.cost.api.collective_seconds` of a group placed by :meth:`fanout`.
+
+        Memoised per machine for plain ``int`` / ``float`` arguments (the value's type is part
+        of the key: an ``int`` and an equal ``float`` divide differently past 2^53), so a
+        repeated collective returns the same float as computing it again."""
+        key = (kind, group, type(full_bytes), full_bytes, span, synchronisations)
+        try:
+            memo = self.__dict__["_seconds_memo"]
+        except KeyError:
+            memo = {}
+            object.__setattr__(self, "_seconds_memo", memo)
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        except TypeError:       # an unhashable argument: not memoised
+            key = None
         from .api import collective_seconds
 
-        return collective_seconds(kind, self.fanout(group, span), full_bytes, self.links(),
-                                  synchronisations)
+        out = collective_seconds(kind, self.fanout(group, span), full_bytes, self.links(),
+                                 synchronisations)
+        if key is not None and type(full_bytes) in (int, float) and type(group) is int \
+                and len(memo) < 1 << 20:
+            memo[key] = out
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The description as plain data (the file format :func:`load_machine` reads)."""

@@ -117,7 +117,61 @@ def _pareto(options):
 
 def _selective_front(key) -> list[tuple[float, float, float, tuple]]:
     """The front over ``(whole, selective)`` counts per kind (``whole + selective ≤ c``), built
-    kind by kind as :func:`_recompute_front_incremental`."""
+    kind by kind as :func:`_recompute_front_incremental`, in numpy: equal, bit for bit, to
+    :func:`_selective_front_reference` (``tests/test_recompute_front.py``). Each step forms
+    the same sums in the same order (``(r + kf·fwd) + ks·sel_fwd``; ``max`` of equal values is
+    the value), sorts by the same key (recompute, working set, −saved, counts: counts are
+    unique, so the order is total) and drops an option when an earlier one has a working set
+    no larger and saved at least as much (an earlier dropped option is dominated by an earlier
+    kept one, so testing all earlier options drops the same ones as :func:`_pareto`)."""
+    r, s, w = np.zeros(1), np.zeros(1), np.zeros(1)
+    cs = np.zeros((1, 0), dtype=np.int64)
+    for fwd, saved, c, sel_fwd, sel_saved in key:
+        kf, ks = _count_pairs(c, saved > 0, sel_saved > 0)
+        if len(kf) == 1 and all(math.isfinite(x) for x in (fwd, saved, sel_fwd, sel_saved)):
+            # (0, 0) only: the sums are unchanged (x + 0·a is x for finite a and x ≠ −0.0,
+            # which sums from 0.0 never are; max(w, 0.0) is w ≥ 0); the front stays sorted
+            # and undominated, so _pareto returns it as it is
+            cs = np.concatenate([cs, np.zeros((len(r), 2), dtype=np.int64)], axis=1)
+            continue
+        rr = (r[:, None] + kf * fwd) + ks * sel_fwd
+        ss = (s[:, None] + kf * saved) + ks * sel_saved
+        ww = np.maximum(np.maximum(w[:, None], np.where(kf > 0, saved, 0.0)),
+                        np.where(ks > 0, sel_saved, 0.0))
+        n, k = len(r), len(kf)
+        grown = np.empty((n * k, cs.shape[1] + 2), dtype=np.int64)
+        grown[:, :-2] = np.repeat(cs, k, axis=0)
+        grown[:, -2] = np.tile(kf, n)
+        grown[:, -1] = np.tile(ks, n)
+        r, s, w, cs = _pareto_arrays(rr.reshape(-1), ss.reshape(-1), ww.reshape(-1), grown)
+    return list(zip(r.tolist(), s.tolist(), w.tolist(), map(tuple, cs.tolist())))
+
+
+def _count_pairs(c: int, whole: bool, selective: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(kf, ks)`` of :func:`_selective_front_reference`'s loops over one kind, in order."""
+    pairs = [(kf, ks) for kf in range(c + 1 if whole else 1)
+             for ks in range(c - kf + 1 if selective else 1)]
+    kf, ks = np.array(pairs, dtype=np.int64).T
+    return kf, ks
+
+
+def _pareto_arrays(r, s, w, counts):
+    """:func:`_pareto` of the options ``(r[i], s[i], w[i], tuple(counts[i]))`` (counts
+    unique), as arrays in :func:`_pareto`'s order."""
+    cols = counts.shape[1]
+    order = np.lexsort(tuple(counts[:, j] for j in range(cols - 1, -1, -1)) + (-s, w, r))
+    r, s, w, counts = r[order], s[order], w[order], counts[order]
+    keep = np.ones(len(r), dtype=bool)
+    for u in np.unique(w):
+        best = np.maximum.accumulate(np.where(w <= u, s, -INF))
+        before = np.concatenate(([-INF], best[:-1]))
+        keep &= ~((w == u) & (before >= s))
+    return r[keep], s[keep], w[keep], counts[keep]
+
+
+def _selective_front_reference(key) -> list[tuple[float, float, float, tuple]]:
+    """The front over ``(whole, selective)`` counts per kind, built kind by kind with
+    :func:`_pareto` (the reference of :func:`_selective_front`)."""
     front = [(0.0, 0.0, 0.0, ())]
     for fwd, saved, c, sel_fwd, sel_saved in key:
         grown = []
