@@ -55,7 +55,8 @@ def cmd_explain(args) -> int:
     runner = None
     if args.runner_up and not (plan.pipeline or {}).get("runner_up"):
         from .planner.runner_up import plan_runner_up
-        runner = plan_runner_up(plan)
+        from .report.degrees import chosen_degrees
+        runner = plan_runner_up(plan, int(chosen_degrees(plan)["dp"]))
     if args.json:
         from .report.json_views import explain_json
         data = explain_json(plan, show_all=args.all)

@@ -68,7 +68,7 @@ def test_runner_up_configuration_equals_brute_force(plan_file):
     (dp, seconds), optimum = _brute_force(problem, variables, chosen_dp)
     # the brute force finds the plan's step as the unconstrained optimum
     assert optimum == pytest.approx(plan.totals["step_seconds"], rel=1e-9)
-    got = plan_runner_up(plan)
+    got = plan_runner_up(plan, chosen_dp)
     assert got["dp"] == dp != chosen_dp
     assert got["search_seconds"] == pytest.approx(seconds, rel=1e-9)
     assert got["difference_seconds"] == pytest.approx(seconds - optimum, rel=1e-6)

@@ -83,23 +83,24 @@ def runner_up_configuration(problem, degrees: list[list], choice: list[int],
     return {"dp": cut, "tp": tp, "search_seconds": total, "difference_seconds": total - base}
 
 
-def plan_runner_up(plan) -> dict | None:
+def plan_runner_up(plan, chosen_dp: int) -> dict | None:
     """:func:`runner_up_configuration` of a single-stage :class:`~smsg_ms.plan.Plan` read from a
-    file (problem and choice found again by :func:`.stays_best.reproduce`), with
-    ``step_seconds``: the plan's predicted step plus the difference.
+    file (problem and choice found again by :func:`.stays_best.reproduce`) whose data-parallel
+    degree is ``chosen_dp`` (``explain`` passes
+    :func:`smsg_ms.report.degrees.chosen_degrees`'s ``dp``), with ``step_seconds``: the plan's
+    predicted step plus the difference.
 
     Raises:
         ValueError: a pipelined plan, or one the search does not reproduce (re-plan it).
         smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
     """
-    from ..report.degrees import chosen_degrees
     from .stays_best import reproduce
 
     _, _, _, problem, variables, choice = reproduce(
         plan, what="the runner-up configuration of a plan",
         see="its runner-up configuration")
     degrees = [[option_degrees(opt[0].strategy) for opt in var.options] for var in variables]
-    out = runner_up_configuration(problem, degrees, choice, int(chosen_degrees(plan)["dp"]))
+    out = runner_up_configuration(problem, degrees, choice, int(chosen_dp))
     if out is not None:
         step = (plan.totals or {}).get("step_seconds")
         out["step_seconds"] = (None if not isinstance(step, (int, float))
