@@ -18,6 +18,10 @@ def register(sub) -> None:
                    help="also the range of the preset's bandwidth and latency (as factors) over "
                         "which the plan stays the cheapest of its single-operator deviations, and "
                         "which takes over beyond each end (captures the network again)")
+    p.add_argument("--runner-up", action="store_true",
+                   help="single-stage plan: also the runner-up configuration, the best plan "
+                        "whose data-parallel degree differs, and its predicted difference "
+                        "(captures the network again and solves once per other degree)")
     add_json_arg(p)
     p.set_defaults(func=cmd_explain)
 
@@ -25,11 +29,13 @@ def register(sub) -> None:
 def cmd_explain(args) -> int:
     """``explain FILE``: the plan's view (:mod:`smsg_ms.report.explain_view`), or its JSON; with
     ``--plot PNG`` the plot; with ``--stays-best`` the factor ranges of
-    :func:`smsg_ms.planner.stays_best.plan_stays_best`. Returns the exit status (0).
+    :func:`smsg_ms.planner.stays_best.plan_stays_best`; with ``--runner-up`` (single-stage
+    plans; a pipelined plan's is always shown) the configuration of
+    :func:`smsg_ms.planner.runner_up.plan_runner_up`. Returns the exit status (0).
 
     Raises:
         smsg_ms.integration.plan_io.PlanError: an unreadable plan, an unwritable ``--plot``.
-        ValueError: ``--stays-best`` on a plan it cannot reproduce.
+        ValueError: ``--stays-best`` or ``--runner-up`` on a plan it cannot reproduce.
     """
     from .integration.plan_io import load_plan
     from .report.explain_view import print_explain
@@ -46,12 +52,19 @@ def cmd_explain(args) -> int:
     if args.stays_best:
         from .planner.stays_best import plan_stays_best
         ranges = plan_stays_best(plan)
+    runner = None
+    if args.runner_up and not (plan.pipeline or {}).get("runner_up"):
+        from .planner.runner_up import plan_runner_up
+        from .report.degrees import chosen_degrees
+        runner = plan_runner_up(plan, int(chosen_degrees(plan)["dp"]))
     if args.json:
         from .report.json_views import explain_json
         data = explain_json(plan, show_all=args.all)
         if ranges is not None:     # JSON has no infinity: an unbounded end is null
             data["stays_best"] = [{k: (None if v == float("inf") else v) for k, v in r.items()}
                                   for r in ranges]
+        if args.runner_up and data.get("runner_up") is None:
+            data["runner_up"] = runner
         emit_json(data)
         return 0
     out_console = console()
@@ -63,6 +76,9 @@ def cmd_explain(args) -> int:
                           f"{plan.hardware} preset:", markup=False)
         for line in stays_best_lines(ranges):
             out_console.print(f"  {line}", markup=False)
+    if args.runner_up and not (plan.pipeline or {}).get("runner_up"):
+        from .report.explain_view import runner_up_configuration_line
+        out_console.print(runner_up_configuration_line(runner), markup=False)
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0

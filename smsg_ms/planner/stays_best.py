@@ -225,19 +225,21 @@ def refine_end(priced, choice: list[int], estimate: float, *, upward: bool):
     return math.sqrt(good * bad), dev
 
 
-def plan_stays_best(plan) -> list[dict]:
-    """:func:`stays_best` of a single-stage :class:`~smsg_ms.plan.Plan` read from a file: its
-    network is captured again with the plan's options, the problem rebuilt under the plan's
-    hardware preset and solved again; the solution must give the plan's strategies (the
-    planner is deterministic), with the options every device used first (the planner's
+def reproduce(plan, what: str = "the range where a plan stays best",
+              see: str = "where it stays best"):
+    """The search problem of a single-stage :class:`~smsg_ms.plan.Plan` read from a file, solved
+    again: ``(graph, hardware, build, problem, variables, choice)`` where ``build(hardware)``
+    prices the problem under a hardware and ``choice`` (option per variable) gives the plan's
+    strategies. The network is captured again with the plan's options, the problem rebuilt under
+    the plan's hardware preset with the options every device used first (the planner's
     default), then those that leave devices idle (``exhaustive``). A ``--pipeline auto`` plan
-    that chose one stage is a single-stage plan: its strategies are those of its stage plan on all
-    ``plan.devices`` devices at the micro-batch size its options hold (``batch``), the problem
-    rebuilt here.
+    that chose one stage is a single-stage plan: its strategies are those of its stage plan on
+    all ``plan.devices`` devices at the micro-batch size its options hold (``batch``).
 
     Raises:
-        ValueError: a plan of two or more pipeline stages, or a plan the search does not reproduce (made by another
-            version of the cost model, or under a memory limit: re-plan it).
+        ValueError: a plan of two or more pipeline stages, or a plan the search does not
+            reproduce (made by another version of the cost model, or under a memory limit:
+            re-plan it); ``what`` and ``see`` name the computation in the messages.
         smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
     """
     from ..cost.hardware import get_hardware
@@ -247,8 +249,8 @@ def plan_stays_best(plan) -> list[dict]:
     from .problem import build_problem
 
     if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
-        raise ValueError("the range where a plan stays best is computed for single-stage plans "
-                         "only (this plan is pipelined)")
+        raise ValueError(f"{what} is computed for single-stage plans only (this plan is "
+                         "pipelined)")
     graph = capture_network(plan.network, **plan.options)
     hardware = get_hardware(plan.hardware)
     wanted = {name: ([list(s) for s in strategy], plan.out_strategies.get(name))
@@ -264,15 +266,28 @@ def plan_stays_best(plan) -> list[dict]:
                           _out(var.options[choice[vi]][0]))
                for vi, var in enumerate(variables) if var.written_back}
         if got == wanted:
-            ranges = stays_best(graph, plan.devices, hardware, choice, build=build,
-                                levels=(None, *range(len(hardware.levels))))
-            for r in ranges:
-                r["level_name"] = ("every level" if r["level"] is None
-                                   else hardware.levels[r["level"]].name)
-            return ranges
+            return graph, hardware, build, problem, variables, choice
     raise ValueError("the search does not reproduce this plan's strategies under the cost model "
-                     "here (another smsg-ms version, or a memory limit): re-plan it to see where "
-                     "it stays best")
+                     "here (another smsg-ms version, or a memory limit): re-plan it to see "
+                     f"{see}")
+
+
+def plan_stays_best(plan) -> list[dict]:
+    """:func:`stays_best` of a single-stage :class:`~smsg_ms.plan.Plan` read from a file, its
+    problem and choice found again by :func:`reproduce` (the planner is deterministic).
+
+    Raises:
+        ValueError: a plan of two or more pipeline stages, or a plan the search does not reproduce (made by another
+            version of the cost model, or under a memory limit: re-plan it).
+        smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
+    """
+    graph, hardware, build, _, _, choice = reproduce(plan)
+    ranges = stays_best(graph, plan.devices, hardware, choice, build=build,
+                        levels=(None, *range(len(hardware.levels))))
+    for r in ranges:
+        r["level_name"] = ("every level" if r["level"] is None
+                           else hardware.levels[r["level"]].name)
+    return ranges
 
 
 def _out(cost) -> list | None:
@@ -280,5 +295,5 @@ def _out(cost) -> list | None:
     return [list(x) for x in cost.out_strategy] if cost.out_strategy else None
 
 
-__all__ = ["PARAMETERS", "deviation_terms", "factor_range", "plan_stays_best", "scale_flat",
-           "stays_best"]
+__all__ = ["PARAMETERS", "deviation_terms", "factor_range", "plan_stays_best", "reproduce",
+           "scale_flat", "stays_best"]

@@ -224,6 +224,18 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
             f"{fmt_seconds(runner['difference_seconds'])} vs the chosen)")
 
 
+def runner_up_configuration_line(runner: dict | None) -> str:
+    """The line ``explain --runner-up`` prints for a single-stage plan's runner-up configuration
+    (:func:`smsg_ms.planner.runner_up.plan_runner_up`: ``dp``, ``tp``, ``step_seconds``,
+    ``difference_seconds``; ``None``: no other data-parallel degree is feasible)."""
+    if runner is None:
+        return "runner-up configuration: none (no other data-parallel degree is feasible)"
+    diff = runner["difference_seconds"]
+    return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: step "
+            f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
+            f"{fmt_seconds(diff)} vs the chosen)")
+
+
 def _sayer(console):
     """``say(text, indent, hanging, style)``: print ``text`` folded by :func:`wrap`."""
     from rich.text import Text

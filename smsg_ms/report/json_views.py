@@ -53,7 +53,8 @@ def explain_json(plan: Plan, show_all: bool = False) -> dict:
     collectives, runner-up) and its symbolic cost description (``symbolic``, ``None`` without
     an einsum); the plan's ``degrees`` (:func:`~smsg_ms.report.degrees.chosen_degrees`),
     ``degrees_by_block`` (empty when every block takes the same) and the pipeline search's
-    ``runner_up`` configuration (``None`` for a single-stage plan)."""
+    ``runner_up`` configuration (``None`` for a single-stage plan; ``explain --runner-up``
+    then puts :func:`smsg_ms.planner.runner_up.plan_runner_up`'s there)."""
     from .explain_view import explained_decisions
 
     entries = []
