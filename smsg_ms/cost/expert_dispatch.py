@@ -187,15 +187,31 @@ def network_dispatch_calls(layout: ExpertLayout, devices: int,
     return out
 
 
-def expert_grad_sync_seconds(layout: ExpertLayout, model, ep: int) -> float:
+def expert_sync_ops(layout: ExpertLayout, graph) -> list[int]:
+    """Ids of the operators that may pay the expert weights' gradient sync, ascending: the
+    expert ``GroupedMatmul`` operators (``layout.ops``, priced by their family) and each expert
+    weight's first reader (the holder, :mod:`smsg_ms.cost.shared_parameters`; inside the
+    experts' ``Morph`` region, ``cost/morph_region.py``, the Reshape to ``[E, h, H]``)."""
+    from .shared_parameters import readers
+
+    out = set(layout.ops)
+    for name in layout.weights:
+        if name in graph.tensors:
+            out.update(readers(graph, name)[:1])
+    return sorted(out)
+
+
+def expert_grad_sync_seconds(layout: ExpertLayout, model, ep: int, ops=None) -> float:
     """Seconds of the expert weights' gradient synchronisation at ``ep`` as the planner prices
-    it: per expert operator (``layout.ops``) its priced option on ``model`` (a
+    it: per expert operator (``layout.ops``) and first reader of an expert weight, its priced
+    option on ``model`` (a
     :class:`~smsg_ms.cost.model.CostModel` of the stage graph on its ``d`` devices; the
     operator runs inside mindformers' ``Morph``, so it has one option, MindSpore's default),
     its collectives through :func:`expert_sync_collectives`, the ``grad_sync`` of
-    :meth:`~smsg_ms.cost.model.CostModel.breakdown` (exposed past its backward pass)."""
+    :meth:`~smsg_ms.cost.model.CostModel.breakdown` (exposed past its backward pass).
+    ``ops``: those operators only (default :func:`expert_sync_ops`)."""
     total = 0.0
-    for op_id in layout.ops:
+    for op_id in (expert_sync_ops(layout, model.graph) if ops is None else ops):
         cost = model.options(model.graph.ops[op_id])[0]
         moved = replace(cost, collectives=expert_sync_collectives(cost.collectives,
                                                                   layout.weights, ep))
@@ -283,7 +299,7 @@ def choose_expert_parallel(layout: ExpertLayout, model, **kw) -> tuple[int, dict
 
 
 __all__ = ["ExpertLayout", "choose_expert_parallel", "expert_grad_sync_seconds", "expert_layout",
-           "expert_memory_bytes",
+           "expert_memory_bytes", "expert_sync_ops",
            "expert_parallel_candidates", "expert_parallel_delta", "expert_sync_collectives",
            "dispatch_collectives", "network_dispatch_calls",
            "morph_expert_weights", "parameter_behind"]

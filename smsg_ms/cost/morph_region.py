@@ -11,7 +11,8 @@ So each body operator has one option: the network's layout on a region input it 
 tensor inside the region one fixed layout (replicated), so that no redistribution is priced
 between body operators. A weight read at a region input is held and its gradient synchronised
 as that input's layout says (AllReduce over its replicas, as for any operator reading a weight:
-``OperatorInfo`` gradient sync over the slice's repeated devices).
+``OperatorInfo`` gradient sync over the slice's repeated devices), by its first reader only when
+several operators read it (one variable, one sync: :mod:`smsg_ms.cost.shared_parameters`).
 
 FLOPs: the body operator's FLOPs divided by the device count (the region's layouts of these
 networks span every device of the stage: ``dp · cp · tp``); an estimate, stated in the notes.
@@ -78,11 +79,15 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
     ins, outs, strategy = [], [], []
     colls: list[Collective] = []
     mem = {k: 0.0 for k in MEMORY_KINDS}
+    # a weight an earlier operator also reads is one variable: that one holds and syncs it
+    # (cost/shared_parameters.py; mindformers' multi-token prediction reads the embedding
+    # table and the output head of the main model)
+    borrowed = model.borrowed_inputs(op)
     for i, name in enumerate(op.inputs):
         layout = _region_layout(graph.tensors[name].shape, entries.get(i), n)
         if layout is None:
             return None
-        if i in entries:
+        if i in entries and i not in borrowed:
             side = model._side(name)
             if side.kind == "parameter":
                 param = graph.tensors[side.name]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import replace
 
 from ..plan import Plan
 from .plan_io import PlanError, write_text_atomic
@@ -166,15 +165,16 @@ def _decisions_at(plan: Plan, graph, layout, model, ep: int, micro_batch: int) -
     ``AlltoAllV`` decisions given their calls
     (:func:`~smsg_ms.cost.expert_dispatch.dispatch_collectives`; ``own_group``: the group is
     mindformers' own, which the compiled graph's reader cannot size)."""
-    from ..cost.expert_dispatch import dispatch_collectives, expert_grad_sync_seconds
+    from ..cost.expert_dispatch import (dispatch_collectives, expert_grad_sync_seconds,
+                                        expert_sync_ops)
 
     by_name = {d.name: d for d in plan.decisions}
-    for op_id in layout.ops:
+    for op_id in expert_sync_ops(layout, graph):
         decision = by_name.get(graph.ops[op_id].label)
         if decision is None:
             continue
-        one = replace(layout, ops=[op_id])
-        before, after = (expert_grad_sync_seconds(one, model, e) for e in (1, ep))
+        before, after = (expert_grad_sync_seconds(layout, model, e, ops=[op_id])
+                         for e in (1, ep))
         kept = []
         for c in decision.collectives:
             if c.get("phase") == "grad_sync" and c.get("tensor") in layout.weights:
