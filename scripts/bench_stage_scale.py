@@ -26,7 +26,10 @@ priced in the numpy fast path), same run before / after: build at d = 64, 256, 1
 8192`` after the float64 guard was lifted where exact (2026-12-05, load average 11-14):
 949.8 s wall, 157.9 s CPU (111.3 parent + 46.6 workers), plan 32 stages x 256 devices,
 32 micro-batches, step 3.827 s; the code before, next run: 1,212.3 s wall, 318.6 s CPU,
-the same plan (hash 1d3a064689f4): 2.0x less CPU.
+the same plan (hash 1d3a064689f4): 2.0x less CPU. Branch scale17 (selective recompute
+fronts in numpy, collective seconds memoised, compute floors kept): 62.5 s CPU (41.7
+parent + 20.8 workers) against 114.1 s (79.0 + 35.1) of the code before in a run beside it,
+the same plan (hash 1d3a064689f4): 1.8x less CPU.
 
 ``--whole N``: instead, the whole command ``smsg-ms plan llama --shape llama2-70b --batch B
 --devices N --pipeline auto`` after capture (:func:`smsg_ms.planner.plan_network_pipelined`

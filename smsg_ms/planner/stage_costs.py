@@ -165,13 +165,16 @@ class StageCosts:
             self.signatures[b] = [tuple(v) for v in groups.values()]
         try:
             model = self.model(d, b)
-            return sum(n * min(sum(model.compute_seconds(c))
+            floor = sum(n * min(sum(model.compute_seconds(c))
                                + sum(model.collective_seconds(x) for x in c.collectives
                                      if x.phase != "grad_sync")
                                for c in model.options(op))
                        for op, n in self.signatures[b])
         except ValueError:
-            return 0.0
+            floor = 0.0
+        # kept: a pair's model is dropped once it is solved, and the searches ask again
+        self.floors[(d, b)] = floor
+        return floor
 
     def __call__(self, d: int, b: int) -> list[LayerCost] | None:
         from .errors import PlanningError
