@@ -212,12 +212,40 @@ def test_layers_not_a_multiple_of_the_stages_get_offsets(tmp_path):
     assert kept["model"]["model_config"]["offset"] == [-1, -1, 1, 1]
 
 
-def test_plan_refuses_a_yaml_batch_below_the_stage_devices(tmp_path):
-    # Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
-    # (pipeline_stage 4); on 8 devices in one stage the batch cannot be cut data_parallel = 8
-    # ways, so the plan is refused before the capture and no file is written
-    line = _one_line_error(smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8,
-                                "--layers", 2, *SMALL, "--out", tmp_path / "q.plan.json",
-                                cwd=tmp_path))
-    assert "global batch 4" in line and "--pipeline auto" in line
-    assert not list(tmp_path.glob("q.*"))
+def test_yaml_batch_below_the_stage_devices_is_planned(tmp_path):
+    """Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
+    (pipeline_stage 4), planned on 8 devices in one stage. mindformers builds its layouts with
+    ``data_parallel = gcd(8, 4) = 4`` and ``model_parallel = 8 / 4 = 2`` (``mf_run.build``),
+    so the plan cuts the batch 4-way (dataset strategy) and writes dp 4 · mp 2 = 8; MindSpore's
+    compiler accepts the plan (``check``: no rank rejected; before, the loss's OneHotExt kept
+    mindformers' (4, 2) beside a (8, 1) log-softmax and the hand-written backward of
+    ``_NLLLoss`` failed: "For 'Sub', input1.shape and input2.shape need to broadcast")."""
+    out = tmp_path / "q.plan.json"
+    proc = smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8, "--layers", 2,
+                *SMALL, "--out", out, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["dataset_strategy"][0] == [4, 1]
+    par = result["mindformers"]["settings"]["parallel_config"]
+    assert (par["data_parallel"], par["model_parallel"], par["pipeline_stage"]) == (4, 2, 1)
+    assert result["mindformers"]["settings"]["batch_size"] == 1
+    plan = json.loads(out.read_text())
+    onehot = [d for d in plan["decisions"] if d["op_type"] == "OneHotExt"]
+    assert onehot and onehot[0]["strategy"] is not None
+    proc = smsg("check", out, "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert [r["error"] for r in report["ranks"]] == [None], proc.stderr[-1000:]
+
+
+def test_fitted_device_matrix_takes_the_batch():
+    """By hand, as ``mf_run.build`` sets ``parallel_config``: dp = gcd(devices, batch), the
+    rest on ``tp``; without a ``tp`` axis the rest has nowhere to go."""
+    from smsg_ms.cost.kept_layout import fitted_device_matrix
+
+    names = ("dp", "cp", "tp")
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names) == (8, 1, 1)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=16) == (8, 1, 1)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=4) == (4, 1, 2)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=6) == (2, 1, 4)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=3) == (1, 1, 8)
+    assert fitted_device_matrix((1, 1), 8, {0}, ("dp", "cp"), batch=4) is None
