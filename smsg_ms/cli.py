@@ -88,9 +88,6 @@ def cmd_plan(args) -> int:
     args.machine = machine_of(args, PlanError)
     from .networks import check_options
     check_options(args.network, _network_options(args))
-    if run and args.pipeline is None:
-        _check_run_batch(int(_network_options(args)["batch"]), args.devices,
-                         args.batch is None)
     import os
     out = args.out or default_plan_path(
         os.path.basename(args.mindformers_config).rsplit(".", 1)[0] if run else args.network,
@@ -148,28 +145,6 @@ def cmd_plan(args) -> int:
                           f"configuration written to {mf['yaml']}: parallel_config "
                           f"{mf['settings']['parallel_config']}", markup=False)
     return 0
-
-
-def _check_run_batch(batch: int, devices: int, from_yaml: bool) -> None:
-    """Refuse, before the capture, a single-stage plan of a mindformers run whose global batch
-    ``batch`` is not a multiple of ``devices``.
-
-    Why: mindformers' ``parallel_core`` models keep their own layouts (``Morph``, named axes
-    ``dp, cp, tp``); captured on one device they name ``data_parallel = 1``, and the planner
-    fits ``dp`` to every device of the stage (:func:`smsg_ms.cost.kept_layout.
-    fitted_device_matrix`), which cuts the batch ``devices``-way: with a smaller batch the plan
-    would cut it beyond its size and could not be written as a ``parallel_config``
-    (found by a new-user trial: the Qwen3-32B YAML's global batch 4 on 8 devices).
-
-    Raises:
-        PlanError: ``batch % devices != 0``; the message names the remedies."""
-    from .integration.plan_io import PlanError
-
-    if batch % devices:
-        where = "the YAML's global batch" if from_yaml else "--batch"
-        raise PlanError(f"{where} {batch} is not a multiple of the {devices} devices of one "
-                        f"stage (mindformers' layouts cut the batch data_parallel = {devices} "
-                        f"ways): give --batch (a multiple of {devices}) or --pipeline auto")
 
 
 def _memory_hint(graph, network: str) -> str:

@@ -122,3 +122,34 @@ def test_score_prices_the_yaml_expert_parallel(tmp_path):
     # (4 + 4 + 2·4 bytes per element) on each device: −3/4 · 150,994,944 · 16 B = −1728.0 MiB
     note = next(n for n in result["notes"] if n.startswith("expert_parallel = 4"))
     assert "memory -1728.0 MiB" in note, note
+
+
+def test_expert_row_counts_the_alltoallv_of_mindformers_groups(tmp_path):
+    """The expert row of ``compare --mindformers-config`` compiles the YAML's own layout
+    (``data_parallel 1 · model_parallel 4`` on 4 devices, ``expert_parallel 4``). MindSpore
+    inserts mindformers' AlltoAllV (token dispatch and combine) and its sequence-parallel
+    ReduceScatter/AllGather in groups mindformers creates itself (hashed names, no ranks in the
+    compiled graph); they were read with group size 0 and dropped from the row's bytes, which
+    left only the router's and loss's small AllReduces (tens of KiB) as its forward
+    communication. Sized by MindSpore's communication layer they count. By hand (seq 256,
+    global batch 16 from the YAML, 4-way sequence parallel → 1024 tokens per device, top-k 8,
+    hidden 512): each token buffer 1024·8·512 bf16 = 8 MiB, the routing ids 1024·8 float32
+    = 32 KiB; two buffers and the ids forward, two buffers backward, all in the ep = 4 group."""
+    from smsg_ms.compare.measures import collective_bytes
+    from smsg_ms.compare.runner import _compile
+
+    options = {"run_config": str(CONFIGS / MOE), "batch": 16, "layers": 1, "hidden": 512,
+               "heads": 8, "kv_heads": 4, "ffn": 1024, "vocab": 4096, "seq": 256,
+               "data_parallel": 1, "model_parallel": 4}
+    result = _compile("smsg_ms.networks.mf_run:build_expert", 4, "expert", options,
+                      timeout=600)
+    calls = [c for c in result["collectives"] if c["type"] == "AlltoAllV"]
+    assert sorted((c["pass"], c["in_shape"][0]) for c in calls) == [
+        ("backward", 1024 * 8 * 512)] * 2 + [("forward", 1024 * 8)] + [
+        ("forward", 1024 * 8 * 512)] * 2
+    assert {c["group_size"] for c in calls} == {0}      # check keys them as own_group
+    assert {c["named_group_size"] for c in calls} == {4}
+    sent = collective_bytes(result["collectives"])
+    buffer = 1024 * 8 * 512 * 2
+    assert sent["forward"]["AlltoAllV"] == 2 * buffer + 1024 * 8 * 4
+    assert sent["backward"]["AlltoAllV"] == 2 * buffer

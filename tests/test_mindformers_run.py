@@ -212,12 +212,130 @@ def test_layers_not_a_multiple_of_the_stages_get_offsets(tmp_path):
     assert kept["model"]["model_config"]["offset"] == [-1, -1, 1, 1]
 
 
-def test_plan_refuses_a_yaml_batch_below_the_stage_devices(tmp_path):
-    # Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
-    # (pipeline_stage 4); on 8 devices in one stage the batch cannot be cut data_parallel = 8
-    # ways, so the plan is refused before the capture and no file is written
-    line = _one_line_error(smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8,
-                                "--layers", 2, *SMALL, "--out", tmp_path / "q.plan.json",
-                                cwd=tmp_path))
-    assert "global batch 4" in line and "--pipeline auto" in line
-    assert not list(tmp_path.glob("q.*"))
+def test_yaml_batch_below_the_stage_devices_is_planned(tmp_path):
+    """Qwen3-32B's YAML: batch_size 1 · data_parallel 1 · micro_batch_num 4 = global batch 4
+    (pipeline_stage 4), planned on 8 devices in one stage. mindformers builds its layouts with
+    ``data_parallel = gcd(8, 4) = 4`` and ``model_parallel = 8 / 4 = 2`` (``mf_run.build``),
+    so the plan cuts the batch 4-way (dataset strategy) and writes dp 4 · mp 2 = 8; MindSpore's
+    compiler accepts the plan (``check``: no rank rejected; before, the loss's OneHotExt kept
+    mindformers' (4, 2) beside a (8, 1) log-softmax and the hand-written backward of
+    ``_NLLLoss`` failed: "For 'Sub', input1.shape and input2.shape need to broadcast")."""
+    out = tmp_path / "q.plan.json"
+    proc = smsg("plan", "--mindformers-config", CONFIGS / QWEN3, "--devices", 8, "--layers", 2,
+                *SMALL, "--out", out, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["dataset_strategy"][0] == [4, 1]
+    par = result["mindformers"]["settings"]["parallel_config"]
+    assert (par["data_parallel"], par["model_parallel"], par["pipeline_stage"]) == (4, 2, 1)
+    assert result["mindformers"]["settings"]["batch_size"] == 1
+    plan = json.loads(out.read_text())
+    onehot = [d for d in plan["decisions"] if d["op_type"] == "OneHotExt"]
+    assert onehot and onehot[0]["strategy"] is not None
+    proc = smsg("check", out, "--json", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert [r["error"] for r in report["ranks"]] == [None], proc.stderr[-1000:]
+
+
+def test_fitted_device_matrix_takes_the_batch():
+    """By hand, as ``mf_run.build`` sets ``parallel_config``: dp = gcd(devices, batch), the
+    rest on ``tp``; without a ``tp`` axis the rest has nowhere to go."""
+    from smsg_ms.cost.kept_layout import fitted_device_matrix
+
+    names = ("dp", "cp", "tp")
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names) == (8, 1, 1)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=16) == (8, 1, 1)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=4) == (4, 1, 2)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=6) == (2, 1, 4)
+    assert fitted_device_matrix((1, 1, 1), 8, {0, 2}, names, batch=3) == (1, 1, 8)
+    assert fitted_device_matrix((1, 1), 8, {0}, ("dp", "cp"), batch=4) is None
+
+
+MINDFORMERS_FLASH = r"""
+import json, sys
+import mindspore as ms
+dp, tp, cp, heads = json.loads(sys.argv[1])
+ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=dp * tp * cp)
+from mindformers.parallel_core.transformer_config import TransformerConfig
+from mindformers.parallel_core.training_graph.device_matrix import layout
+from mindformers.parallel_core.training_graph.transformer.flash_attention import FlashAttention
+cfg = TransformerConfig(num_layers=1, hidden_size=64 * heads, num_attention_heads=heads,
+                        data_parallel_size=dp, tensor_model_parallel_size=tp,
+                        context_parallel_size=cp, use_flash_attention=True, seq_length=256)
+layout.init_layout(cfg)
+prim = FlashAttention(cfg, layer_number=1).flash_attention
+cuts = []
+for lay in prim.attrs["in_layout"][:3]:
+    dm, n = lay["device_matrix"], len(lay["device_matrix"])
+    cuts.append([dm[n - 1 - e] if e >= 0 else 1 for e in lay["tensor_map"]])
+print(json.dumps({"layout": cfg.input_layout, "cuts": cuts}))
+"""
+
+
+def _flash_plan(cuts: list, layout: str = "BNSD"):
+    """A one-stage plan on 8 devices, batch 4, whose flash attentions (one per cut list:
+    query, key, value strategies) are ops of a small hand-made graph with ``input_layout``."""
+    from smsg_ms.graph.model import OpGraph, OpNode
+    from smsg_ms.plan import OpDecision
+
+    plan = _plan(8, 1, 1, 4, cuts[0][0][0])
+    ops = []
+    for i, strategy in enumerate(cuts):
+        name = f"model.decoder.layers.{i}.core_attention.flash_attention"
+        ops.append(OpNode(i, "FlashAttentionScore", ["q", "k", "v"], [f"o{i}"],
+                          {"input_layout": layout}, prim_path=name))
+        plan.decisions.append(OpDecision(name, "FlashAttentionScore", strategy))
+    return plan, OpGraph(ops=ops, tensors={}, inputs=[], outputs=[])
+
+
+def test_context_parallel_written_as_mindformers_builds_it(tmp_path):
+    """A plan cutting the flash attention's query sequence (S1) 2-way (BNSD query ``(2, 2, 2,
+    1)``: batch, heads, S1; keys and values whole on their sequence ``(2, 2, 1, 1)``) on 8
+    devices is written as ``context_parallel 2`` with ``data_parallel 2 · model_parallel 2``
+    (2·2·2 = 8) and ``context_parallel_algo colossalai_cp``. Independent check: mindformers'
+    own ``FlashAttention`` built from those sizes (in a subprocess) cuts its query and keys as
+    the plan does (mindformers switches to BSH at cp > 1: query ``(dp, cp, tp)`` = (B, S, N)
+    cuts, keys ``(dp, 1, tp)``)."""
+    from smsg_ms.integration.mindformers_run import planned_run, run_settings
+
+    q, kv = [2, 2, 2, 1], [2, 2, 1, 1]
+    plan, graph = _flash_plan([[q, kv, kv], [q, kv, kv]])
+    model = {"num_attention_heads": 8, "num_key_value_heads": 8, "use_flash_attention": True}
+    par = run_settings(plan, model, graph)["parallel_config"]
+    assert (par["data_parallel"], par["model_parallel"], par["context_parallel"]) == (2, 2, 2)
+    assert par["context_parallel_algo"] == "colossalai_cp"
+    # without the graph (no input_layout to read) nothing is claimed: context_parallel 1
+    assert run_settings(plan, model)["parallel_config"]["context_parallel"] == 1
+    data = yaml.safe_load((CONFIGS / QWEN3).read_text())
+    written = planned_run(data, plan, {**data["model"]["model_config"], **model},
+                          str(tmp_path / "s.json"), graph)
+    assert written["parallel_config"]["context_parallel"] == 2
+    proc = subprocess.run([sys.executable, "-c", MINDFORMERS_FLASH,
+                           json.dumps([par["data_parallel"], par["model_parallel"],
+                                       par["context_parallel"], 8])],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert theirs["layout"] == "BSH"
+    bsh = lambda c: [c[0], c[2], c[1]]     # BNSD cuts (B, N, S, D) as BSH's (B, S, N·D)
+    assert theirs["cuts"] == [bsh(q), bsh(kv), bsh(kv)]
+
+
+def test_context_parallel_refusals():
+    """mindformers has one ``context_parallel`` for every layer, only with flash attention,
+    and this export writes no ring attention (keys cut on their sequence): each refused in
+    one line."""
+    from smsg_ms.integration.mindformers_run import run_settings
+    from smsg_ms.integration.plan_io import PlanError
+
+    model = {"num_attention_heads": 8, "num_key_value_heads": 8, "use_flash_attention": True}
+    kv = [2, 2, 1, 1]
+    cases = [([[[2, 2, 2, 1], kv, kv], [[2, 4, 1, 1], kv, kv]], model, "unequally"),
+             ([[[2, 2, 2, 1], kv, kv]], {**model, "use_flash_attention": False},
+              "use_flash_attention"),
+             ([[[2, 2, 2, 1], [2, 2, 2, 1], [2, 2, 2, 1]]], model, "ring attention")]
+    for cuts, config, words in cases:
+        plan, graph = _flash_plan(cuts)
+        with pytest.raises(PlanError) as err:
+            run_settings(plan, config, graph)
+        assert words in str(err.value) and "\n" not in str(err.value)

@@ -52,6 +52,15 @@ def phase_of(collective: dict) -> str:
     return "grad_sync" if collective.get("grad_sync") else collective["pass"]
 
 
+def group_size(collective: dict) -> int:
+    """Devices of a collective's group: ``group_size`` or its ranks, else ``named_group_size``
+    (a group the network created itself, sized by MindSpore's communication layer:
+    :func:`smsg_ms.dryrun.collectives._named_group_size`; mindformers' expert-parallel
+    AlltoAllV and its sequence-parallel ReduceScatter/AllGather), else 1."""
+    return int(collective.get("group_size") or len(collective.get("group", []))
+               or collective.get("named_group_size") or 1)
+
+
 def whole_bytes(collective: dict) -> float:
     """``S`` of a collective read from the compiled graph (see :func:`ring_bytes`).
 
@@ -61,7 +70,7 @@ def whole_bytes(collective: dict) -> float:
     shape = collective.get("in_shape") or []
     nbytes = prod(max(int(d), 0) for d in shape) * dtype_bytes(collective.get("dtype", "float32"))
     if collective["type"] in ("AllGather", "MicroStepAllGather", "MiniStepAllGather"):
-        return float(nbytes * max(collective.get("group_size", 1), 1))
+        return float(nbytes * group_size(collective))
     return float(nbytes)
 
 
@@ -71,7 +80,7 @@ def collective_bytes(collectives: list[dict]) -> dict:
     out: dict[str, dict[str, float]] = {p: defaultdict(float) for p in PHASES}
     count = 0
     for c in collectives:
-        g = int(c.get("group_size") or len(c.get("group", [])) or 1)
+        g = group_size(c)
         if g <= 1 and c["type"] not in ("Send",):
             continue
         if c["type"] == "Receive":

@@ -29,20 +29,22 @@ OWN_NOTE = ("the network's own shard() strategy, kept as a fixed choice "
             "(--replace-strategies plans it anew)")
 
 
-def kept_options(op, result: list, devices: int, replace_strategies: bool = False) -> list:
+def kept_options(op, result: list, devices: int, replace_strategies: bool = False,
+                 batch: int | None = None) -> list:
     """The options of ``op`` (``result``, :class:`~smsg_ms.cost.api.OpCost`) the search may
     choose: only the one of the layout the network keeps (:data:`KEPT_LAYOUT_ATTR`, at
     ``devices``: :func:`kept_cuts`), or of the strategy its own ``shard()`` sets
     (:data:`OWN_STRATEGY_ATTR`, noted :data:`OWN_NOTE`) unless ``replace_strategies``; never an
     out_strategy variant. ``result`` unchanged when no option has it (a strategy for more
-    devices than ``devices``, or one whose product does not divide them)."""
+    devices than ``devices``, or one whose product does not divide them). ``batch``: the
+    network's samples (:func:`data_batch`), see :func:`fitted_device_matrix`."""
     text, own = op.attrs.get(KEPT_LAYOUT_ATTR), op.attrs.get(OWN_STRATEGY_ATTR)
     if isinstance(text, str):
         layouts = json.loads(text)
-        cuts = kept_cuts(layouts, devices)
+        cuts = kept_cuts(layouts, devices, batch)
         out_text = op.attrs.get(KEPT_OUT_LAYOUT_ATTR)
         outs = json.loads(out_text) if isinstance(out_text, str) else []
-        kept = [with_network_order(r, layouts, outs, devices) for r in result
+        kept = [with_network_order(r, layouts, outs, devices, batch) for r in result
                 if cuts is not None and r.out_strategy is None
                 and tuple(tuple(c) for c in r.strategy[:len(cuts)]) == cuts]
         return kept or result
@@ -54,7 +56,7 @@ def kept_options(op, result: list, devices: int, replace_strategies: bool = Fals
     return kept or result
 
 
-def network_layouts(layouts: list[dict], devices: int) -> list | None:
+def network_layouts(layouts: list[dict], devices: int, batch: int | None = None) -> list | None:
     """The :class:`~smsg_ms.cost.layout.TensorLayout` of each of ``layouts`` as MindSpore lays
     it: over the network's own device matrix (fitted to ``devices``,
     :func:`fitted_device_matrix`) in the network's axis order, tensor maps as written
@@ -70,7 +72,7 @@ def network_layouts(layouts: list[dict], devices: int) -> list | None:
     dm = matrices.pop()
     if prod(dm) != devices:
         dm = fitted_device_matrix(dm, devices, used_axes(layouts),
-                                  tuple(layouts[0].get("alias_name") or ()))
+                                  tuple(layouts[0].get("alias_name") or ()), batch)
         if dm is None:
             return None
     out = []
@@ -85,7 +87,8 @@ def network_layouts(layouts: list[dict], devices: int) -> list | None:
     return out
 
 
-def with_network_order(option, layouts: list[dict], out_layouts: list[dict], devices: int):
+def with_network_order(option, layouts: list[dict], out_layouts: list[dict], devices: int,
+                       batch: int | None = None):
     """``option`` (:class:`~smsg_ms.cost.api.OpCost` with the kept layout's cuts) with its
     layouts in the network's device-matrix axis order (:func:`network_layouts`).
 
@@ -98,12 +101,12 @@ def with_network_order(option, layouts: list[dict], out_layouts: list[dict], dev
     network's order. Inputs without a layout keep the option's; outputs take ``out_layouts``
     (the network's ``out_layout``) or, when the network gave none, the first input's layout
     where the output has its cuts. ``option`` unchanged when a layout cannot be expressed."""
-    ins = network_layouts(layouts, devices)
+    ins = network_layouts(layouts, devices, batch)
     if ins is None or len(ins) > len(option.in_layouts):
         return option
     if any(a.cuts != b.cuts for a, b in zip(ins, option.in_layouts)):
         return option
-    outs = network_layouts(out_layouts, devices) if out_layouts else None
+    outs = network_layouts(out_layouts, devices, batch) if out_layouts else None
     if outs is None or len(outs) != len(option.out_layouts) or any(
             a.cuts != b.cuts for a, b in zip(outs, option.out_layouts)):
         outs = [ins[0] if o.cuts == ins[0].cuts and i == 0 else o
@@ -182,9 +185,19 @@ def used_axes(layouts) -> set[int]:
     return used
 
 
-#: the device-matrix axis name of data parallelism in mindformers' layouts (``Layout(dev_mat,
-#: ("dp", "cp", "tp"))``, ``parallel_core/training_graph/device_matrix.py``)
+#: the device-matrix axis names of data and tensor parallelism in mindformers' layouts
+#: (``Layout(dev_mat, ("dp", "cp", "tp"))``, ``parallel_core/training_graph/device_matrix.py``)
 DATA_PARALLEL_ALIAS = "dp"
+TENSOR_PARALLEL_ALIAS = "tp"
+
+
+def data_batch(graph) -> int | None:
+    """Samples of the network's first data input (its leading dimension: ``input_ids (batch,
+    seq)`` of a mindformers model); ``None`` without inputs or when the dimension is symbolic."""
+    if not graph.inputs:
+        return None
+    shape = graph.tensors[graph.inputs[0]].shape
+    return int(shape[0]) if shape and isinstance(shape[0], int) and shape[0] > 0 else None
 
 
 def _data_parallel_axis(names: tuple) -> int | None:
@@ -202,7 +215,7 @@ def _data_parallel_axis(names: tuple) -> int | None:
 
 
 def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
-                         names: tuple = ()) -> tuple | None:
+                         names: tuple = (), batch: int | None = None) -> tuple | None:
     """``matrix`` fitted to ``devices``; ``None`` when it cannot be (or needs no change).
 
     More devices in the matrix than given: each axis from the outermost one on gives up the
@@ -214,18 +227,26 @@ def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
     2 unused → ``(1, 4, 2, 2)``.
 
     A matrix of ones (the network built its layouts for the capture's one device, as mindformers'
-    ``parallel_core`` models do: ``data_parallel`` = the run's devices) whose axes are named
-    (``names``, the layout's ``alias_name``) with a ``dp`` axis: ``dp`` takes all devices, as
-    the network sets it for the run: ``(1, 1, 1)`` named ``("dp", "cp", "tp")`` into 8 →
-    ``(8, 1, 1)``; ``(1, 1)`` named ``("dp_ex_ep", "ep")`` into 8 → ``(8, 1)``
-    (:func:`_data_parallel_axis`)."""
+    ``parallel_core`` models do) whose axes are named (``names``, the layout's ``alias_name``)
+    with a ``dp`` axis (:func:`_data_parallel_axis`: ``dp``, else the first ``dp_...``) is set
+    as :func:`smsg_ms.networks.mf_run.build` sets the run's ``parallel_config`` for ``devices``
+    devices: ``dp = gcd(devices, batch)`` (all devices when ``batch`` is ``None``: the network's
+    samples, :func:`data_batch`) and the rest on the ``tp`` axis (``model_parallel = devices /
+    dp``); ``None`` when the rest has no ``tp`` axis to go to. ``(1, 1, 1)`` named ``("dp",
+    "cp", "tp")`` into 8 → ``(8, 1, 1)``; with batch 4 → ``(4, 1, 2)``; with batch 6 →
+    ``(2, 1, 4)``; ``(1, 1)`` named ``("dp_ex_ep", "ep")`` into 8 → ``(8, 1)``."""
     total = prod(matrix)
     if total == devices or devices < 1:
         return None
     dm = list(matrix)
     dp_axis = _data_parallel_axis(names)
     if total == 1 and dp_axis is not None and len(names) == len(dm):
-        dm[dp_axis] = devices
+        dp = gcd(devices, int(batch)) if batch else devices
+        dm[dp_axis] = dp
+        if dp < devices:
+            if TENSOR_PARALLEL_ALIAS not in names:
+                return None
+            dm[list(names).index(TENSOR_PARALLEL_ALIAS)] = devices // dp
         return tuple(dm)
     if total % devices == 0:
         excess = total // devices
@@ -242,7 +263,8 @@ def fitted_device_matrix(matrix: tuple, devices: int, used: set[int],
     return None
 
 
-def kept_cuts(layouts: list[dict], devices: int) -> tuple[tuple[int, ...], ...] | None:
+def kept_cuts(layouts: list[dict], devices: int,
+              batch: int | None = None) -> tuple[tuple[int, ...], ...] | None:
     """Cut count per dimension of each tensor the ``layouts`` describe, at ``devices`` devices
     (the device matrix fitted to them); ``None`` when the layouts disagree on their device
     matrix or it cannot be fitted."""
@@ -252,7 +274,7 @@ def kept_cuts(layouts: list[dict], devices: int) -> tuple[tuple[int, ...], ...] 
     dm = matrices.pop()
     if prod(dm) != devices:
         names = tuple(layouts[0].get("alias_name") or ())
-        dm = fitted_device_matrix(dm, devices, used_axes(layouts), names)
+        dm = fitted_device_matrix(dm, devices, used_axes(layouts), names, batch)
         if dm is None:
             return None
     rank = len(dm)

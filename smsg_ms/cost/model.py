@@ -22,7 +22,7 @@ from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
 from .hardware import Hardware, get_hardware
-from .kept_layout import kept_options
+from .kept_layout import data_batch, kept_options
 from .no_operator_info import has_no_operator_info, op_cut
 from .morph_region import region_options
 from .kernels import (kernel_seconds, slice_bytes, traffic, unit_of, update_seconds,
@@ -206,7 +206,8 @@ class CostModel:
     def _kept(self, op: OpNode, result: list[OpCost]) -> list[OpCost]:
         """The options the network fixes (a kept layout, or its own ``shard()`` strategy unless
         :attr:`replace_strategies`): :func:`smsg_ms.cost.kept_layout.kept_options`."""
-        return kept_options(op, result, self.devices, self.replace_strategies)
+        return kept_options(op, result, self.devices, self.replace_strategies,
+                            data_batch(self.graph))
 
     def check(self, op: OpNode, strategy: Strategy) -> OpCost:
         """Cost of ``op`` under ``strategy`` after MindSpore's checks.

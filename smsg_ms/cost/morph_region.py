@@ -25,25 +25,26 @@ from math import prod
 from ..graph.model import DTYPE_BYTES
 from ..graph.morph_regions import ENTRY_ATTR, EXIT_ATTR, MORPH_ATTR
 from .api import MEMORY_KINDS, Collective, OpCost
-from .kept_layout import fitted_device_matrix, used_axes
+from .kept_layout import data_batch, fitted_device_matrix, used_axes
 from .layout import TensorLayout
 
-def fitted_layout(layout: dict, devices: int) -> TensorLayout | None:
+def fitted_layout(layout: dict, devices: int, batch: int | None = None) -> TensorLayout | None:
     """The network's ``layout`` (``device_matrix``, ``tensor_map``, ``alias_name``) at
     ``devices`` devices; ``None`` when it cannot be fitted, or maps a dimension to several
     axes of which more than one is over 1 once fitted.
 
     The device matrix is fitted by :func:`~smsg_ms.cost.kept_layout.fitted_device_matrix`
-    (a matrix of ones with a ``dp`` axis: ``dp`` takes every device). Example: ``(1, 1)`` named
-    ``("dp", "tp")`` at 8 → ``(8, 1)``. A dimension mapped to several axes (mindformers'
-    ``"dp_cp"``, ``"cp_tp"``: a tuple of axes, MindSpore's ``TensorLayout`` multi-axis map, the
-    dimension cut by their product) is mapped to the one axis over 1 among them, or left whole
-    when all are 1: mindformers' MoE layer ``layout_moe("dp_cp", ...)`` at 8 devices of
-    ``dp = 8`` cuts the tokens 8 ways on ``dp``."""
+    (a matrix of ones with a ``dp`` axis: ``dp = gcd(devices, batch)``, every device when
+    ``batch`` is ``None``, the rest on ``tp``). Example: ``(1, 1)`` named ``("dp", "tp")`` at 8
+    → ``(8, 1)``; with ``batch`` 4 → ``(4, 2)``. A dimension mapped to several axes
+    (mindformers' ``"dp_cp"``, ``"cp_tp"``: a tuple of axes, MindSpore's ``TensorLayout``
+    multi-axis map, the dimension cut by their product) is mapped to the one axis over 1 among
+    them, or left whole when all are 1: mindformers' MoE layer ``layout_moe("dp_cp", ...)`` at 8
+    devices of ``dp = 8`` cuts the tokens 8 ways on ``dp``."""
     matrix = tuple(int(v) for v in layout["device_matrix"])
     if prod(matrix) != devices:
         matrix = fitted_device_matrix(matrix, devices, used_axes([layout]),
-                                      tuple(layout.get("alias_name") or ()))
+                                      tuple(layout.get("alias_name") or ()), batch)
         if matrix is None:
             return None
     rank = len(matrix)
@@ -74,6 +75,7 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
     Shapes: the layouts' ranks are the tensors'; a rank mismatch also gives ``None``."""
     n = model.devices
     graph = model.graph
+    batch = data_batch(graph)
     entries = {int(k): v for k, v in json.loads(op.attrs.get(ENTRY_ATTR) or "{}").items()}
     exits = {int(k): v for k, v in json.loads(op.attrs.get(EXIT_ATTR) or "{}").items()}
     ins, outs, strategy = [], [], []
@@ -84,7 +86,7 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
     # table and the output head of the main model)
     borrowed = model.borrowed_inputs(op)
     for i, name in enumerate(op.inputs):
-        layout = _region_layout(graph.tensors[name].shape, entries.get(i), n)
+        layout = _region_layout(graph.tensors[name].shape, entries.get(i), n, batch)
         if layout is None:
             return None
         if i in entries and i not in borrowed:
@@ -103,7 +105,7 @@ def region_option(model, op, base: OpCost) -> OpCost | None:
         ins.append(layout)
         strategy.append(layout.cuts)
     for k, name in enumerate(op.outputs):
-        layout = _region_layout(graph.tensors[name].shape, exits.get(k), n)
+        layout = _region_layout(graph.tensors[name].shape, exits.get(k), n, batch)
         if layout is None:
             return None
         outs.append(layout)
@@ -124,11 +126,11 @@ def region_options(model, op) -> list[OpCost] | None:
     return None if got is None else [got]
 
 
-def _region_layout(shape, given, devices: int):
+def _region_layout(shape, given, devices: int, batch: int | None = None):
     """The layout of a region's input or output: the network's (``given``, fitted to
     ``devices``), replicated when it sets none; ``None`` when it cannot be fitted or its rank is
     not the tensor's."""
     if given is None:
         return TensorLayout.replicated(len(shape), devices)
-    layout = fitted_layout(given, devices)
+    layout = fitted_layout(given, devices, batch)
     return layout if layout is not None and len(layout.tensor_map) == len(shape) else None

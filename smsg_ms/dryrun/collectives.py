@@ -40,12 +40,27 @@ def _pass(scope: str) -> str:
     return "backward" if scope.startswith("Gradients/") else "forward"
 
 
+def _named_group_size(name: str) -> int:
+    """Devices of the communication group ``name`` as MindSpore's communication layer knows it
+    (``mindspore.communication.get_group_size``): the groups a network creates itself
+    (mindformers' expert-parallel groups, ``create_group`` with a hashed name) carry neither
+    ranks nor a ``<size>-`` prefix in the compiled graph. 0 when it cannot be asked (outside
+    an initialised dry-run, or an unknown name)."""
+    try:
+        from mindspore.communication import get_group_size
+        return int(get_group_size(name))
+    except Exception:   # noqa: BLE001 - any failure means: not known here
+        return 0
+
+
 def collectives_in(graph, world: int) -> list[dict]:
     """Collectives of a flattened compiled graph (:func:`flatten`), one dict per call: keys
     ``type``, ``pass`` (``forward`` / ``backward``), ``grad_sync`` (bool), ``group`` (sorted
     ranks; ``[]`` where only the group's name is known), ``group_size``, ``in_shape``,
     ``out_shape`` (per-device elements), ``dtype``, ``scope``, ``attrs`` (op, sr_tag, peer ranks
-    ... when present)."""
+    ... when present); ``named_group_size`` where ``group_size`` is 0 (a group the network
+    created: :func:`_named_group_size`; kept apart so ``check`` still keys such calls by group
+    0, as the plan's ``own_group`` predictions are keyed)."""
     ops = [op for op in graph.ops if op.type in COLLECTIVE_TYPES]
     known: dict[str, list[int]] = {}
     for op in ops:  # forward collectives carry the ranks; backward ones only the group name
@@ -69,6 +84,7 @@ def collectives_in(graph, world: int) -> list[dict]:
             "pass": _pass(op.scope),
             "grad_sync": "Mirror" in op.scope,
             "group": group, "group_size": size,
+            **({"named_group_size": _named_group_size(name)} if not size and name else {}),
             "in_shape": _ints(src.shape) if src else out_shape, "out_shape": out_shape,
             "dtype": dst.dtype if dst else "float32", "scope": op.scope,
             "attrs": {k: op.attrs[k] for k in _KEEP_ATTRS if k in op.attrs},

@@ -28,9 +28,10 @@ from .plan_io import PlanError, write_text_atomic
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
-def parallel_sizes(plan: Plan, heads: int, kv_heads: int) -> tuple[int, int]:
+def parallel_sizes(plan: Plan, heads: int, kv_heads: int, cp: int = 1) -> tuple[int, int]:
     """``(data_parallel, model_parallel)`` for one stage's ``d`` devices, as mindformers 1.9.0
-    accepts them: ``dp · mp = d``, ``mp`` dividing ``heads`` and ``kv_heads``, and ``dp``
+    accepts them: ``dp · mp · cp = d`` (``cp``: the context-parallel degree,
+    :func:`context_parallel`), ``mp`` dividing ``heads`` and ``kv_heads``, and ``dp``
     dividing the samples of one micro-batch (``runner_config.batch_size`` is the micro-batch's
     samples per data-parallel replica, an integer). ``dp`` is the plan's batch cut of the data
     inputs (its dataset strategy; 1 when they are whole) or, when that does not fit, the
@@ -43,12 +44,13 @@ def parallel_sizes(plan: Plan, heads: int, kv_heads: int) -> tuple[int, int]:
     stages = int(pipe.get("stages", 1))
     micro = int(pipe.get("micro_batches", 1)) if stages > 1 else 1
     samples = max(1, int(pipe.get("global_batch") or plan.options.get("batch") or 1) // micro)
-    d = plan.devices // stages
+    d = plan.devices // stages // cp
     dp = max(1, int(plan.dataset_strategy[0][0])) if plan.dataset_strategy else 1
     fits = [c for c in range(1, d + 1) if d % c == 0 and samples % c == 0
             and heads % (d // c) == 0 and kv_heads % (d // c) == 0]
     if not fits:
-        raise PlanError(f"no data_parallel·model_parallel = {d} devices per stage fits "
+        raise PlanError(f"no data_parallel·model_parallel = {d} devices per stage"
+                        f"{f' and context_parallel {cp}' if cp > 1 else ''} fits "
                         f"mindformers: data_parallel must divide the micro-batch's {samples} "
                         f"samples and model_parallel the {heads} heads and {kv_heads} KV heads "
                         "(plan with a larger --batch or fewer --micro-batches)")
@@ -71,12 +73,61 @@ def sequence_parallel(plan: Plan) -> bool:
     return False
 
 
-def run_settings(plan: Plan, model_config: dict) -> dict:
+#: query-sequence (S1) axis of FlashAttentionScore's query by ``input_layout``
+#: (``cost/operators/flash_attention.py``; TND has none the plan cuts)
+FLASH_SEQUENCE_AXIS = {"BSH": 1, "BNSD": 2, "SBH": 0, "BSND": 1}
+
+
+def context_parallel(plan: Plan, graph) -> int:
+    """The plan's context-parallel degree in mindformers' sense (``parallel_config.
+    context_parallel`` with its default ``context_parallel_algo: colossalai_cp``): the
+    query-sequence (S1) cut of every ``FlashAttentionScore`` of the plan, keys and values whole
+    along theirs (mindformers' ``FlashAttention._generate_flash_attention_strategy``: query
+    ``(dp, tp, cp, 1)`` in BNSD, ``(dp, cp, tp)`` in BSH, keys and values uncut on the
+    sequence; ``parallel_core/training_graph/transformer/flash_attention.py``). ``graph``: the
+    plan's graph (the operators' ``input_layout``). 1 when no attention is cut on S1.
+
+    Raises:
+        PlanError: the attentions cut S1 unequally (mindformers has one ``context_parallel``
+            for all layers), or cut the keys' sequence (ring attention: mindformers'
+            ``use_ring_attention``, not written here).
+    """
+    from ..cost.operators.flash_attention import LAYOUTS, _attr
+
+    ops = {op.label: op for op in graph.ops if op.type == "FlashAttentionScore"}
+    cuts = {}
+    for d in plan.decisions:
+        op = ops.get(d.name)
+        if op is None or not d.strategy or len(d.strategy) < 3:
+            continue
+        layout = _attr(op, "input_layout", 16, 0)
+        layout = LAYOUTS.get(layout, layout) if isinstance(layout, int) else str(layout)
+        axis = FLASH_SEQUENCE_AXIS.get(layout)
+        if axis is None or len(d.strategy[0]) <= axis:
+            continue
+        if int(d.strategy[1][axis]) > 1:
+            raise PlanError(f"{d.name}: the plan cuts the keys' sequence {d.strategy[1][axis]}"
+                            "-way (ring attention), which this export does not write as "
+                            "mindformers' parallel_config")
+        cuts[d.name] = int(d.strategy[0][axis])
+    if len(set(cuts.values())) > 1:
+        listed = ", ".join(f"{k} {v}" for k, v in sorted(cuts.items())[:4])
+        raise PlanError("the plan cuts the attention's query sequence unequally across layers "
+                        f"({listed}); mindformers' parallel_config has one context_parallel")
+    return next(iter(cuts.values()), 1)
+
+
+def run_settings(plan: Plan, model_config: dict, graph=None) -> dict:
     """The plan's settings in mindformers' names: ``{"parallel_config": {...},
     "recompute": bool, "enable_parallel_optimizer": bool, "batch_size": int}``
     (``batch_size``: ``runner_config.batch_size``, samples per micro-batch per data-parallel
     replica, so mindformers' global batch is the plan's). ``expert_parallel`` is the plan's
-    (:func:`apply_expert_parallel`, 1 without experts); a MoE plan with ``model_parallel > 1``
+    (:func:`apply_expert_parallel`, 1 without experts); ``context_parallel`` the plan's
+    query-sequence cut of the flash attention (:func:`context_parallel`, with ``graph``; 1
+    without it), written with ``context_parallel_algo: colossalai_cp`` (mindformers' form that
+    cuts the queries and gathers the keys and values, the one the plan prices) and only with
+    ``use_flash_attention`` (mindformers: "context_parallel is only available for flash
+    attention"); a MoE plan with ``model_parallel > 1``
     gets ``use_seq_parallel`` (mindformers' ``MoELayer`` refuses tensor parallelism without it:
     "performance may degrade if MoE and tensor parallelism are enabled without also enabling
     sequence parallelism", ``moe_layer.py``)."""
@@ -90,17 +141,24 @@ def run_settings(plan: Plan, model_config: dict) -> dict:
         raise PlanError("the run configuration names no num_attention_heads: give --heads")
     kv_heads = (model_config.get("num_key_value_heads") or plan.options.get("kv_heads")
                 or heads)
-    dp, mp = parallel_sizes(plan, int(heads), int(kv_heads))
+    cp = context_parallel(plan, graph) if graph is not None else 1
+    if cp > 1 and not model_config.get("use_flash_attention", True):
+        raise PlanError(f"the plan cuts the attention's sequence {cp}-way but the model has "
+                        "use_flash_attention false (mindformers: context_parallel is only "
+                        "available for flash attention)")
+    dp, mp = parallel_sizes(plan, int(heads), int(kv_heads), cp)
     global_batch = int(pipe.get("global_batch") or plan.options.get("batch") or 1)
     if global_batch % (dp * micro):
         raise PlanError(f"the plan's global batch {global_batch} is not a multiple of "
                         f"data_parallel·micro_batch_num = {dp}·{micro}")
     ep = int((plan.totals or {}).get("expert_parallel", 1))
-    return {"parallel_config": {"data_parallel": dp, "model_parallel": mp,
-                                "pipeline_stage": stages, "micro_batch_num": micro,
-                                "expert_parallel": ep, "context_parallel": 1,
-                                "use_seq_parallel": sequence_parallel(plan)
-                                or ("expert_parallel" in (plan.totals or {}) and mp > 1)},
+    par = {"data_parallel": dp, "model_parallel": mp, "pipeline_stage": stages,
+           "micro_batch_num": micro, "expert_parallel": ep, "context_parallel": cp,
+           "use_seq_parallel": sequence_parallel(plan)
+           or ("expert_parallel" in (plan.totals or {}) and mp > 1)}
+    if cp > 1:
+        par["context_parallel_algo"] = "colossalai_cp"
+    return {"parallel_config": par,
             "recompute": any(bool(v) for v in (pipe.get("recompute") or {}).values()),
             "enable_parallel_optimizer": bool(pipe.get("optimizer_sharding", False)),
             "batch_size": global_batch // (dp * micro)}
@@ -198,7 +256,8 @@ def _decisions_at(plan: Plan, graph, layout, model, ep: int, micro_batch: int) -
                                     *calls[decision.name]]
 
 
-def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> dict:
+def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str,
+                graph=None) -> dict:
     """A copy of the run configuration ``data`` with the plan's settings
     (:func:`run_settings`); every other key kept. ``model_config.offset`` is the one of
     :func:`layer_placement` (``model_config``: the YAML's merged over its model folder's, as
@@ -211,8 +270,9 @@ def planned_run(data: dict, plan: Plan, model_config: dict, ckpt_path: str) -> d
     import copy
 
     out = copy.deepcopy(data)
-    s = run_settings(plan, model_config)
+    s = run_settings(plan, model_config, graph)
     par = dict(out.get("parallel_config") or {})
+    par.pop("context_parallel_algo", None)
     old_stages = int(par.get("pipeline_stage", 1))
     par.update(s["parallel_config"])
     out["parallel_config"] = par
@@ -364,13 +424,13 @@ def write_run_outputs(plan: Plan, config: str, plan_path: str, graph=None) -> di
     if graph is None:
         from ..graph.capture import capture_network
         graph = capture_network(plan.network, **plan.options)
-    run = planned_run(data, plan, model_config, os.path.abspath(ckpt))
+    run = planned_run(data, plan, model_config, os.path.abspath(ckpt), graph)
     write_run_strategy_ckpt(plan, graph, int(model_config["num_hidden_layers"]), ckpt,
                             run["model"]["model_config"]["offset"])
     write_run_yaml(run, yaml_path)
     return {"strategy_ckpt": ckpt, "yaml": yaml_path,
-            "settings": run_settings(plan, model_config)}
+            "settings": run_settings(plan, model_config, graph)}
 
 
-__all__ = ["apply_expert_parallel", "extend_to_depth", "layer_placement", "output_paths", "parallel_sizes", "planned_run", "run_settings",
+__all__ = ["apply_expert_parallel", "context_parallel", "extend_to_depth", "layer_placement", "output_paths", "parallel_sizes", "planned_run", "run_settings",
            "sequence_parallel", "write_run_outputs", "write_run_strategy_ckpt", "write_run_yaml"]

@@ -13,7 +13,7 @@ from ..api import MEMORY_KINDS, OpCost
 from ..layout import TensorLayout, operator_layout
 from .base import divides, divisors
 
-TYPES = ("OneHot",)
+TYPES = ("OneHot", "OneHotExt")
 
 
 def describe(op, in_shapes, out_shapes):
