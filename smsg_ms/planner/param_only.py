@@ -44,21 +44,27 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
     """Cells outside the repeated blocks whose operators read a trained weight before the first
     block's first operator, by primitive path (``patch_embed.proj.conv2d`` → ``patch_embed.proj``),
     sorted; the network's root (an operator called on the network itself) is never one, nor a
-    cell that holds a block. ``blocks``: the chain's block names (``layers.0``, ...).
+    cell that holds a block, nor one whose weight is read again later (a tied embedding, also
+    the head on the last stage). ``blocks``: the chain's block names (``layers.0``, ...).
 
     Raises nothing; an empty list where no such cell exists."""
     weights = {n for n, t in graph.tensors.items() if t.kind == "parameter" and t.requires_grad}
-    out: set[str] = set()
+    out: dict[str, set[str]] = {}
+    later: set[str] = set()                 # weights read from the first block on
+    started = False
     for op in graph.ops:                    # topological order
         path = op.prim_path or ""
-        if any(path == b or path.startswith(b + ".") for b in blocks):
-            break                           # the first block's first operator
-        if "." not in path or not any(n in weights for n in op.inputs):
+        started = started or any(path == b or path.startswith(b + ".") for b in blocks)
+        read = {n for n in op.inputs if n in weights}
+        if started:
+            later |= read
+            continue
+        if "." not in path or not read:
             continue
         cell = path.rsplit(".", 1)[0]
         if not any(b == cell or b.startswith(cell + ".") for b in blocks):
-            out.add(cell)
-    return sorted(out)
+            out.setdefault(cell, set()).update(read)
+    return sorted(c for c, read in out.items() if not read & later)
 
 
 __all__ = ["parameter_only", "first_stage_cells"]
