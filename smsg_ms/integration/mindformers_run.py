@@ -92,7 +92,7 @@ def context_parallel(plan: Plan, graph) -> int:
             for all layers), or cut the keys' sequence (ring attention: mindformers'
             ``use_ring_attention``, not written here).
     """
-    from ..cost.operators.flash_attention import LAYOUTS, _attr
+    from ..cost.operators.flash_attention import LAYOUTS, input_layout
 
     ops = {op.label: op for op in graph.ops if op.type == "FlashAttentionScore"}
     cuts = {}
@@ -100,7 +100,7 @@ def context_parallel(plan: Plan, graph) -> int:
         op = ops.get(d.name)
         if op is None or not d.strategy or len(d.strategy) < 3:
             continue
-        layout = _attr(op, "input_layout", 16, 0)
+        layout = input_layout(op)
         layout = LAYOUTS.get(layout, layout) if isinstance(layout, int) else str(layout)
         axis = FLASH_SEQUENCE_AXIS.get(layout)
         if axis is None or len(d.strategy[0]) <= axis:

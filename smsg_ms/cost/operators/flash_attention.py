@@ -62,6 +62,12 @@ def _attr(op, name: str, index: int, default):
     return default if value is None else value
 
 
+def input_layout(op):
+    """FlashAttentionScore's ``input_layout`` attribute of ``op`` (a name such as ``"BSH"`` or
+    ``"BNSD"``, or its index in MindSpore's enum; input 16 of the primitive, default 0)."""
+    return _attr(op, "input_layout", 16, 0)
+
+
 #: pre_tokens / next_tokens default: every key visible
 ALL_TOKENS = 2147483647
 
