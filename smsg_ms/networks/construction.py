@@ -178,7 +178,30 @@ def _call(func: Callable[..., Any], options: dict, no_init: bool) -> Any:
         log.warning("the network's constructor reads its own weights (%s); building it "
                     "again with weights allocated", str(exc).splitlines()[0])
     with _stand_alone():
+        _drain_pending_ops()
+        try:
+            return func(**options)
+        except Exception as exc:  # a stale error of the failed build, once; re-raised otherwise
+            if not reads_own_weights(exc):
+                raise
+            log.warning("the weight-allocated build still met an uninitialised weight (%s); "
+                        "draining MindSpore's op queue and building once more",
+                        str(exc).splitlines()[0])
+        _drain_pending_ops()
         return func(**options)
+
+
+def _drain_pending_ops() -> None:
+    """Wait for the PyNative ops still queued. MindSpore runs them asynchronously (pyboost) and
+    reports an op's error at a later read (``tensor_memory.cc`` ``CreateInputTensorAddress``), so
+    an error of the failed no-init build can surface in the next build's first read; it is the
+    failed build's and is dropped here."""
+    from mindspore.graph.api import _pynative_executor
+
+    try:
+        _pynative_executor.sync()
+    except RuntimeError as exc:
+        log.debug("dropped an error of the failed build: %s", str(exc).splitlines()[0])
 
 
 @contextlib.contextmanager
