@@ -32,8 +32,10 @@ _FLAGS = ("recompute", "optimizer_shard", "approximate")
 #: framework measured cuts each boundary tensor over the tensor-parallel group before sending
 #: it (:attr:`smsg_ms.compare.score_configs.ShapeScorer.partitioned_sends`); ``fp32_main_grads``,
 #: the framework accumulates and AllReduces the gradients in fp32 beside an fp32 master weight
-#: (:attr:`smsg_ms.compare.score_configs.ShapeScorer.fp32_main_grads`)
-OPTIONAL_FLAGS = ("p2p_partitioned", "fp32_main_grads")
+#: (:attr:`smsg_ms.compare.score_configs.ShapeScorer.fp32_main_grads`); ``p2p_paired``, the
+#: framework batches the Send and Receive at each stage border into one overlapped pair
+#: (:attr:`smsg_ms.compare.score_configs.ShapeScorer.paired_transfers`)
+OPTIONAL_FLAGS = ("p2p_partitioned", "fp32_main_grads", "p2p_paired")
 _DTYPES = ("bf16", "fp16", "fp32")
 
 

@@ -104,6 +104,10 @@ class ShapeScorer:
     #: weight (12 optimizer bytes per element, :data:`~smsg_ms.cost.pipeline.MIXED_PRECISION_ADAM`);
     #: off: as MindSpore keeps them (the parameter's dtype, two fp32 moments)
     fp32_main_grads: bool = False
+    #: price the Send and Receive at each stage border as one overlapped pair
+    #: (:attr:`smsg_ms.cost.pipeline.Links.paired_transfers`), as Megatron-LM's 1F1B batches
+    #: them; off: as MindSpore chains them
+    paired_transfers: bool = False
 
     def __post_init__(self):
         from ..graph.batch_scale import BatchFamily
@@ -333,6 +337,8 @@ class ShapeScorer:
         links = links_of(self.hardware).for_stage(config.dp * config.tp)
         if self.partitioned_sends:
             links = replace(links, send_split=config.tp)
+        if self.paired_transfers:
+            links = replace(links, paired_transfers=True)
         if self.fp32_main_grads:
             from ..cost.pipeline import MIXED_PRECISION_ADAM
             links = replace(links, main_grad_bytes=4.0)
@@ -401,7 +407,7 @@ def _row_shape(row: dict, base: dict) -> dict:
 def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                capture_layers: int | None = None, full_problem: bool = False,
                partitioned_sends: bool = False, fp32_main_grads: bool = False,
-               **network_options):
+               paired_transfers: bool = False, **network_options):
     """Score CSV rows (dicts with :data:`CSV_COLUMNS`, optional ``recompute``,
     ``optimizer_shard`` and :data:`SHAPE_COLUMNS` overriding ``network_options``): yields each row
     with ``step_seconds`` (seconds, empty on error) and ``error`` (one line, empty when scored)
@@ -411,7 +417,8 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
     (:attr:`ShapeScorer.depth`; the capture's cost grows with the depth). ``full_problem``:
     :attr:`ShapeScorer.full_problem` (the reference pricing); ``partitioned_sends``:
     :attr:`ShapeScorer.partitioned_sends`; ``fp32_main_grads``:
-    :attr:`ShapeScorer.fp32_main_grads`."""
+    :attr:`ShapeScorer.fp32_main_grads`; ``paired_transfers``:
+    :attr:`ShapeScorer.paired_transfers`."""
     from ..devices import DeviceCountError
     from ..graph.capture import CaptureError
     from ..networks import NetworkSpecError
@@ -436,11 +443,13 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
                     scorers[key] = (ShapeScorer(spec, hardware, dict(shape, layers=capture_layers),
                                                 depth=depth, full_problem=full_problem,
                                                 partitioned_sends=partitioned_sends,
-                                                fp32_main_grads=fp32_main_grads)
+                                                fp32_main_grads=fp32_main_grads,
+                                                paired_transfers=paired_transfers)
                                     if shallow else ShapeScorer(
                                         spec, hardware, shape, full_problem=full_problem,
                                         partitioned_sends=partitioned_sends,
-                                        fp32_main_grads=fp32_main_grads))
+                                        fp32_main_grads=fp32_main_grads,
+                                        paired_transfers=paired_transfers))
                 except (NetworkSpecError, CaptureError) as exc:
                     scorers[key] = str(exc).splitlines()[0]
             scorer = scorers[key]

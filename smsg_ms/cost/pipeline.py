@@ -191,7 +191,19 @@ class Links(ParamTraffic):
     pipeline engine, ``_bf16_reduce_grads`` in ``deepspeed/runtime/pipe/engine.py``, AllReduces
     ``BF16_Optimizer.get_grads_for_reduction()``, the fp32 gradients, also under ZeRO-1, and
     the optimizer then AllGathers the updated bf16 weight partitions,
-    ``runtime/bf16_optimizer.py``). Also an option for pricing measurements only."""
+    ``runtime/bf16_optimizer.py``). Also an option for pricing measurements only.
+
+    ``paired_transfers``: ``False`` (MindSpore: every Send and Receive at a border is its own
+    transfer between two compute cells), or ``True`` when the framework issues the Send of the
+    activation and the Receive of its gradient at a border (and at the other border the Send of
+    the input gradient and the Receive of the next input) as one batched pair with the same
+    neighbour, which a full-duplex link carries at once: Megatron-LM's 1F1B steady state,
+    ``communicate(tensor_send_next=output_tensor, recv_backward=True)`` and
+    ``communicate(tensor_send_prev=input_grad_tensor, recv_forward=True)``, each one
+    ``torch.distributed.batch_isend_irecv`` (``megatron/training.py`` at commit 8aa4619,
+    ``forward_and_backward_steps_with_communication``; ``send_forward_recv_backward`` in later
+    ``p2p_communication.py``). A border then costs one transfer per micro-batch, not two
+    (:func:`border_seconds`). Also an option for pricing measurements only."""
 
     bandwidth: float
     latency: float = 0.0
@@ -201,6 +213,7 @@ class Links(ParamTraffic):
     send_split: int = 1
     hbm_bandwidth: float | None = None
     main_grad_bytes: float | None = None
+    paired_transfers: bool = False
 
     def for_stage(self, devices: int) -> "Links":
         """The same links for stages of ``devices`` devices."""
@@ -392,12 +405,16 @@ def border_seconds(layers, start: int, stop: int, links: Links) -> float:
     forward and the Send of its input gradient backward; each a transfer of the tensor over the
     pair's link (:meth:`Links.send_seconds`; a gradient has its activation's shape). MindSpore's
     1F1B chains every one of them between two compute cells (module docstring,
-    ``pipeline_scheduler.cc``), so they add up."""
+    ``pipeline_scheduler.cc``), so they add up. With :attr:`Links.paired_transfers` the two
+    transfers of a border overlap (same shape, opposite directions of one link): one each.
+    That is Megatron-LM's steady state; its warm-up and cool-down micro-batches (``p − s − 1``
+    of ``m`` on stage ``s``) send and receive unpaired, which this charges as paired too."""
+    per_border = 1 if links.paired_transfers else 2
     t = 0.0
     if stop < len(layers):
-        t += 2 * links.send_seconds(layers[stop - 1].output_bytes)   # Send act, Receive grad
+        t += per_border * links.send_seconds(layers[stop - 1].output_bytes)  # act out, grad in
     if start > 0:
-        t += 2 * links.send_seconds(layers[start].input_bytes)       # Receive act, Send grad
+        t += per_border * links.send_seconds(layers[start].input_bytes)      # act in, grad out
     return t
 
 
