@@ -67,8 +67,13 @@ def cmd_explain(args) -> int:
         ranges = plan_stays_best(plan)
     runner = None
     if args.runner_up and plan.pipeline:
-        from .planner.pipeline_runner_up import pipelined_runner_up
-        runner = pipelined_runner_up(plan, _pipeline_space(args, plan))
+        from .planner.pipeline_runner_up import pipelined_runner_up, runner_up_plan
+        from .report.degrees import chosen_degrees
+        space = _pipeline_space(args, plan)
+        runner = pipelined_runner_up(plan, space)
+        if runner is not None:      # its stage plan's degrees
+            degrees = chosen_degrees(runner_up_plan(plan, runner, space))
+            runner.update(dp=degrees["dp"], tp=degrees["tp"])
     elif args.runner_up:
         from .planner.runner_up import plan_runner_up
         from .report.degrees import chosen_degrees

@@ -115,7 +115,7 @@ def test_fixed_stages_runner_up_equals_the_brute_force(brute_force, capture_of):
         with pytest.raises(ValueError, match="does not reproduce"):
             pipelined_runner_up(plan, capture=capture)
 
-def test_explain_prints_the_pipelined_runner_up(auto_plan, brute_force, tmp_path):
+def test_explain_prints_the_pipelined_runner_up(auto_plan, brute_force, tmp_path, capture_of):
     from smsg_ms.cli import main
 
     path = tmp_path / "auto.plan.json"
@@ -133,8 +133,18 @@ def test_explain_prints_the_pipelined_runner_up(auto_plan, brute_force, tmp_path
         assert main(["explain", str(path), "--runner-up", "--virtual-stages", "auto"]) == 0
     p, m, level, v = _key(runner)
     text = " ".join(out.getvalue().split())
-    assert (f"runner-up configuration (every configuration evaluated): pp {p}, micro-batches "
-            f"{m}, virtual stages {v}, optimizer {level}") in text
+    # dp, tp: the degrees of that configuration's own plan (planned alone, as the brute force)
+    from smsg_ms.report.degrees import chosen_degrees
+
+    alone = plan_network_pipelined(
+        "llama", DEVICES, global_batch=BATCH, stages=p, micro_batches=None if p == 1 else m,
+        optimizer_sharding={"off": False, "level1": True}.get(level, level), virtual_stages=v,
+        capture=capture_of("llama", **NET), **NET)
+    degrees = chosen_degrees(alone)
+    assert (runner["dp"], runner["tp"]) == (degrees["dp"], degrees["tp"])
+    assert (f"runner-up configuration (every configuration evaluated): pp {p}, dp "
+            f"{degrees['dp']}, tp {degrees['tp']}, micro-batches {m}, virtual stages {v}, "
+            f"optimizer {level}") in text
 
 
 def test_runner_up_the_pruned_search_skips(capture_of):

@@ -95,10 +95,43 @@ def pipelined_runner_up(plan, settings: PlanningOptions | None = None, *,
     return out
 
 
+def runner_up_plan(plan, runner: dict, settings: PlanningOptions | None = None, *,
+                   capture=None):
+    """The plan of the runner-up configuration ``runner`` (:func:`pipelined_runner_up`'s):
+    the pipeline search held to its stages, micro-batches, optimizer level and virtual stages
+    (other settings from ``settings``, as there), so that its stage plan's degrees (``dp``,
+    ``tp``) can be read (:func:`smsg_ms.report.degrees.chosen_degrees`).
+
+    Raises:
+        ValueError: the held search does not find the runner-up's step again.
+        smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
+    """
+    from dataclasses import replace
+
+    from ..cost.hardware import get_hardware
+    from .pipelined import plan_pipelined_with
+
+    level = runner["optimizer_level"]
+    held = replace(settings or PlanningOptions(), hardware=get_hardware(plan.hardware),
+                   progress=False, stages=int(runner["stages"]),
+                   micro_batches=None if int(runner["stages"]) == 1 and
+                   int(runner["micro_batches"]) == 1 else int(runner["micro_batches"]),
+                   optimizer_sharding={"off": False, "level1": True}.get(level, level),
+                   virtual_stages=int(runner["virtual_stages"]))
+    options = {k: v for k, v in plan.options.items() if k != "batch"}
+    out = plan_pipelined_with(plan.network, plan.devices, int(plan.pipeline["global_batch"]),
+                              held, capture=capture, network_options=options)
+    step = float(runner["step_seconds"])
+    if abs(float(out.pipeline["step_seconds"]) - step) > 1e-9 * max(abs(step), 1e-30):
+        raise ValueError(f"the runner-up configuration ({_describe(runner)}) planned alone "
+                         "does not find its step again")
+    return out
+
+
 def _describe(config: dict) -> str:
     """``pp P, micro-batches M, optimizer L, virtual stages V``."""
     return (f"pp {config['stages']}, micro-batches {config['micro_batches']}, optimizer "
             f"{config['optimizer_level']}, virtual stages {config['virtual_stages']}")
 
 
-__all__ = ["CONFIGURATION_KEYS", "chosen_configuration", "pipelined_runner_up"]
+__all__ = ["CONFIGURATION_KEYS", "chosen_configuration", "pipelined_runner_up", "runner_up_plan"]

@@ -237,7 +237,9 @@ def runner_up_configuration_line(runner: dict | None, pipelined: bool = False) -
     diff = runner["difference_seconds"]
     if pipelined:
         return (f"runner-up configuration (every configuration evaluated): pp "
-                f"{runner['stages']}, micro-batches {runner['micro_batches']}, virtual stages "
+                f"{runner['stages']}, "
+                + (f"dp {runner['dp']}, tp {runner['tp']}, " if "dp" in runner else "")
+                + f"micro-batches {runner['micro_batches']}, virtual stages "
                 f"{runner.get('virtual_stages', 1)}, optimizer "
                 f"{runner.get('optimizer_level', 'off')}: step "
                 f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
