@@ -23,7 +23,8 @@ def register(sub) -> None:
                         "single-stage plan, the best plan whose data-parallel degree differs "
                         "(captures the network again and solves once per other degree); "
                         "pipelined plan, the best other (stages, micro-batches, optimizer "
-                        "level, virtual stages) of the pipeline search run without pruning")
+                        "level, virtual stages) of the pipeline search run without pruning, with "
+                        "its dp and tp")
     g = p.add_argument_group("the pipelined runner-up's search space (as given to plan; "
                              "default --pipeline auto)")
     g.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto'")

@@ -8,8 +8,9 @@ best. Here the search runs again with that pruning off
 (:func:`~smsg_ms.planner.pipelined.plan_pipelined_with`'s ``unpruned``): every configuration
 ``(stages, micro-batches, optimizer level, virtual stages)`` of the search space is evaluated
 (each with its exact stage cut and recompute choice), and the cheapest one other than the
-chosen one is the runner-up. It is computed at explain time, never stored: storing it would
-change the plan's content hash.
+chosen one is the runner-up; :func:`runner_up_plan` plans it held, for its stage plan's
+``dp``/``tp``. It is computed at explain time, never stored: storing it would change the
+plan's content hash.
 """
 from __future__ import annotations
 
