@@ -2,7 +2,7 @@
 ``--plot`` and ``--stays-best`` (moved out of :mod:`smsg_ms.cli`, which registers it)."""
 from __future__ import annotations
 
-from .cli_options import add_json_arg
+from .cli_options import add_json_arg, add_pipeline_shape_args, positive_int
 from .cli_output import check_writable, console, emit_json
 
 
@@ -19,9 +19,20 @@ def register(sub) -> None:
                         "which the plan stays the cheapest of its single-operator deviations, and "
                         "which takes over beyond each end (captures the network again)")
     p.add_argument("--runner-up", action="store_true",
-                   help="single-stage plan: also the runner-up configuration, the best plan "
-                        "whose data-parallel degree differs, and its predicted difference "
-                        "(captures the network again and solves once per other degree)")
+                   help="also the runner-up configuration and its predicted difference: "
+                        "single-stage plan, the best plan whose data-parallel degree differs "
+                        "(captures the network again and solves once per other degree); "
+                        "pipelined plan, the best other (stages, micro-batches, optimizer "
+                        "level, virtual stages) of the pipeline search run without pruning, with "
+                        "its dp and tp")
+    g = p.add_argument_group("the pipelined runner-up's search space (as given to plan; "
+                             "default --pipeline auto)")
+    g.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto'")
+    g.add_argument("--micro-batches", type=positive_int, metavar="M",
+                   help="micro-batches per step (default: searched)")
+    g.add_argument("--memory", type=float, metavar="GIB",
+                   help="per-device memory limit in GiB (default: the preset's)")
+    add_pipeline_shape_args(g)
     add_json_arg(p)
     p.set_defaults(func=cmd_explain)
 
@@ -29,12 +40,15 @@ def register(sub) -> None:
 def cmd_explain(args) -> int:
     """``explain FILE``: the plan's view (:mod:`smsg_ms.report.explain_view`), or its JSON; with
     ``--plot PNG`` the plot; with ``--stays-best`` the factor ranges of
-    :func:`smsg_ms.planner.stays_best.plan_stays_best`; with ``--runner-up`` (single-stage
-    plans; a pipelined plan's is always shown) the configuration of
-    :func:`smsg_ms.planner.runner_up.plan_runner_up`. Returns the exit status (0).
+    :func:`smsg_ms.planner.stays_best.plan_stays_best`; with ``--runner-up`` the runner-up
+    configuration of :func:`smsg_ms.planner.runner_up.plan_runner_up` (single-stage plans) or
+    of :func:`smsg_ms.planner.pipeline_runner_up.pipelined_runner_up` (plans with a pipeline
+    record, in the search space ``--pipeline`` ... ``--memory`` give; in ``--json`` it
+    replaces the record's ``runner_up``). Returns the exit status (0).
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: an unreadable plan, an unwritable ``--plot``.
+        smsg_ms.integration.plan_io.PlanError: an unreadable plan, an unwritable ``--plot``,
+            a bad ``--pipeline``.
         ValueError: ``--stays-best`` or ``--runner-up`` on a plan it cannot reproduce.
     """
     from .integration.plan_io import load_plan
@@ -53,7 +67,15 @@ def cmd_explain(args) -> int:
         from .planner.stays_best import plan_stays_best
         ranges = plan_stays_best(plan)
     runner = None
-    if args.runner_up and not (plan.pipeline or {}).get("runner_up"):
+    if args.runner_up and plan.pipeline:
+        from .planner.pipeline_runner_up import pipelined_runner_up, runner_up_plan
+        from .report.degrees import chosen_degrees
+        space = _pipeline_space(args, plan)
+        runner = pipelined_runner_up(plan, space)
+        if runner is not None:      # its stage plan's degrees
+            degrees = chosen_degrees(runner_up_plan(plan, runner, space))
+            runner.update(dp=degrees["dp"], tp=degrees["tp"])
+    elif args.runner_up:
         from .planner.runner_up import plan_runner_up
         from .report.degrees import chosen_degrees
         runner = plan_runner_up(plan, int(chosen_degrees(plan)["dp"]))
@@ -63,7 +85,7 @@ def cmd_explain(args) -> int:
         if ranges is not None:     # JSON has no infinity: an unbounded end is null
             data["stays_best"] = [{k: (None if v == float("inf") else v) for k, v in r.items()}
                                   for r in ranges]
-        if args.runner_up and data.get("runner_up") is None:
+        if args.runner_up:
             data["runner_up"] = runner
         emit_json(data)
         return 0
@@ -76,9 +98,37 @@ def cmd_explain(args) -> int:
                           f"{plan.hardware} preset:", markup=False)
         for line in stays_best_lines(ranges):
             out_console.print(f"  {line}", markup=False)
-    if args.runner_up and not (plan.pipeline or {}).get("runner_up"):
+    if args.runner_up:
         from .report.explain_view import runner_up_configuration_line
-        out_console.print(runner_up_configuration_line(runner), markup=False)
+        out_console.print(runner_up_configuration_line(runner, bool(plan.pipeline)),
+                          markup=False)
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _pipeline_space(args, plan):
+    """The :class:`~smsg_ms.planner.PlanningOptions` of the pipelined runner-up's search
+    space from ``explain``'s flags (virtual stages searched when the plan chose ``v > 1`` and
+    ``--virtual-stages`` is left at 1).
+
+    Raises:
+        smsg_ms.integration.plan_io.PlanError: a bad ``--pipeline``."""
+    from .integration.plan_io import PlanError
+    from .planner import PlanningOptions
+
+    stages = args.pipeline or "auto"
+    if stages != "auto":
+        try:
+            stages = int(stages)
+        except ValueError:
+            raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
+                            f"{args.pipeline!r}") from None
+    v = args.virtual_stages
+    chosen_v = int(plan.pipeline.get("virtual_stages", 1))
+    return PlanningOptions(memory_gib=args.memory, stages=stages,
+                           micro_batches=args.micro_batches,
+                           optimizer_sharding={"on": True, "off": False, "auto": None}
+                           .get(args.optimizer_sharding, args.optimizer_sharding),
+                           virtual_stages=None if v == "auto" or (v == "1" and chosen_v > 1)
+                           else int(v))

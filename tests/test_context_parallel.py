@@ -138,3 +138,27 @@ def test_grouped_kv_gathers_priced_at_their_own_heads(shared_capture):
         assert row.predicted == row.inserted >= 2, key
         # only keys and values move over the cp devices: at N2 heads, not the query's N1
         assert row.predicted_bytes == row.inserted_bytes == gathered, key
+
+
+def test_explain_reads_dp_tp_cp_from_the_flash_attention(planned):
+    """``explain``'s degrees line: the query of the BSH attention is cut ``(b, cp, n)`` (batch,
+    S1, heads), so the plan is ``dp b, tp n, cp cp``; its MatMuls cut their merged tokens
+    ``b·cp`` ways, which is not the data-parallel degree."""
+    import io
+
+    from rich.console import Console
+
+    from smsg_ms.report.explain_view import chosen_degrees, print_explain
+
+    plan = planned[3]
+    b, cp, n = plan.strategies[FLASH][0]            # BSH: the network's layout (OPTS)
+    assert cp > 1
+    wq = plan.strategies["layers.0.attention.wq.matmul"][0][0]
+    assert wq == b * cp                              # the tokens' cut spans dp and cp
+    degrees = chosen_degrees(plan)
+    assert (degrees["dp"], degrees["tp"], degrees["cp"]) == (b, n, cp)
+    assert "repeated" not in degrees                 # b·cp·n = 8 devices
+    out = io.StringIO()
+    print_explain(plan, Console(file=out, width=200))
+    text = " ".join(out.getvalue().split())
+    assert f"chosen: dp {b}, tp {n}, " in text and f", cp {cp}, " in text

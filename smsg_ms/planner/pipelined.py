@@ -115,14 +115,20 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
 
 def plan_pipelined_with(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                         *, capture=None, stats: dict | None = None,
-                        network_options: dict | None = None) -> Plan:
+                        network_options: dict | None = None, unpruned: bool = False) -> Plan:
     """:func:`plan_network_pipelined` with its settings as one :class:`PlanningOptions` (the
     cyclic garbage collector paused, as in :func:`smsg_ms.planner.plan_graph`: the stage
-    solves allocate many small acyclic objects)."""
+    solves allocate many small acyclic objects).
+
+    ``unpruned``: evaluate every configuration of the search space (no lower-bound pruning of
+    ``(stages, micro-batches)`` pairs, no incumbent between the one-stage and the pipelined
+    search), so the record's ``runner_up`` is the exact second-best configuration
+    (:mod:`smsg_ms.planner.pipeline_runner_up`). Same chosen configuration (the pruning is
+    exact); the record's ``candidates`` count, hence the content hash, may differ."""
     check_device_count(devices)
     with collector_paused():
         return _plan(spec, devices, global_batch, settings, capture=capture, stats=stats,
-                     network_options=dict(network_options or {}))
+                     network_options=dict(network_options or {}), unpruned=unpruned)
 
 
 def _stage_counts(devices: int, global_batch: int, settings: PlanningOptions) -> list[int]:
@@ -190,7 +196,7 @@ def _borders(graph) -> tuple[list[str], set[int]]:
 
 
 def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions, *, capture,
-          stats, network_options: dict) -> Plan:
+          stats, network_options: dict, unpruned: bool = False) -> Plan:
     from ..cost.hardware import get_hardware
     from ..search.effort import Effort
     from ..search.pipeline import NoFeasiblePipeline, plan_pipeline
@@ -251,6 +257,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         (a lower bound on its step) is strictly above a step already found, so it can neither
         beat nor tie the best."""
         found, one_reasons, deep_reasons = [], [], []
+        floor = None if unpruned else stage_costs.compute_floor
 
         def run_deep(incumbent):
             if not deep:
@@ -262,14 +269,14 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                            micro_batches=m_list, optimizer_sharding=sharding,
                                            virtual_stages=virtual,
                                            recompute=recompute, bytes_per=bytes_per,
-                                           compute_floor=stage_costs.compute_floor,
+                                           compute_floor=floor,
                                            cuts=stage_costs.cuts, incumbent=incumbent))
             except NoFeasiblePipeline as exc:
                 deep_reasons.append(str(exc))
 
         def run_one(incumbent):
-            if 1 not in p_list or (incumbent < math.inf and
-                                   stage_costs.compute_floor(devices, global_batch) > incumbent):
+            if 1 not in p_list or (floor is not None and incumbent < math.inf and
+                                   floor(devices, global_batch) > incumbent):
                 return
             # one stage: the whole batch at once; gradient accumulation (m > 1) only when asked
             # for or when the whole batch does not fit (it never saves time: m slots of b/m)
@@ -280,7 +287,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                                   memory_limit=limit, links=links, stages=[1],
                                                   micro_batches=m_one, optimizer_sharding=sharding,
                                                   recompute=recompute, bytes_per=bytes_per,
-                                                  compute_floor=stage_costs.compute_floor,
+                                                  compute_floor=floor,
                                                   cuts=stage_costs.cuts, incumbent=incumbent))
                     break
                 except NoFeasiblePipeline as exc:
@@ -288,7 +295,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
 
         first, second = (run_one, run_deep) if one_first else (run_deep, run_one)
         first(math.inf)
-        second(min((r.step_seconds for r in found), default=math.inf))
+        second(math.inf if unpruned else min((r.step_seconds for r in found),
+                                             default=math.inf))
         reasons.extend(one_reasons + deep_reasons)
         return found
 

@@ -18,8 +18,11 @@ EXPERT_TYPES = ("BatchMatMul", "GroupedMatmul", "MatMul")
 def chosen_degrees(plan: Plan) -> dict[str, object]:
     """The parallel degrees of ``plan`` as plain values: ``dp`` and ``tp`` (the dominant
     :func:`operator_degrees` of each repeated-block instance, then the one most instances
-    share; of all the decisions when the plan has no repeated block), ``repeated`` (only where
-    ``dp·tp`` is below a stage's devices: the factor MindSpore repeats the computation by),
+    share; of all the decisions when the plan has no repeated block; where the flash
+    attentions' most common query cut splits S1, its batch and head cuts instead,
+    :func:`flash_attention_cuts`: the token cut of the MatMuls is ``dp·cp`` there),
+    ``repeated`` (only where ``dp·tp`` (``·cp`` with flash context parallel) is below a
+    stage's devices: the factor MindSpore repeats the computation by),
     ``ep`` (:func:`expert_parallel_degree`), ``sp`` (:func:`sequence_parallel_degree`), ``cp``
     (:func:`context_parallel_degree`), ``pp`` (stages), ``vp`` (virtual stages),
     ``micro-batches``, ``recompute`` (recomputed block instances / block instances of the
@@ -31,10 +34,16 @@ def chosen_degrees(plan: Plan) -> dict[str, object]:
     blocks = [k for k in groups if k]
     per_group = [_most_common(groups[k]) for k in (blocks or list(groups)) if groups[k]]
     dp, tp = _most_common(per_group) if per_group else (1, int(plan.devices))
+    flash = [c for c in (flash_attention_cuts(plan, d) for d in plan.decisions) if c]
+    if flash and _most_common(flash)[1] > 1:    # context parallel: the attention's own cuts
+        dp, cp, tp = _most_common(flash)
+    else:
+        cp = 1                                  # dp already spans a token cut
     recompute = rec.get("recompute", {})
     level = rec.get("optimizer_level") or ("level1" if rec.get("optimizer_sharding") else "off")
     per_stage = int(rec.get("devices_per_stage", plan.devices))
-    repeat = {"repeated": f"x{per_stage // (dp * tp)}"} if per_stage > dp * tp else {}
+    used = dp * tp * cp
+    repeat = {"repeated": f"x{per_stage // used}"} if per_stage > used else {}
     return {"dp": dp, "tp": tp, **repeat, "ep": expert_parallel_degree(plan),
             "sp": sequence_parallel_degree(plan), "cp": context_parallel_degree(plan),
             "pp": int(rec.get("stages", 1)),
@@ -50,7 +59,8 @@ def degrees_by_block(plan: Plan) -> list[tuple[str, dict[str, int]]]:
     """The degrees of each repeated-block instance, ``[(label, {"dp", "tp", "ep", "cp"})]`` in
     graph order, consecutive instances of equal degrees joined (``layers.0–5``,
     :func:`~smsg_ms.report.tables.instance_label`); ``dp``/``tp`` the instance's dominant
-    :func:`operator_degrees`, ``ep``/``cp`` its largest expert and query-sequence cuts. Empty
+    :func:`operator_degrees` (a flash attention that splits S1: its batch and head cuts),
+    ``ep``/``cp`` its largest expert and query-sequence cuts. Empty
     when every instance takes the same degrees (the plan's line says it all) or the plan has
     no repeated block."""
     rows: list[tuple[str, str, dict[str, int]]] = []      # (block, instance, degrees)
@@ -64,9 +74,13 @@ def degrees_by_block(plan: Plan) -> list[tuple[str, dict[str, int]]]:
         if not pairs:
             continue
         dp, tp = _most_common(pairs)
+        flash = [c for c in (flash_attention_cuts(plan, d) for d in decisions) if c]
+        if flash and _most_common(flash)[1] > 1:
+            dp, _, tp = _most_common(flash)
         rows.append((block, inst, {"dp": dp, "tp": tp,
                                    "ep": max(map(_expert_cut, decisions), default=1),
-                                   "cp": max(map(_query_sequence_cut, decisions), default=1)}))
+                                   "cp": max((_query_sequence_cut(plan, d) for d in decisions),
+                                             default=1)}))
     if len({tuple(r[2].items()) for r in rows}) < 2:
         return []
     out: list[tuple[str, list[str], dict[str, int]]] = []
@@ -114,13 +128,37 @@ def _expert_cut(d: OpDecision) -> int:
 
 
 def context_parallel_degree(plan: Plan) -> int:
-    """Context parallel: the largest cut of the queries' sequence axis of the attention's
-    4-D ``BatchMatMul`` (``QKᵀ`` and ``PV``: first input ``(batch, heads, seq, ·)``, axis 2;
-    the keys and values then gathered, docs/sequence-parallel.md); 1 when none is cut."""
-    return max((_query_sequence_cut(d) for d in plan.decisions), default=1)
+    """Context parallel: the largest cut of the queries' sequence axis of the attention: a
+    ``FlashAttentionScore``'s S1 (:func:`flash_attention_cuts`), or the attention's 4-D
+    ``BatchMatMul`` (``QKᵀ`` and ``PV``: first input ``(batch, heads, seq, ·)``, axis 2); the
+    keys and values then gathered (docs/sequence-parallel.md); 1 when none is cut."""
+    return max((_query_sequence_cut(plan, d) for d in plan.decisions), default=1)
 
 
-def _query_sequence_cut(d: OpDecision) -> int:
+def flash_attention_cuts(plan: Plan, d: OpDecision) -> tuple[int, int, int] | None:
+    """``(batch, S1, heads)`` cuts of a ``FlashAttentionScore`` decision's query (first
+    input), ``None`` for another decision. The query's axes are read from the plan's symbolic
+    einsum (letters ``b`` batch, ``s`` S1; the others heads and head size, multiplied:
+    :mod:`smsg_ms.cost.operators.flash_attention`); without one, MindSpore's layouts by rank:
+    3-D BSH (its default ``input_layout``), 4-D BNSD. A query ``(1, 4, 2)`` in BSH is
+    ``(1, 4, 2)``: dp 1, cp 4, tp 2."""
+    if d.op_type != "FlashAttentionScore" or not d.strategy or not d.strategy[0]:
+        return None
+    query = [int(c) for c in d.strategy[0]]
+    einsum = (plan.symbolic_of(d) or {}).get("einsum") or ""
+    letters = einsum.split("->")[0].split(",")[0]
+    if len(letters) != len(query) or "b" not in letters or "s" not in letters:
+        letters = {3: "bsh", 4: "bnsd"}.get(len(query))
+        if letters is None:
+            return None
+    b, s = query[letters.index("b")], query[letters.index("s")]
+    return b, s, max(1, math.prod(query) // (b * s))
+
+
+def _query_sequence_cut(plan: Plan, d: OpDecision) -> int:
+    flash = flash_attention_cuts(plan, d)
+    if flash is not None:
+        return flash[1]
     if d.op_type != "BatchMatMul" or not d.strategy or len(d.strategy) != 2 \
             or any(len(s) != 4 for s in d.strategy):
         return 1

@@ -224,13 +224,26 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
             f"{fmt_seconds(runner['difference_seconds'])} vs the chosen)")
 
 
-def runner_up_configuration_line(runner: dict | None) -> str:
-    """The line ``explain --runner-up`` prints for a single-stage plan's runner-up configuration
-    (:func:`smsg_ms.planner.runner_up.plan_runner_up`: ``dp``, ``tp``, ``step_seconds``,
-    ``difference_seconds``; ``None``: no other data-parallel degree is feasible)."""
+def runner_up_configuration_line(runner: dict | None, pipelined: bool = False) -> str:
+    """The line ``explain --runner-up`` prints for a plan's runner-up configuration: a
+    single-stage plan's (:func:`smsg_ms.planner.runner_up.plan_runner_up`: ``dp``, ``tp``,
+    ``step_seconds``, ``difference_seconds``; ``None``: no other data-parallel degree is
+    feasible) or, ``pipelined``, a pipelined plan's
+    (:func:`smsg_ms.planner.pipeline_runner_up.pipelined_runner_up`; ``None``: no other
+    configuration fits)."""
     if runner is None:
-        return "runner-up configuration: none (no other data-parallel degree is feasible)"
+        return ("runner-up configuration: none (no other configuration fits)" if pipelined else
+                "runner-up configuration: none (no other data-parallel degree is feasible)")
     diff = runner["difference_seconds"]
+    if pipelined:
+        return (f"runner-up configuration (every configuration evaluated): pp "
+                f"{runner['stages']}, "
+                + (f"dp {runner['dp']}, tp {runner['tp']}, " if "dp" in runner else "")
+                + f"micro-batches {runner['micro_batches']}, virtual stages "
+                f"{runner.get('virtual_stages', 1)}, optimizer "
+                f"{runner.get('optimizer_level', 'off')}: step "
+                f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
+                f"{fmt_seconds(diff)} vs the chosen)")
     return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: step "
             f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
             f"{fmt_seconds(diff)} vs the chosen)")
