@@ -13,10 +13,11 @@ from .cli_check import register as register_check
 from .cli_explain import register as register_explain
 from .cli_dryrun import register as register_dryrun
 from .cli_export import register as register_export
-from .cli_options import (add_json_arg, add_mindformers_arg,  # noqa: F401
+from .cli_options import (DEFAULT_HARDWARE, HARDWARE_HELP,  # noqa: F401
+                          add_json_arg, add_mindformers_arg,
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
-                          default_plan_path, given_options, machine_of, name_options,
-                          positive_float, positive_int, positive_seconds)
+                          canonical_hardware, default_plan_path, given_options, machine_of,
+                          name_options, positive_float, positive_int, positive_seconds)
 from .cli_options import OneLineParser as _Parser
 from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
@@ -47,7 +48,7 @@ def cmd_graph(args) -> int:
 
 
 #: ``plan``'s default settings: a setting differing from these goes into the default file name.
-PLAN_DEFAULTS = {"hardware": "ascend910b", "write_back": "auto", "optimizer_sharding": "auto",
+PLAN_DEFAULTS = {"hardware": DEFAULT_HARDWARE, "write_back": "auto", "optimizer_sharding": "auto",
                  "virtual_stages": "1"}
 
 
@@ -58,8 +59,9 @@ def _plan_settings(args) -> dict:
                 # a plan under another work limit may differ: it must not overwrite this one
                 "time_limit": None if args.time_limit == DEFAULT_TIME_LIMIT else args.time_limit}
     for key, default in PLAN_DEFAULTS.items():
-        value = getattr(args, key)
-        settings[key] = None if str(value).lower() == default else str(value).lower()
+        value = getattr(args, key)     # the hardware's default by its name or its alias
+        same = canonical_hardware(value) if key == "hardware" else value
+        settings[key] = None if str(same).lower() == default else str(value).lower()
     if settings["hardware"] is not None and settings["hardware"].endswith(
             (".json", ".yaml", ".yml")):      # a description file: its stem
         settings["hardware"] = os.path.splitext(os.path.basename(settings["hardware"]))[0]
@@ -70,9 +72,8 @@ def _plan_settings(args) -> dict:
 
 def _add_hardware_args(p) -> None:
     """``--hardware NAME|FILE`` and ``--devices-per-node N`` (:mod:`smsg_ms.cost.hardware`)."""
-    p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
-                   help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, "
-                        "dgx-h100 = h100; default ascend910b) or a JSON/YAML description file")
+    p.add_argument("--hardware", default=DEFAULT_HARDWARE, metavar="NAME|FILE",
+                   help=HARDWARE_HELP)
     p.add_argument("--devices-per-node", type=positive_int, metavar="N",
                    help="devices per node, overriding the preset's (default: the preset's)")
 

@@ -43,6 +43,7 @@ def cmd_check(args) -> int:
 
     if read_strategy_file(args.file) is not None:
         return check_strategy_file_command(args)
+    _refuse_other_json(args.file)
     if args.devices is not None or given_options(args) or args.shape:
         from .integration.plan_io import PlanError
         load_plan(args.file)   # a missing, unreadable or truncated file: that is the error
@@ -67,6 +68,30 @@ def cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def _refuse_other_json(path: str) -> None:
+    """Refuse a JSON object that is neither a plan file nor a strategy checkpoint, saying which
+    two ``check`` reads (anything that is not a JSON object: :func:`~.integration.plan_io.
+    load_plan` says what it is).
+
+    Raises:
+        smsg_ms.integration.plan_io.PlanError: a JSON object with neither ``decisions`` nor
+            ``parallel_strategy_item``.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and not {"decisions", "parallel_strategy_item"} & set(data):
+        from .integration.plan_io import PlanError
+        raise PlanError(f"{path}: neither a plan file (no 'decisions') nor a MindSpore strategy "
+                        "checkpoint (no 'parallel_strategy_item'): give a plan file from "
+                        "'smsg-ms plan' or a strategy checkpoint from 'smsg-ms export' or "
+                        "MindSpore's strategy_ckpt_config save_file")
+
+
 def check_strategy_file_command(args) -> int:
     """``check STRATEGY.json --network SPEC --devices N``: :mod:`smsg_ms.integration.
     strategy_check`.
@@ -77,9 +102,13 @@ def check_strategy_file_command(args) -> int:
     from .integration.plan_io import PlanError
     from .integration.strategy_check import check_strategy_file, print_strategy_report
 
-    if not args.network or args.devices is None:
-        raise PlanError(f"{args.file} is a strategy file, which names no network or device "
-                        "count: give --network and --devices")
+    missing = [(what, flag) for what, flag, absent in (
+        ("network", "--network", not args.network),
+        ("device count", "--devices", args.devices is None)) if absent]
+    if missing:
+        raise PlanError(f"{args.file} is a strategy file, which names no "
+                        f"{' or '.join(w for w, _ in missing)}: give "
+                        f"{' and '.join(f for _, f in missing)}")
     options = network_options(args)
     with working(f"compiling {args.network} with {args.file}", args.json):
         report = check_strategy_file(args.file, args.network, args.devices, options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .cli_options import add_json_arg, non_negative_int, positive_int
 from .cli_output import console, emit_json, working
+from .words import count
 
 
 def register(sub) -> None:
@@ -47,8 +48,8 @@ def cmd_dryrun(args) -> int:
                                 f"{args.script}, rank {args.rank} of {args.ranks}: collectives "
                                 "MindSpore inserted"))
     out.print(f"parameters and optimizer state per device: {fmt_bytes(result['parameter_bytes'])}"
-              f" ({len(result['parameters'])} parameters; activations not counted)")
+              f" ({count(len(result['parameters']), 'parameter')}; activations not counted)")
     step = "training step" if result["training"] else "graph (no training step compiled)"
-    out.print(f"dryrun: compiled ({result['cell']} {step}, {len(result['strategies'])} "
-              "operator strategies)")
+    out.print(f"dryrun: compiled ({result['cell']} {step}, "
+              f"{count(len(result['strategies']), 'operator strategy', 'operator strategies')})")
     return 0

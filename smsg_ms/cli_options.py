@@ -5,7 +5,23 @@ from __future__ import annotations
 
 import argparse
 
+from .words import count
+
 SIZE_FLAGS = ("batch", "seq", "layers")
+
+#: ``--hardware``'s default and help: the presets by their names, the old names as aliases
+#: (:data:`smsg_ms.cost.hardware.ALIASES`)
+DEFAULT_HARDWARE = "atlas-800t-a2"
+HARDWARE_HELP = ("hardware preset: atlas-800t-a2 (default), dgx-a100 or dgx-h100 (aliases: "
+                 "ascend910b, a100, h100); or a JSON/YAML description file")
+
+
+def canonical_hardware(name: str) -> str:
+    """A preset's own name for an alias (``ascend910b`` → ``atlas-800t-a2``); anything else (a
+    preset name, a file) unchanged."""
+    from .cost.hardware import ALIASES
+
+    return ALIASES.get(str(name).lower(), name)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -96,12 +112,32 @@ def machine_of(args, error=ValueError):
         head, *fields = str(exc).splitlines()
         raise error(f"--hardware: {head} {'; '.join(f.strip() for f in fields)}".rstrip()
                     ) from None
-    if per_node is None:
-        return machine
-    try:
-        return machine.with_devices_per_node(per_node)
-    except ValueError as exc:      # a single-level machine: no node to resize
-        raise error(f"--devices-per-node: {exc}") from None
+    if per_node is not None:
+        try:
+            machine = machine.with_devices_per_node(per_node)
+        except ValueError as exc:      # a single-level machine: no node to resize
+            raise error(f"--devices-per-node: {exc}") from None
+    if isinstance(devices, int):
+        _check_levels_place(machine, devices, error)
+    return machine
+
+
+def _check_levels_place(machine, devices: int, error) -> None:
+    """Refuse a machine whose levels cannot place ``devices``: a unit of a level (``count``
+    units of the level below) must divide the devices or hold them all, and the outermost
+    level, given a count, must hold them all (the rule of ``--devices-per-node`` above)."""
+    last = len(machine.levels) - 1
+    for i, (level, block) in enumerate(zip(machine.levels, machine.block_sizes())):
+        if block is None or devices <= block:     # one unit of this level holds them all
+            return
+        where = f"--hardware: levels[{i}] ({level.name}) count {level.count}"
+        if i == last:
+            raise error(f"{where}: the levels hold {count(block, 'device')}, fewer than --devices "
+                        f"{devices} (raise the count, or leave the outermost level's count out)")
+        if devices % block:
+            raise error(f"{where}: a {level.name} of {block} devices does not divide --devices "
+                        f"{devices} (the devices must fill whole units of each level, or fit in "
+                        "one)")
 
 
 def positive_int(text: str) -> int:
@@ -172,14 +208,14 @@ def check_flags(spec: str, given: dict) -> None:
     from .networks import NetworkSpecError, resolve_spec
     from .networks.presets import WIDTH_FLAGS
 
-    name, func = resolve_spec(spec)
+    _, func = resolve_spec(spec)
     params = inspect.signature(func).parameters
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return
     bad = [flag_of(k) for k in given if k not in params]
     if bad:
         taken = [flag_of(k) for k in SIZE_FLAGS + tuple(WIDTH_FLAGS) if k in params]
-        raise NetworkSpecError(f"network '{name}' takes no {', '.join(bad)} (its flags: "
+        raise NetworkSpecError(f"network '{spec}' takes no {', '.join(bad)} (its flags: "
                                f"{', '.join(taken) or 'none of the size flags'})")
 
 

@@ -41,7 +41,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "smsg_ms"
 
 #: top-level part of a module name → layer (module docstring)
 LAYERS = {
-    "version": 0, "devices": 0, "plan": 0,
+    "version": 0, "devices": 0, "plan": 0, "words": 0,
     "networks": 1,
     "graph": 2,
     "cost": 3,

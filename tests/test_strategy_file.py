@@ -103,7 +103,7 @@ def test_check_compiles_a_strategy_file_for_its_network(exported):
       "--heads", "4", "--ffn", "64", "--vocab", "100"],
      ["is for another network", "6 of 6 strategies", "'llama' does not have",
       "BiasAdd_fc1.bias"]),
-    (["--devices", "8"], ["names no network or device count: give --network and --devices"]),
+    (["--devices", "8"], ["names no network: give --network"]),
 ])
 def test_a_file_for_another_device_count_or_network_is_explained_in_one_line(exported, args,
                                                                                fragments):

@@ -5,6 +5,8 @@ import argparse
 import json
 import shutil
 
+from ..words import count
+
 
 def _expert(text: str) -> tuple[int, ...]:
     try:
@@ -26,7 +28,7 @@ def cmd_compare(args) -> int:
     from .report import fit_to_width, markdown
     from .runner import PLANNERS, compare
 
-    from ..cli_output import emit_json, progress_steps
+    from ..cli_output import check_writable, emit_json, progress_steps
 
     from ..cli_options import apply_mindformers_config
     from .configs import ConfigError
@@ -43,7 +45,11 @@ def cmd_compare(args) -> int:
     if args.devices is None:
         raise ConfigError("compare needs --devices N")
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
+    from ..cli_options import canonical_hardware
+    args.hardware = canonical_hardware(args.hardware)   # the header shows the preset's name
     to_stdout = args.json == "-"
+    if args.json and not to_stdout:     # refused before any compile, not after all of them
+        check_writable(args.json)
     steps = len(planners) + (1 if args.expert and "expert" not in planners else 0)
     options = _options(args)
     # a bar on a terminal's stderr, nothing in a pipe; what MindSpore prints goes to stderr
@@ -60,17 +66,19 @@ def cmd_compare(args) -> int:
     # where it does not
     print(fit_to_width(markdown([run]), shutil.get_terminal_size((1000, 24)).columns))
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(run, fh, sort_keys=True, indent=1)
+        from ..integration.plan_io import write_text_atomic
+        write_text_atomic(args.json, json.dumps(run, sort_keys=True, indent=1))
     return 0
 
 
 def cmd_score(args) -> int:
     from ..cli_options import apply_mindformers_config, machine_of
-    from ..cli_output import emit_json, working
+    from ..cli_output import check_writable, emit_json, working
     from .configs import ConfigError
 
     run = apply_mindformers_config(args)
+    if args.out:        # refused before any capture
+        check_writable(args.out)
     if args.network is None:
         raise ConfigError("score needs a network or --mindformers-config RUN.yaml")
     args.hardware = machine_of(args, ConfigError)
@@ -101,7 +109,8 @@ def cmd_score(args) -> int:
                     rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
                                              **shape)
                 os.replace(dst.name, args.out)
-                print(f"{rows} configurations scored ({errors} with an error) -> {args.out}")
+                print(f"{count(rows, 'configuration')} scored ({errors} with an error) -> "
+                      f"{args.out}")
             else:
                 score_csv(args.network, src, sys.stdout, hardware=args.hardware, **shape)
         return 0
@@ -117,8 +126,9 @@ def cmd_score(args) -> int:
             return 0
         print(f"{args.config}: predicted step {result['step_seconds']:.6g} s, memory "
               f"{result['memory_bytes'] / 2**20:.1f} MiB per device (largest stage), "
-              f"{result['micro_batches']} micro-batches on {result['devices_per_stage']} "
-              f"devices per stage ({result['pinned']} primitives pinned by the layout, "
+              f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
+              f"{count(result['devices_per_stage'], 'device')} per stage "
+              f"({count(result['pinned'], 'primitive')} pinned by the layout, "
               f"{result['filled']} filled by the model)")
         if result["fallback"]:
             print(f"layout strategy not offered, left to the model: "
@@ -137,7 +147,7 @@ def cmd_score(args) -> int:
         emit_json({"network": args.network, "devices": args.devices,
                    "strategies": strategies, **result})
         return 0
-    print(f"{len(strategies)} primitives carry strategies; predicted step "
+    print(f"{count(len(strategies), 'primitive')} carry strategies; predicted step "
           f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
           f"device ({result['pinned']} pinned, {result['filled']} filled by the model)")
     for kind in ("unknown", "unavailable"):
@@ -183,8 +193,9 @@ def _score_run(args, run: dict) -> int:
         return 0
     print(f"{config.text()} (from {args.mindformers_config}): predicted step "
           f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
-          f"device (largest stage), {result['micro_batches']} micro-batches on "
-          f"{result['devices_per_stage']} devices per stage")
+          f"device (largest stage), "
+          f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
+          f"{count(result['devices_per_stage'], 'device')} per stage")
     for note in notes:
         print(f"note: {note}")
     return 0
@@ -223,9 +234,9 @@ def _network_args(p, devices_required: bool = True) -> None:
                                           " (score --config: must equal dp·tp·pp; compare "
                                           "--mindformers-config: default data_parallel·"
                                           "model_parallel of the YAML)"))
-    p.add_argument("--hardware", default="ascend910b", metavar="NAME|FILE",
-                   help="hardware preset (atlas-800t-a2 = ascend910b, dgx-a100 = a100, dgx-h100 "
-                        "= h100) or a JSON/YAML description file")
+    from ..cli_options import DEFAULT_HARDWARE, HARDWARE_HELP
+    p.add_argument("--hardware", default=DEFAULT_HARDWARE, metavar="NAME|FILE",
+                   help=HARDWARE_HELP)
     from ..cli_options import add_size_args
     add_size_args(p)
 

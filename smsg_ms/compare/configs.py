@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..graph.model import OpGraph
+from ..words import count
 
 #: Keys a configuration takes, in the order :meth:`Config.text` writes them.
 KEYS = ("dp", "tp", "pp", "micro_batch", "global_batch", "recompute", "optimizer_shard")
@@ -121,7 +122,7 @@ class Config:
         if vocab is not None and vocab % self.tp:
             raise ConfigError(f"tp={self.tp} does not divide the vocabulary {vocab}")
         if layers is not None and layers % self.pp:
-            raise ConfigError(f"pp={self.pp} does not divide the {layers} layers (equal layers "
+            raise ConfigError(f"pp={self.pp} does not divide the {count(layers, 'layer')} (equal layers "
                               "per stage)")
         if self.global_batch % (self.micro_batch * self.dp):
             raise ConfigError(f"global_batch={self.global_batch} is not a multiple of "

@@ -95,7 +95,8 @@ def _compile(spec, devices, planner, options, strategies=None, timeout=900.0,
 
 
 def _error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
+    own = type(exc).__module__.startswith("smsg_ms.")   # our one-line messages: no class name
+    text = (str(exc) if own else f"{type(exc).__name__}: {exc}").strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 

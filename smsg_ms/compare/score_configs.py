@@ -29,6 +29,7 @@ import inspect
 import math
 from dataclasses import dataclass, field, replace
 
+from ..words import count
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
                       positive_int, role_strategy, sequence_parallel_out)
 
@@ -331,7 +332,7 @@ class ShapeScorer:
                             priced.choice, priced.problem)
         layers = self._chain(layer_costs_of(sol))
         if len(layers) % p:
-            raise ConfigError(f"pp={p} does not divide the {len(layers)} repeated blocks")
+            raise ConfigError(f"pp={p} does not divide the {count(len(layers), 'repeated block')}")
         # stages of dp·tp consecutive ranks: a Send pairs rank r with r + dp·tp (Links)
         per, bytes_per = len(layers) // p, bytes_per_element(stage.graph)
         links = links_of(self.hardware).for_stage(config.dp * config.tp)

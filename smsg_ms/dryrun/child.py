@@ -44,7 +44,9 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         text = str(exc).strip()
         head = text.split("\n\n")[0].split("----")[0].strip()
-        result = {"ok": False, "error": f"{type(exc).__name__}: {head}",
+        # smsg-ms's own errors are one-line messages for the user: no class name before them
+        own = type(exc).__module__.startswith("smsg_ms.")
+        result = {"ok": False, "error": head if own else f"{type(exc).__name__}: {head}",
                   "kind": type(exc).__name__}
     with open(result_file + ".tmp", "w") as fh:
         json.dump(result, fh)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .plan_io import PlanError
+from ..words import count
 
 
 def read_strategy_file(path: str) -> dict | None:
@@ -42,7 +43,34 @@ def read_strategy_file(path: str) -> dict | None:
             for v in items.values()):
         raise PlanError(f"{path}: parallel_strategy_item is not a map of "
                         "{key: {parallel_strategy: [[cuts]...]}}")
+    _check_field_types(path, data, items)
     return items
+
+
+def _count(value, least: int) -> bool:
+    """``value`` is an integer (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _check_field_types(path: str, data: dict, items: dict) -> None:
+    """Refuse a field of the wrong type before MindSpore reads it (its JSON reader fails with
+    ``type must be number, but is string``, naming no field).
+
+    Raises:
+        PlanError: naming the field, its value and the type expected.
+    """
+    for key, least in (("device_num", 1), ("current_stage", 0)):
+        if key in data and not _count(data[key], least):
+            raise PlanError(f"{path}: {key} must be an integer of at least {least}, got "
+                            f"{data[key]!r}")
+    for key, item in items.items():
+        if "stage" in item and not _count(item["stage"], 0):
+            raise PlanError(f"{path}: parallel_strategy_item['{key}'].stage must be a "
+                            f"non-negative integer, got {item['stage']!r}")
+        cuts = item["parallel_strategy"]
+        if not all(isinstance(dims, list) and all(_count(c, 1) for c in dims) for dims in cuts):
+            raise PlanError(f"{path}: parallel_strategy_item['{key}'].parallel_strategy must be "
+                            f"lists of positive integers (cuts per dimension), got {cuts!r}")
 
 
 def recorded_devices(path: str) -> int | None:
@@ -133,7 +161,7 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
                      f"another device count than {devices}")
         from ..dryrun.runner import parallel_error
         reason = parallel_error(exc.log) or str(exc).splitlines()[0]
-        raise PlanError(f"MindSpore rejects {path} for '{spec}' on {devices} devices "
+        raise PlanError(f"MindSpore rejects {path} for '{spec}' on {count(devices, 'device')} "
                         f"({reason}){cause}") from None
     return StrategyFileReport(path, spec, devices, len(items), result["collectives"])
 
@@ -165,4 +193,5 @@ def print_strategy_report(report: StrategyFileReport, console) -> None:
     console.print(collectives_table(report.collectives,
                                     f"{report.network} on {report.devices} devices with "
                                     f"{report.path}: collectives MindSpore inserted"))
-    console.print(f"check: passed (MindSpore took {report.strategies} strategies)")
+    took = count(report.strategies, "strategy", "strategies")
+    console.print(f"check: passed (MindSpore took {took})")

@@ -132,7 +132,7 @@ def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
     if not takes_any:
         bad = sorted(set(given) - set(params))
         if bad:
-            raise NetworkSpecError(f"network '{name}' takes no option {', '.join(bad)} (it takes: "
+            raise NetworkSpecError(f"network '{spec}' takes no option {', '.join(bad)} (it takes: "
                                    f"{', '.join(params) or 'none'})")
     return name, func, given
 
@@ -156,7 +156,7 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
     except NetworkSpecError:
         raise
     except Exception as exc:
-        raise NetworkSpecError(f"network '{name}' failed to build: {type(exc).__name__}: "
+        raise NetworkSpecError(f"network '{spec}' failed to build: {type(exc).__name__}: "
                                f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     if isinstance(out, dict):
         built = BuiltNetwork(name, out["net"], tuple(out["inputs"]), out.get("loss"),
@@ -165,7 +165,7 @@ def build_network(spec: str, no_init: bool = False, **options) -> BuiltNetwork:
     elif isinstance(out, (tuple, list)) and len(out) == 2:
         built = BuiltNetwork(name, out[0], tuple(out[1]), options=given)
     else:
-        raise NetworkSpecError(f"network '{name}' must return (net, inputs) or a dict with 'net' "
+        raise NetworkSpecError(f"network '{spec}' must return (net, inputs) or a dict with 'net' "
                                f"and 'inputs', got {type(out).__name__}")
     undo_lazy_inline(built.net)
     fill_unset_options(built.net)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..devices import check_device_count
 from ..graph.blocks import block_prefix
 from ..plan import Plan
+from ..words import count
 from ..search.effort import DEFAULT_SECONDS
 from .errors import PipelinePlanningError
 from .options import VIRTUAL_STAGES, PlanningOptions
@@ -226,10 +227,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         if int(stages) > blocks:
             raise PipelinePlanningError(
                 f"{stages} pipeline stages need at least {stages} repeated blocks; network "
-                f"'{spec}' has {blocks}: use at most {blocks} stages (or --pipeline auto)")
+                f"'{spec}' has {blocks}: use at most {count(blocks, 'stage')} (or --pipeline auto)")
         if int(stages) - 1 > blocks - 1 - len(refused):
             raise PipelinePlanningError(
-                f"{stages} pipeline stages need {int(stages) - 1} stage border(s) between "
+                f"{stages} pipeline stages need {count(int(stages) - 1, 'stage border')} between "
                 f"blocks; network '{spec}' has {blocks - 1 - len(refused)}: after "
                 f"{', '.join(names[i] for i in sorted(refused))} the tensor sent to the next "
                 "block is a Reshape's output, which MindSpore refuses as a stage border "

@@ -11,16 +11,11 @@ import re
 from collections import OrderedDict
 
 from ..plan import OpDecision, Plan
+from ..words import count
 from .units import byte_unit, fmt_bytes, fmt_seconds, glue, wrap
 
 __all__ = ["count", "fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
            "summary_rows", "totals_rows", "pipeline_rows", "print_summary", "print_pipeline"]
-
-
-def count(n, noun: str, plural: str | None = None) -> str:
-    """``1 device``, ``2 devices``: ``n`` and ``noun``, or ``plural`` (default ``noun + "s"``)
-    unless ``n`` is 1."""
-    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def fmt_strategy(strategy, out=None) -> str:
