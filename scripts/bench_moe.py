@@ -21,8 +21,7 @@ Usage: ``PYTHONPATH=. python scripts/bench_moe.py [--devices 2048] [--batch 8]
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,28 +29,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_plan import load_graph  # noqa: E402
+
 
 def network_options(batch: int) -> dict:
     from smsg_ms.networks.presets import resolve_shape
 
     return resolve_shape("moe", "deepseek-v3", {"batch": batch})
-
-
-def load_graph(options: dict, cache: Path):
-    """Captured graph (``OpGraph``) and capture seconds (0 when read from the cache)."""
-    from smsg_ms.graph.capture import capture_network
-    from smsg_ms.graph.model import OpGraph
-
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache / f"moe-{digest}.json"
-    if path.exists():
-        return OpGraph.from_json(path.read_text()), 0.0
-    t0 = time.perf_counter()
-    graph = capture_network("moe", **options)
-    seconds = time.perf_counter() - t0
-    cache.mkdir(parents=True, exist_ok=True)
-    path.write_text(graph.to_json())
-    return graph, seconds
 
 
 def expert_degrees(plan) -> dict:
@@ -85,7 +71,7 @@ def main(argv=None) -> None:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "smsg-bench-moe")
     args = ap.parse_args(argv)
     console = Console(width=200)
-    graph, cap = load_graph(network_options(args.batch), args.cache)
+    graph, cap = load_graph(network_options(args.batch), args.cache, "moe")
     console.print(f"moe at deepseek-v3, batch {args.batch}: {len(graph.ops)} operators, capture "
                   f"{'cached' if not cap else f'{cap:.1f} s'} (excluded)")
     table = Table(title=f"plan_graph, built-in moe at the DeepSeek-V3 shape, batch {args.batch}")

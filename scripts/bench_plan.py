@@ -60,17 +60,18 @@ def network_options(layers: int, batch: int) -> dict:
     return dict(SHAPE, layers=layers, batch=batch)
 
 
-def load_graph(options: dict, cache: Path):
-    """Captured graph (``OpGraph``) and capture seconds (0 when read from the cache)."""
+def load_graph(options: dict, cache: Path, network: str = "llama"):
+    """Captured graph (``OpGraph``) of the built-in ``network`` and capture seconds (0 when read
+    from the cache)."""
     from smsg_ms.graph.capture import capture_network
     from smsg_ms.graph.model import OpGraph
 
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache / f"llama-{digest}.json"
+    path = cache / f"{network}-{digest}.json"
     if path.exists():
         return OpGraph.from_json(path.read_text()), 0.0
     t0 = time.perf_counter()
-    graph = capture_network("llama", **options)
+    graph = capture_network(network, **options)
     seconds = time.perf_counter() - t0
     cache.mkdir(parents=True, exist_ok=True)
     path.write_text(graph.to_json())

@@ -1,6 +1,7 @@
 """Shared pieces of the tests: hand-made plans for testing the write-back (``data_parallel_plan``),
-one search of a captured graph whose problem a test reads (``searched_plan``), and the
-mindformers wheel's ``configs/`` folder (``mindformers_configs``).
+one search of a captured graph whose problem a test reads (``searched_plan``; as module fixtures
+with the plan's check: ``search_fixtures``), and the mindformers wheel's ``configs/`` folder
+(``mindformers_configs``).
 
 ``data_parallel_plan``: every shardable operator cuts the first axis of its activation/data inputs
 ``devices`` ways and keeps parameters whole (pure data parallel, which MindSpore accepts for the
@@ -59,6 +60,31 @@ def searched_plan(graph, devices: int, network: str, options: dict):
     plan = plan_graph(graph, devices, options=options, network=network, model=model,
                       built=(problem, variables), exhaustive=False, choice=solution.choice)
     return model, problem, variables, solution.choice, plan
+
+
+def search_fixtures(network: str, devices: int, options: dict):
+    """Module-scoped fixtures ``(planned, checked)`` for a test module to bind by those names:
+    ``planned`` is (problem, variables, the search's choice, its plan) of the built-in
+    ``network`` with ``options`` on ``devices`` (:func:`searched_plan`, searched once, its
+    capture shared with ``check_plan``'s fingerprint capture: ``shared_capture``); ``checked`` is
+    ``check_plan`` of that plan on rank 0 (MindSpore's compile in the dry-run)."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def planned(shared_capture):
+        """(problem, variables, choice, plan) of the search."""
+        graph = shared_capture(network, **options)
+        _, problem, variables, choice, plan = searched_plan(graph, devices, network, options)
+        return problem, variables, choice, plan
+
+    @pytest.fixture(scope="module")
+    def checked(planned):
+        """``check_plan`` of the plan on rank 0."""
+        from smsg_ms.integration.check import check_plan
+
+        return check_plan(planned[3], [0])
+
+    return planned, checked
 
 
 def mindformers_configs():

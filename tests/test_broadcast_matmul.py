@@ -12,23 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from test_cost_families import net_cases, strategies
+from test_cost_families import DEVICES, act, capture_bank, case_op, compile_job, param, strategies
 from test_cost_vs_mindspore import assert_bank_matches
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
 from smsg_ms.dryrun import runner as dryrun
-
-SPEC = "smsg_ms.networks.testnets:build"
-DEVICES = 8
-
-
-def act(*shape):
-    return ["act", list(shape)]
-
-
-def param(*shape):
-    return ["param", list(shape)]
 
 
 X, W = act(8, 4, 16, 16), param(16, 16)  # x BNSD, a 2-D weight (D, D) broadcast over B, N
@@ -52,36 +41,27 @@ REJECTED = [
 
 @pytest.fixture(scope="module")
 def bank():
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(SPEC, cases=net_cases(ACCEPTED))
+    return capture_bank(ACCEPTED)
 
 
 @pytest.fixture(scope="module")
 def compiled():
     """One dry-run child for every compile of the module: the bank of accepted cases (first),
     then each rejected case alone."""
-    jobs = [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases(ACCEPTED)},
-             "strategies": strategies(ACCEPTED)}]
-    jobs += [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases([case])},
-              "strategies": strategies([case])} for case, _ in REJECTED]
+    jobs = [compile_job(ACCEPTED)] + [compile_job([case]) for case, _ in REJECTED]
     return dryrun.run_child({"job": "compile_each", "jobs": jobs}, devices=DEVICES)["results"]
-
-
-def _op(graph, i):
-    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
 
 
 def test_captured_as_the_users_batch_matmul(bank):
     """The stand-in is invisible in the capture: the operator is the network's BatchMatMul,
     with its flags, and MindSpore's broadcast shape ``(8, 4, 16, 16)``."""
     for i, case in enumerate(ACCEPTED):
-        op = _op(bank, i)
+        op = case_op(bank, i)
         assert op.type == "BatchMatMul", case[0]
         assert op.attrs.get("transpose_a") is False and op.attrs.get("transpose_b") is False
         assert "smsg_stands_for" not in op.attrs
-    assert bank.tensors[_op(bank, 0).outputs[0]].shape == (8, 4, 16, 16)
-    assert bank.tensors[_op(bank, 5).outputs[0]].shape == (4, 16, 32)
+    assert bank.tensors[case_op(bank, 0).outputs[0]].shape == (8, 4, 16, 16)
+    assert bank.tensors[case_op(bank, 5).outputs[0]].shape == (4, 16, 32)
 
 
 def test_collectives_equal_mindspore(bank, compiled):
@@ -97,7 +77,7 @@ def test_collectives_equal_mindspore(bank, compiled):
 def test_flops_by_hand(bank):
     """(8, 4, 16, 16) · (16, 16) cut (2, 1, 1, 4)(4, 1): local (4, 4, 16, 4) · (4, 16): 2·m·k·n
     per batch element = 2·16·4·16 = 2048, times 16 local batch elements = 32768 forward."""
-    cost = CostModel(bank, DEVICES).check(_op(bank, 3), ((2, 1, 1, 4), (4, 1)))
+    cost = CostModel(bank, DEVICES).check(case_op(bank, 3), ((2, 1, 1, 4), (4, 1)))
     assert cost.flops_fwd == 2 * 16 * 4 * 16 * 4 * 4
 
 
@@ -106,6 +86,6 @@ def test_check_raises_iff_mindspore_rejects(bank, compiled, i):
     case, same = REJECTED[i]
     assert ACCEPTED[same][1:4] == case[1:4]
     with pytest.raises(StrategyError):
-        CostModel(bank, DEVICES).check(_op(bank, same), tuple(tuple(s) for s in case[4]))
+        CostModel(bank, DEVICES).check(case_op(bank, same), tuple(tuple(s) for s in case[4]))
     assert compiled[1 + i]["ok"] is False, f"MindSpore accepted {case[0]}"
     assert "cannot be broadcast" not in compiled[1 + i]["error"], compiled[1 + i]["error"]

@@ -22,26 +22,14 @@ import math
 
 import pytest
 
+from integration_support import search_fixtures
+
 OPTS = dict(layers=1, batch=1, seq=2048, hidden=1024, heads=2, ffn=1024, vocab=1024,
             attention="flash-causal")
 DEVICES = 8
 FLASH = "layers.0.attention.flash"
 
-
-@pytest.fixture(scope="module")
-def planned(shared_capture):
-    from integration_support import searched_plan
-
-    _, problem, variables, choice, plan = searched_plan(shared_capture("llama", **OPTS), DEVICES,
-                                                        "llama", OPTS)
-    return problem, variables, choice, plan
-
-
-@pytest.fixture(scope="module")
-def checked(planned):
-    from smsg_ms.integration.check import check_plan
-
-    return check_plan(planned[3], [0])
+planned, checked = search_fixtures("llama", DEVICES, OPTS)
 
 
 def _s1_cut(strategy) -> int:

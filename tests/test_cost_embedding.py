@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from test_cost_families import capture_cache, net_cases, strategies
-from test_cost_vs_mindspore import assert_bank_matches
+from test_cost_families import (DEVICES, SPEC, assert_cases_match, capture_bank, capture_cache,
+                                case_op, refused_by_both)
 
-from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
-from smsg_ms.dryrun import runner as dryrun
 
-SPEC = "smsg_ms.networks.testnets:build"
-DEVICES = 8
 INDICES = ["index", [8, 4], 32]  # (batch 8, sequence 4) token ids in [0, 32)
 TABLE = ["param", [32, 8]]
 ARGS = [None, None, 2.0, False]  # padding_idx, max_norm, norm_type, scale_grad_by_freq
@@ -37,25 +33,13 @@ REJECTED = [case("indices cut", [[8, 1], [1, 1]]),
             case("rows 2 with repeated calculation", [[1, 1], [2, 1]])]
 
 
-def _op(graph, i):
-    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
-
-
 @pytest.fixture(scope="module")
 def accepted_bank():
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(SPEC, cases=net_cases(ACCEPTED))
+    return capture_bank(ACCEPTED)
 
 
 def test_collectives_equal_mindspore(accepted_bank):
-    strats = strategies(ACCEPTED)
-    result = dryrun.run_child({"job": "compile", "spec": SPEC,
-                               "options": {"cases": net_cases(ACCEPTED)}, "strategies": strats},
-                              devices=DEVICES)
-    model = CostModel(accepted_bank, DEVICES)
-    assert_bank_matches([c[0] for c in ACCEPTED], result["collectives"], accepted_bank, model,
-                        strats, set())
+    assert_cases_match(ACCEPTED, accepted_bank, set())
 
 
 def test_row_cut_reduce_scatter_derivation(accepted_bank):
@@ -64,10 +48,10 @@ def test_row_cut_reduce_scatter_derivation(accepted_bank):
     batch: one forward ReduceScatter in a group of 4 of the (8, 4, 4) fp32 tensor = 512 bytes;
     columns only: nothing."""
     model = CostModel(accepted_bank, DEVICES)
-    cost = model.check(_op(accepted_bank, 1), ((1, 1), (4, 2)))
+    cost = model.check(case_op(accepted_bank, 1), ((1, 1), (4, 2)))
     forward = [(c.kind, c.group, c.full_bytes) for c in cost.collectives if c.phase == "forward"]
     assert forward == [("ReduceScatter", 4, 8 * 4 * 4 * 4)]
-    cost = model.check(_op(accepted_bank, 3), ((1, 1), (1, 8)))
+    cost = model.check(case_op(accepted_bank, 3), ((1, 1), (1, 8)))
     assert [c for c in cost.collectives if c.phase == "forward"] == []
 
 
@@ -91,12 +75,5 @@ def one_case_graph():
 
 @pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
 def test_check_raises_iff_mindspore_rejects(one_case_graph, i):
-    one = REJECTED[i:i + 1]
-    graph = one_case_graph(one)
-    with pytest.raises(StrategyError, match="Embedding"):
-        CostModel(graph, DEVICES).check(_op(graph, 0), tuple(tuple(s) for s in one[0][4]))
-    with pytest.raises(dryrun.DryRunError) as info:
-        dryrun.run_child({"job": "compile", "spec": SPEC, "options": {"cases": net_cases(one)},
-                          "strategies": strategies(one)}, devices=DEVICES)
-    assert info.value.kind not in ("timeout", "crash")
-    assert "Embedding" in str(info.value)
+    assert "Embedding" in refused_by_both(one_case_graph(REJECTED[i:i + 1]), REJECTED[i],
+                                          "Embedding")

@@ -154,28 +154,58 @@ def strategies(cases):
     return out
 
 
-@pytest.fixture(scope="module")
-def bank():
+def case_op(graph, i: int):
+    """The operator of case ``i`` in a capture of a bank (path ``cases.{i}.steps.0.op``)."""
+    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
+
+
+def capture_bank(cases):
+    """The capture of one network holding ``cases`` (case ``i`` under ``cases.{i}``)."""
     from smsg_ms.graph.capture import capture_network
 
-    return capture_network(SPEC, cases=net_cases(CASES))
+    return capture_network(SPEC, cases=net_cases(cases))
+
+
+def compile_job(cases, strats: dict | None = None) -> dict:
+    """The dry-run job that compiles the bank of ``cases`` with ``strats`` (primitive path →
+    strategy; default: the cases' own, :func:`strategies`)."""
+    return {"job": "compile", "spec": SPEC, "options": {"cases": net_cases(cases)},
+            "strategies": strategies(cases) if strats is None else strats}
+
+
+def assert_cases_match(cases, graph, known) -> None:
+    """The bank of ``cases`` compiled by MindSpore on ``DEVICES`` devices: its collectives equal
+    the model's case by case (``assert_bank_matches``; ``graph``: :func:`capture_bank`)."""
+    result = dryrun.run_child(compile_job(cases), devices=DEVICES)
+    assert_bank_matches([c[0] for c in cases], result["collectives"], graph,
+                        CostModel(graph, DEVICES), strategies(cases), known)
+
+
+def refused_by_both(graph, case, match: str | None = None) -> str:
+    """Assert that the model (``StrategyError`` matching ``match``) and MindSpore's compile both
+    refuse ``case`` alone (``graph``: the capture of ``[case]``); MindSpore's error text."""
+    with pytest.raises(StrategyError, match=match):
+        CostModel(graph, DEVICES).check(case_op(graph, 0), tuple(tuple(s) for s in case[4]))
+    with pytest.raises(dryrun.DryRunError) as info:
+        dryrun.run_child(compile_job([case]), devices=DEVICES)
+    assert info.value.kind not in ("timeout", "crash")
+    return str(info.value)
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return capture_bank(CASES)
 
 
 def test_collectives_equal_mindspore(bank):
-    strats = strategies(CASES)
-    result = dryrun.run_child({"job": "compile", "spec": SPEC,
-                               "options": {"cases": net_cases(CASES)}, "strategies": strats},
-                              devices=DEVICES)
-    model = CostModel(bank, DEVICES)
-    assert_bank_matches([name for name, *_rest in CASES], result["collectives"], bank, model,
-                        strats, KNOWN)
+    assert_cases_match(CASES, bank, KNOWN)
 
 
 def test_conv_cin_cut_allreduce_derivation(bank):
     """Independent derivation: C_in cut 4 of a (8,8,16,16) * (16,8,3,3) 'same' convolution
     leaves partial sums of the local output (8/2, 16, 16, 16) fp32 = 65536 bytes on 4 devices;
     FLOPs per device 2·4·16·16·16·2·3·3 forward."""
-    op = next(o for o in bank.ops if o.prim_path == "cases.1.steps.0.op")
+    op = case_op(bank, 1)
     cost = CostModel(bank, DEVICES).check(op, ((2, 4, 1, 1), (1, 4, 1, 1)))
     fwd = [(c.kind, c.group, int(c.full_bytes)) for c in cost.collectives if c.phase == "forward"]
     assert fwd == [("AllReduce", 4, 4 * 16 * 16 * 16 * 4)]
@@ -186,7 +216,7 @@ def test_conv_halo_bytes_derivation(bank):
     """H cut 4 of a 3×3 stride-1 convolution: each device sends kernel − stride = 2 rows of its
     local (8/2, 8, ·, 16) slice, 2·4·8·16 fp32 = 4096 bytes, over the 8 devices of the stage."""
     i = next(k for k, c in enumerate(CASES) if c[0] == "conv pad mode H cut (halo)")
-    op = next(o for o in bank.ops if o.prim_path == f"cases.{i}.steps.0.op")
+    op = case_op(bank, i)
     cost = CostModel(bank, DEVICES).check(op, ((2, 1, 4, 1), (1, 1, 1, 1)))
     halo = [(c.kind, c.group, int(c.full_bytes), c.phase) for c in cost.collectives
             if c.kind == "NeighborExchangeV2"]
@@ -198,7 +228,7 @@ def test_sparse_loss_batch_cut_derivation(bank):
     2 samples, averages its own losses, no collective (BatchParallelInfo); forward FLOPs
     8 per local logit = 8·2·16, backward 6 per local logit for the one input with a gradient."""
     i = next(k for k, c in enumerate(CASES) if c[0] == "sparse softmax cross entropy batch cut")
-    op = next(o for o in bank.ops if o.prim_path == f"cases.{i}.steps.0.op")
+    op = case_op(bank, i)
     cost = CostModel(bank, DEVICES).check(op, ((8, 1), (8,)))
     assert cost.collectives == []
     assert cost.flops_fwd == 8 * 2 * 16 and cost.flops_bwd == 6 * 2 * 16
@@ -208,16 +238,13 @@ def test_sparse_loss_batch_cut_derivation(bank):
 
 @pytest.fixture(scope="module")
 def rejection_bank():
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(SPEC, cases=net_cases(REJECTIONS))
+    return capture_bank(REJECTIONS)
 
 
 @pytest.mark.parametrize("i", range(len(REJECTIONS)), ids=[c[0] for c in REJECTIONS])
 def test_check_raises_iff_mindspore_rejects(rejection_bank, i):
     name = REJECTIONS[i][0]
-    path = f"cases.{i}.steps.0.op"
-    op = next(o for o in rejection_bank.ops if o.prim_path == path)
+    op = case_op(rejection_bank, i)
     strat = REJECTIONS[i][4]
     try:
         CostModel(rejection_bank, DEVICES).check(op, tuple(tuple(s) for s in strat))
@@ -225,9 +252,7 @@ def test_check_raises_iff_mindspore_rejects(rejection_bank, i):
     except StrategyError as exc:
         model_rejects = str(exc)
     try:  # the case alone: a smaller compile
-        dryrun.run_child({"job": "compile", "spec": SPEC,
-                          "options": {"cases": net_cases(REJECTIONS[i:i + 1])},
-                          "strategies": strategies(REJECTIONS[i:i + 1])}, devices=DEVICES)
+        dryrun.run_child(compile_job(REJECTIONS[i:i + 1]), devices=DEVICES)
         ms_rejects = None
     except dryrun.DryRunError as exc:
         if exc.kind in ("timeout", "crash"):

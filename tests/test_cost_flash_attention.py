@@ -12,20 +12,15 @@ from collections import Counter
 
 import pytest
 
-from test_cost_families import capture_cache, net_cases, strategies
+from test_cost_families import (DEVICES, SPEC, act, capture_bank, capture_cache, case_op,
+                                compile_job, refused_by_both, strategies)
 from test_cost_vs_mindspore import _key, mirror, observed, predicted
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
 from smsg_ms.dryrun import runner as dryrun
 
-SPEC = "smsg_ms.networks.testnets:build"
-DEVICES = 8
 NONES = [None] * 7  # real_shift, drop_mask, padding_mask, attn_mask, prefix, actual lengths
-
-
-def act(*shape):
-    return ["act", list(shape)]
 
 
 def fa(name, layout, q, kv, strategy):
@@ -52,15 +47,9 @@ REJECTED = [
 ]
 
 
-def _op(graph, i):
-    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
-
-
 @pytest.fixture(scope="module")
 def accepted_bank():
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(SPEC, cases=net_cases(ACCEPTED))
+    return capture_bank(ACCEPTED)
 
 
 def test_collectives_equal_mindspore(accepted_bank):
@@ -69,9 +58,7 @@ def test_collectives_equal_mindspore(accepted_bank):
     AllGathers (outputs gathered into its Square), not of all of them: softmax_max/sum get no
     gradient, so their gathers have no bprop (``assert_bank_matches`` expects one for each)."""
     strats = strategies(ACCEPTED)
-    result = dryrun.run_child({"job": "compile", "spec": SPEC,
-                               "options": {"cases": net_cases(ACCEPTED)}, "strategies": strats},
-                              devices=DEVICES)
+    result = dryrun.run_child(compile_job(ACCEPTED), devices=DEVICES)
     colls = result["collectives"]
     model = CostModel(accepted_bank, DEVICES)
     for i, case in enumerate(ACCEPTED):
@@ -89,7 +76,7 @@ def test_collectives_equal_mindspore(accepted_bank):
 def test_flops_derivation(accepted_bank):
     """Independent derivation (Dao et al. 2022): QKᵀ and PV over the local batch 1 and heads 2:
     4·1·2·16·16·8 = 16384 FLOPs forward; backward 2.5× that over three gradients."""
-    cost = CostModel(accepted_bank, DEVICES).check(_op(accepted_bank, 0),
+    cost = CostModel(accepted_bank, DEVICES).check(case_op(accepted_bank, 0),
                                                    ((4, 2, 1, 1), (4, 2, 1, 1), (4, 2, 1, 1)))
     assert cost.flops_fwd == 4 * 1 * 2 * 16 * 16 * 8
     assert cost.flops_bwd == pytest.approx(2.5 * cost.flops_fwd, rel=0.01)
@@ -105,9 +92,9 @@ def test_grouped_kv_memory_at_their_own_heads(accepted_bank):
     ``FlashAttentionScoreInfo::InferTensorMap``: tensor map (batch, n1, s1, -1)), here cut
     (4, 2, 1, 1): (2, 2, 16, 8) = 512 each: (512 + 2·256 + 2·512 + 512)·4 = 10240 bytes."""
     model = CostModel(accepted_bank, DEVICES)
-    cost = model.check(_op(accepted_bank, 0), ((4, 2, 1, 1),) * 3)
+    cost = model.check(case_op(accepted_bank, 0), ((4, 2, 1, 1),) * 3)
     assert cost.memory["activation"] == (256 + 2 * 128 + 3 * 256) * 4
-    cost = model.check(_op(accepted_bank, 3), ((4, 1, 2),) * 3)
+    cost = model.check(case_op(accepted_bank, 3), ((4, 1, 2),) * 3)
     assert cost.memory["activation"] == (512 + 2 * 256 + 2 * 512 + 512) * 4
 
 
@@ -119,7 +106,7 @@ def test_bsh_softmax_statistics_follow_the_query_sequence_cut(accepted_bank):
     512, softmax_max/sum (4, 2, 8, 8) = 512 each: (512 + 2·512 + 2·512 + 512)·4 = 12288 bytes;
     their layouts slice (8, 4, 16, 8) to (4, 2, 8, 8)."""
     model = CostModel(accepted_bank, DEVICES)
-    op = _op(accepted_bank, 3)
+    op = case_op(accepted_bank, 3)
     cost = model.check(op, ((2, 2, 2), (2, 1, 2), (2, 1, 2)))
     assert cost.memory["activation"] == (512 + 2 * 512 + 2 * 512 + 512) * 4
     shape = tuple(accepted_bank.tensors[op.outputs[0]].shape)
@@ -138,7 +125,7 @@ def test_model_refuses_what_it_does_not_model(accepted_bank, strategy, attrs, re
     is refused there, while the same cut of case 0's full attention is accepted."""
     import dataclasses
 
-    op = _op(accepted_bank, 0)
+    op = case_op(accepted_bank, 0)
     changed = dataclasses.replace(op, attrs=dict(op.attrs, **attrs))
     with pytest.raises(StrategyError, match=reason):
         CostModel(accepted_bank, DEVICES).check(changed, strategy)
@@ -156,7 +143,7 @@ def test_causal_query_cut_costs_the_slowest_split(accepted_bank, mode):
     whole mask: 16·17/2 = 136 pairs over the local batch 1 and heads 2."""
     import dataclasses
 
-    op = _op(accepted_bank, 0)
+    op = case_op(accepted_bank, 0)
     causal = dataclasses.replace(op, attrs=dict(op.attrs, sparse_mode=mode))
     model = CostModel(accepted_bank, DEVICES)
     cut = model.check(causal, ((2, 2, 2, 1), (2, 2, 1, 1), (2, 2, 1, 1)))
@@ -174,11 +161,4 @@ def one_case_graph():
 
 @pytest.mark.parametrize("i", range(len(REJECTED)), ids=[c[0] for c in REJECTED])
 def test_check_raises_iff_mindspore_rejects(one_case_graph, i):
-    one = REJECTED[i:i + 1]
-    graph = one_case_graph(one)
-    with pytest.raises(StrategyError):
-        CostModel(graph, DEVICES).check(_op(graph, 0), tuple(tuple(s) for s in one[0][4]))
-    with pytest.raises(dryrun.DryRunError) as info:
-        dryrun.run_child({"job": "compile", "spec": SPEC, "options": {"cases": net_cases(one)},
-                          "strategies": strategies(one)}, devices=DEVICES)
-    assert info.value.kind not in ("timeout", "crash")
+    refused_by_both(one_case_graph(REJECTED[i:i + 1]), REJECTED[i])

@@ -13,23 +13,12 @@ from __future__ import annotations
 
 import pytest
 
-from test_cost_families import net_cases, strategies
+from test_cost_families import DEVICES, act, capture_bank, case_op, compile_job, state, strategies
 from test_cost_vs_mindspore import assert_bank_matches
 
 from smsg_ms.cost.api import StrategyError
 from smsg_ms.cost.model import CostModel
 from smsg_ms.dryrun import runner as dryrun
-
-SPEC = "smsg_ms.networks.testnets:build"
-DEVICES = 8
-
-
-def act(*shape):
-    return ["act", list(shape)]
-
-
-def state(*shape):
-    return ["state", list(shape)]
 
 
 X = act(8, 16, 32)  # (batch, sequence, 2·F): F = 16
@@ -79,24 +68,16 @@ def case_strategies(cases):
 
 @pytest.fixture(scope="module")
 def bank():
-    from smsg_ms.graph.capture import capture_network
-
-    return capture_network(SPEC, cases=net_cases(ACCEPTED))
+    return capture_bank(ACCEPTED)
 
 
 @pytest.fixture(scope="module")
 def compiled():
     """One dry-run child (``compile_each``) for every compile of the module: the bank of
     accepted cases (first), then each rejected case alone."""
-    jobs = [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases(ACCEPTED)},
-             "strategies": case_strategies(ACCEPTED)}]
-    jobs += [{"job": "compile", "spec": SPEC, "options": {"cases": net_cases([case])},
-              "strategies": case_strategies([case])} for case, _ in REJECTED]
+    jobs = [compile_job(ACCEPTED, case_strategies(ACCEPTED))]
+    jobs += [compile_job([case], case_strategies([case])) for case, _ in REJECTED]
     return dryrun.run_child({"job": "compile_each", "jobs": jobs}, devices=DEVICES)["results"]
-
-
-def _op(graph, i):
-    return next(o for o in graph.ops if o.prim_path == f"cases.{i}.steps.0.op")
 
 
 def test_collectives_equal_mindspore(bank, compiled):
@@ -116,7 +97,7 @@ def test_collectives_equal_mindspore(bank, compiled):
 def test_rope_flops_by_hand(bank):
     """x (8, 4, 16, 8) cut (4, 2, 1, 1): local (2, 2, 16, 8) = 512 elements; forward 4 FLOPs
     each = 2048; backward 3 each per gradient (x only: cos and sin have none) = 1536."""
-    cost = CostModel(bank, DEVICES).check(_op(bank, 4), ((4, 2, 1, 1), (1, 1, 1, 1),
+    cost = CostModel(bank, DEVICES).check(case_op(bank, 4), ((4, 2, 1, 1), (1, 1, 1, 1),
                                                           (1, 1, 1, 1)))
     assert cost.flops_fwd == 4 * 2 * 2 * 16 * 8
     assert cost.flops_bwd == 3 * 2 * 2 * 16 * 8
@@ -125,7 +106,7 @@ def test_rope_flops_by_hand(bank):
 def test_output_is_half_of_dim_and_flops_by_hand(bank):
     """x (8, 16, 32) cut (8, 1, 1): local output (1, 16, 16) = 256 elements; forward 5 FLOPs
     each (sigmoid 3, two multiplies) = 1280; backward 8 each = 2048 per gradient."""
-    op = _op(bank, 0)
+    op = case_op(bank, 0)
     assert bank.tensors[op.outputs[0]].shape == (8, 16, 16)  # MindSpore's own shape inference
     cost = CostModel(bank, DEVICES).check(op, ((8, 1, 1),))
     assert cost.flops_fwd == 5 * 1 * 16 * 16
@@ -146,5 +127,5 @@ def test_check_raises_iff_mindspore_rejects(bank, refusals, i):
     case, same = REJECTED[i]
     assert ACCEPTED[same][1:4] + ACCEPTED[same][5:] == case[1:4] + case[5:]
     with pytest.raises(StrategyError):
-        CostModel(bank, DEVICES).check(_op(bank, same), tuple(tuple(s) for s in case[4]))
+        CostModel(bank, DEVICES).check(case_op(bank, same), tuple(tuple(s) for s in case[4]))
     assert refusals[i]["ok"] is False, f"MindSpore accepted {case[0]}"

@@ -17,30 +17,13 @@ cut attention and MLP differently: one row per group size).
 """
 from __future__ import annotations
 
-import pytest
+from integration_support import search_fixtures
 
 OPTS = dict(layers=2, batch=4, seq=512, hidden=2048, heads=16, ffn=5632, vocab=1024)
 DEVICES = 8
 ROW_PARALLEL = ("attention.wo.matmul", "feed_forward.w2.matmul")
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def planned(shared_capture):
-    """(problem, variables, the search's choice, its plan) of the case, searched once (its
-    capture shared with ``check_plan``'s fingerprint capture: ``shared_capture``)."""
-    from integration_support import searched_plan
-
-    _, problem, variables, choice, plan = searched_plan(shared_capture("llama", **OPTS), DEVICES,
-                                                        "llama", OPTS)
-    return problem, variables, choice, plan
-
-
-@pytest.fixture(scope="module")
-def checked(planned):
-    from smsg_ms.integration.check import check_plan
-
-    return check_plan(planned[3], [0])
+planned, checked = search_fixtures("llama", DEVICES, OPTS)
 
 
 def test_row_parallel_matmuls_reduce_scatter(planned):

@@ -24,17 +24,16 @@ import numpy as np
 def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, heads: int = 16,
           vocab: int = 51200, dtype: str = "float32"):
     import mindspore as ms
-    from mindspore import Parameter, nn, ops
-    from mindspore.common.initializer import initializer
+    from mindspore import nn, ops
+
+    from .decoder import decoder_layer, weight_maker
 
     if hidden % heads:
         raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
     head_dim = hidden // heads
     ffn = 4 * hidden
     ms_dtype = ms.float16 if dtype == "float16" else ms.float32
-
-    def param(shape, name, init="normal"):
-        return Parameter(initializer(init, shape, ms_dtype), name=name)
+    param = weight_maker(ms_dtype)
 
     class Linear(nn.Cell):
         """``y = x @ W + b`` on 2-D ``x`` (tokens, d_in); ``W`` (d_in, d_out), ``b`` (d_out,)."""
@@ -99,16 +98,7 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
         def construct(self, x):
             return self.w2(self.gelu(self.w1(x)))
 
-    class DecoderLayer(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.attention_norm, self.ffn_norm = LayerNorm(), LayerNorm()
-            self.attention, self.feed_forward = Attention(), FeedForward()
-            self.add_attn, self.add_ffn = ops.Add(), ops.Add()
-
-        def construct(self, h):
-            h = self.add_attn(h, self.attention(self.attention_norm(h)))
-            return self.add_ffn(h, self.feed_forward(self.ffn_norm(h)))
+    layer_cell = decoder_layer(LayerNorm, Attention, FeedForward)
 
     class GPT(nn.Cell):
         def __init__(self):
@@ -118,7 +108,7 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
             self.gather = ops.Gather()
             self.add_position = ops.Add()
             self.reshape = ops.Reshape()
-            self.layers = nn.CellList([DecoderLayer() for _ in range(layers)])
+            self.layers = nn.CellList([layer_cell() for _ in range(layers)])
             self.norm_out = LayerNorm()
             self.lm_head = ops.MatMul(transpose_b=True)      # tied: reads the embedding table
 

@@ -23,6 +23,8 @@ def build(batch: int = 8, tokens: int = 4, dim: int = 32, blocks: int = 4):
     import mindspore as ms
     from mindspore import Parameter, nn
 
+    from .chain import chain
+
     class Block(nn.Cell):
         def __init__(self, tag: int):
             super().__init__()
@@ -37,15 +39,5 @@ def build(batch: int = 8, tokens: int = 4, dim: int = 32, blocks: int = 4):
                 x = self.proj(x)
             return x
 
-    class LayerScale(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.CellList([Block(i) for i in range(blocks)])
-
-        def construct(self, x):
-            for block in self.blocks:
-                x = block(x)
-            return x
-
     x = ms.Tensor(np.ones((batch, tokens, dim), np.float32))
-    return {"net": LayerScale(), "inputs": (x,)}
+    return {"net": chain([Block(i) for i in range(blocks)]), "inputs": (x,)}

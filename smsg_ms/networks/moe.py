@@ -51,8 +51,9 @@ def build(batch: int = 8, seq: int = 256, layers: int = 2, hidden: int = 512, he
             ``capacity_factor`` ≤ 0.
     """
     import mindspore as ms
-    from mindspore import Parameter, nn, ops
-    from mindspore.common.initializer import initializer
+    from mindspore import nn, ops
+
+    from .decoder import cells, decoder_layer
 
     kv_heads = heads if kv_heads is None else kv_heads
     if hidden % heads:
@@ -64,75 +65,11 @@ def build(batch: int = 8, seq: int = 256, layers: int = 2, hidden: int = 512, he
     if shared_experts < 0 or capacity_factor <= 0:
         raise ValueError("shared_experts must be >= 0 and capacity_factor > 0")
     f = ffn if expert_ffn is None else expert_ffn
-    head_dim, group = hidden // heads, heads // kv_heads
-    tokens, cap = batch * seq, capacity(top_k, seq, experts, capacity_factor)
+    head_dim, tokens = hidden // heads, batch * seq
+    cap = capacity(top_k, seq, experts, capacity_factor)
     ms_dtype = ms.float16 if dtype == "float16" else ms.float32
-
-    def weight(shape, name, init="normal"):
-        return Parameter(initializer(init, shape, ms_dtype), name=name)
-
-    class Linear(nn.Cell):
-        """``y = x @ W`` on 2-D ``x`` (tokens, d_in); ``W`` (d_in, d_out)."""
-
-        def __init__(self, d_in, d_out):
-            super().__init__()
-            self.weight = weight((d_in, d_out), "weight")
-            self.matmul = ops.MatMul()
-
-        def construct(self, x):
-            return self.matmul(x, self.weight)
-
-    class RMSNorm(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.weight = weight((hidden,), "weight", "ones")
-            self.norm = ops.RmsNorm(1e-6)
-
-        def construct(self, x):
-            return self.norm(x, self.weight)[0]
-
-    class Attention(nn.Cell):
-        """Grouped-query attention as in the built-in llama (query heads regrouped per key/value
-        head, one shared split-heads Reshape/Transpose)."""
-
-        def __init__(self):
-            super().__init__()
-            self.wq, self.wo = Linear(hidden, hidden), Linear(hidden, hidden)
-            self.wk = Linear(hidden, kv_heads * head_dim)
-            self.wv = Linear(hidden, kv_heads * head_dim)
-            self.reshape, self.merge_reshape = ops.Reshape(), ops.Reshape()
-            self.transpose, self.merge_transpose = ops.Transpose(), ops.Transpose()
-            self.qk, self.pv = ops.BatchMatMul(transpose_b=True), ops.BatchMatMul()
-            self.scale, self.softmax = ops.Mul(), ops.Softmax(-1)
-            self.group_reshape, self.ungroup_reshape = ops.Reshape(), ops.Reshape()
-
-        def split_heads(self, x, n):
-            return self.transpose(self.reshape(x, (batch, seq, n, head_dim)), (0, 2, 1, 3))
-
-        def construct(self, x):
-            q = self.split_heads(self.wq(x), heads)
-            k = self.split_heads(self.wk(x), kv_heads)
-            v = self.split_heads(self.wv(x), kv_heads)
-            if group > 1:
-                q = self.group_reshape(q, (batch, kv_heads, group * seq, head_dim))
-            scores = self.scale(self.qk(q, k), ms.Tensor(1.0 / head_dim ** 0.5, ms_dtype))
-            out = self.pv(self.softmax(scores), v)
-            if group > 1:
-                out = self.ungroup_reshape(out, (batch, heads, seq, head_dim))
-            out = self.merge_transpose(out, (0, 2, 1, 3))
-            return self.wo(self.merge_reshape(out, (tokens, hidden)))
-
-    class SwiGLU(nn.Cell):
-        """Dense SwiGLU MLP ``w2(silu(w1 x) · w3 x)`` (the shared experts)."""
-
-        def __init__(self, width):
-            super().__init__()
-            self.w1, self.w3, self.w2 = Linear(hidden, width), Linear(hidden, width), \
-                Linear(width, hidden)
-            self.silu, self.mul = ops.auto_generate.SiLU(), ops.Mul()
-
-        def construct(self, x):
-            return self.w2(self.mul(self.silu(self.w1(x)), self.w3(x)))
+    parts = cells(batch, seq, hidden, heads, kv_heads, vocab, layers, ms_dtype)
+    weight, Linear, SwiGLU = parts.weight, parts.Linear, parts.SwiGLU
 
     class Router(nn.Cell):
         """Top-k routing with capacity → dispatch mask and combine weights ``(batch, seq, E·C)``."""
@@ -219,32 +156,20 @@ def build(batch: int = 8, seq: int = 256, layers: int = 2, hidden: int = 512, he
                 out = self.add_shared(out, self.shared(x))
             return out
 
-    class DecoderLayer(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.attention_norm, self.ffn_norm = RMSNorm(), RMSNorm()
-            self.attention, self.moe = Attention(), MoE()
-            self.add_attn, self.add_ffn = ops.Add(), ops.Add()
+    # MindSpore names a graph's tensors after the variables of construct, and plans name the
+    # tensors: the two methods below stay as this network first wrote them
+    class Attention(parts.Attention):
+        def split_heads(self, x, n):
+            return self.transpose(self.reshape(x, (batch, seq, n, head_dim)), (0, 2, 1, 3))
 
-        def construct(self, h):
-            h = self.add_attn(h, self.attention(self.attention_norm(h)))
-            return self.add_ffn(h, self.moe(self.ffn_norm(h)))
-
-    class MoEDecoder(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.embedding_weight = weight((vocab, hidden), "embedding_weight")
-            self.gather = ops.Gather()
-            self.reshape = ops.Reshape()
-            self.layers = nn.CellList([DecoderLayer() for _ in range(layers)])
-            self.norm_out = RMSNorm()
-            self.lm_head = Linear(hidden, vocab)
-
+    class MoEDecoder(parts.Decoder):
         def construct(self, input_ids):
             h = self.gather(self.embedding_weight, self.reshape(input_ids, (tokens,)), 0)
             for layer in self.layers:
                 h = layer(h)
             return self.lm_head(self.norm_out(h))
 
+    layer_cell = decoder_layer(parts.RMSNorm, Attention, MoE, "moe")
+
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
-    return {"net": MoEDecoder(), "inputs": (ids,)}
+    return {"net": MoEDecoder(layer_cell), "inputs": (ids,)}

@@ -29,6 +29,8 @@ def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64, layer
     from mindspore.ops import operations as P  # noqa: N812
     from mindspore.parallel import Layout
 
+    from .chain import chain
+
     def infer_shape(x, w):
         return x[:-1] + [w[-1]] if isinstance(x, list) else x[:-1] + (w[-1],)
 
@@ -75,15 +77,5 @@ def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64, layer
         def construct(self, x):
             return self.add(x, self.lin(self.relu(x)))
 
-    class Layers(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.CellList([Block(i) for i in range(layers)])
-
-        def construct(self, x):
-            for block in self.blocks:
-                x = block(x)
-            return x
-
-    net = Layers() if layers > 0 else Net()
+    net = chain([Block(i) for i in range(layers)]) if layers > 0 else Net()
     return {"net": net, "inputs": (ms.Tensor(np.ones((seq, batch, hidden), np.float32)),)}

@@ -85,6 +85,8 @@ def blocks(batch: int = 16, dim: int = 32, layers: int = 2, own: bool = True):
     import mindspore as ms
     from mindspore import Parameter, nn, ops
 
+    from .chain import chain
+
     class Block(nn.Cell):
         def __init__(self, tag: int):
             super().__init__()
@@ -95,14 +97,4 @@ def blocks(batch: int = 16, dim: int = 32, layers: int = 2, own: bool = True):
         def construct(self, x):
             return self.relu(self.mm(x, self.w))
 
-    class Blocks(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.blocks = nn.CellList([Block(i) for i in range(layers)])
-
-        def construct(self, x):
-            for block in self.blocks:
-                x = block(x)
-            return x
-
-    return {"net": Blocks(), "inputs": (ms.Tensor(np.ones((batch, dim), np.float32)),)}
+    return {"net": chain([Block(i) for i in range(layers)]), "inputs": (ms.Tensor(np.ones((batch, dim), np.float32)),)}
