@@ -72,10 +72,46 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     it runs with (:mod:`.border_tails`: Swin's ``downsample`` with the next layer)."""
     names, block = chain_blocks(graph)
     if not any(op.type == "Reshape" for op in graph.ops):
-        return names, block
+        return names, not_before_inputs(graph, block)
     sent = weight_dependent(graph)
     found = tails(graph, names, block, sent, reshape_borders(graph, block, sent))
-    return names, (moved(block, found) if found else block)
+    return names, not_before_inputs(graph, moved(block, found) if found else block)
+
+
+def not_before_inputs(graph: OpGraph, block: dict[int, int]) -> dict[int, int]:
+    """``block`` (op id → block index) with every operator moved to the latest block of the
+    operators whose outputs it reads, where that is later: MindSpore runs an operator of no
+    stage's cell on the largest stage of its inputs (``shared/docs/mindspore-dryrun.md``).
+    MindSpore's order can put an operator outside the blocks between two operators of an
+    earlier block (mindformers' Qwen3-MoE: the LM loss, ``model.loss``, between the first MoE
+    layer's auxiliary-loss operators), which :func:`chain_blocks` alone gives that block.
+    An operator computed from parameters and constants alone (the output layer's weight Cast)
+    or from data inputs and constants alone (the loss's label mask) then runs with its first
+    reader, where that is later: neither tensor is sent between stages (checked in the dry-run
+    on Qwen3-MoE, 2 stages: the LM loss's label operators run on the last stage, and the
+    head's weight Cast is not sent)."""
+    out = dict(block)
+    sources: dict[str, frozenset] = {}  # tensor → kinds of the network's tensors it is made of
+    for op in graph.ops:
+        kinds = frozenset().union(*(sources.get(n, frozenset({graph.tensors[n].kind}))
+                                    for n in op.inputs)) & {"input", "parameter"}
+        sources.update((n, kinds) for n in op.outputs)
+    own = {op.id for op in graph.ops
+           if op.outputs and not {"input", "parameter"} <= sources[op.outputs[0]]}
+    changed = True
+    while changed:                     # one pass when graph.ops is in topological order
+        changed = False
+        for op in graph.ops:
+            latest = max((out[q] for q in (graph.tensors[n].producer for n in op.inputs)
+                          if q is not None), default=out[op.id])
+            if latest > out[op.id]:
+                out[op.id] = latest
+                changed = True
+    for op in reversed(graph.ops):
+        if op.id in own:
+            readers = [out[c] for n in op.outputs for c in graph.tensors[n].consumers]
+            out[op.id] = max(out[op.id], min(readers, default=out[op.id]))
+    return out
 
 
 def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
@@ -471,7 +507,7 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
     return [main] + side
 
 
-__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]
