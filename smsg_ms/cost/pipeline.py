@@ -153,6 +153,10 @@ class LayerCost:
             runs again (:data:`SELECTIVE` kinds: ``Primitive.recompute()``), one micro-batch.
         selective_bytes: the activation bytes those primitives store (freed by recomputing
             them), one micro-batch; 0: no selective option for this layer.
+        output_sizes, input_sizes: per-device bytes of each tensor of ``output_bytes`` /
+            ``input_bytes`` when more than one crosses (a side tensor beside the activation:
+            mindformers' MoE auxiliary loss); MindSpore Sends each on its own
+            (:func:`transfer_seconds`). Empty: one tensor.
     """
 
     forward_seconds: float
@@ -165,6 +169,18 @@ class LayerCost:
     hidden_sync_seconds: float = 0.0
     selective_seconds: float = 0.0
     selective_bytes: float = 0.0
+    output_sizes: tuple[float, ...] = ()
+    input_sizes: tuple[float, ...] = ()
+
+
+def transfer_seconds(links: "Links", nbytes: float, sizes: tuple[float, ...] = ()) -> float:
+    """Seconds of one border's transfer in one direction: one :meth:`Links.send_seconds` per
+    tensor of ``sizes`` (MindSpore inserts a Send/Receive pair per tensor crossing a stage
+    boundary, checked in the dry-run: ``tests/test_pipeline_side_tensor.py``), or one Send of
+    ``nbytes`` when ``sizes`` is empty."""
+    if sizes:
+        return sum(links.send_seconds(x) for x in sizes)
+    return links.send_seconds(nbytes)
 
 
 @dataclass(frozen=True)
@@ -412,9 +428,11 @@ def border_seconds(layers, start: int, stop: int, links: Links) -> float:
     per_border = 1 if links.paired_transfers else 2
     t = 0.0
     if stop < len(layers):
-        t += per_border * links.send_seconds(layers[stop - 1].output_bytes)  # act out, grad in
+        last = layers[stop - 1]          # Send act, Receive grad (each tensor crossing)
+        t += per_border * transfer_seconds(links, last.output_bytes, last.output_sizes)
     if start > 0:
-        t += per_border * links.send_seconds(layers[start].input_bytes)      # act in, grad out
+        first = layers[start]            # Receive act, Send grad
+        t += per_border * transfer_seconds(links, first.input_bytes, first.input_sizes)
     return t
 
 

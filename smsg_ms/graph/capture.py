@@ -212,6 +212,16 @@ KNOWN_SOURCES = {
                        "AddMonadParameterForFuncGraph finds a monad input without an "
                        "abstract; smsg-ms's own training cells share the micro-batch graph "
                        "when the network has a Morph), whatever the strategies",
+    "GetCellBySend": "raised by MindSpore's 1F1B pipeline scheduler "
+                     "(pipeline_transformer/pipeline_scheduler.cc, GetCellBySend), which finds a "
+                     "Send between stages outside every call of the shared micro-batch cell: "
+                     "typically the backward Send of a tensor that crosses the stage boundary "
+                     "beside the activation but that the loss does not use, so that its "
+                     "gradient is a constant (mindformers' MoE auxiliary loss extra_loss when "
+                     "the network trains on the LM loss alone); train on a loss that uses every "
+                     "tensor a stage passes on (mindformers' training sums the LM and auxiliary "
+                     "losses: smsg_ms.networks.families:mf_qwen3_moe with all_losses=True), or "
+                     "stop passing the unused tensor from block to block",
 }
 
 

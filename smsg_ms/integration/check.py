@@ -306,12 +306,13 @@ def stage_loss_collectives(inserted: list[dict]) -> set[int]:
 
 def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list[PointToPointRow]:
     """Send/Receive rows: predicted by :func:`smsg_ms.integration.pipeline.predicted_point_to_point`
-    from the record's boundary slice, inserted as MindSpore put them (``out_shape``)."""
+    from the record's boundary slice and side tensors (``boundary_extra``), inserted as MindSpore put them (``out_shape``)."""
     from .pipeline import predicted_point_to_point
 
     rec = plan.pipeline
     want = predicted_point_to_point(rec, rec.get("boundary_shape", []),
-                                    rec.get("boundary_dtype", "float32"))
+                                    rec.get("boundary_dtype", "float32"),
+                                    extra=rec.get("boundary_extra", []))
     pc = Counter()
     for w in want[stage]:
         pc[(w["type"], w["pass"], tuple(w["shape"]), w["dtype"])] += w["count"]
@@ -409,7 +410,8 @@ def print_report(report: CheckReport, console) -> None:
 
     for r in report.ranks:
         if r.error:
-            console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}")
+            # not markup: MindSpore's messages hold brackets ("The pointer[fg_cnode] is null")
+            console.print(f"rank {r.rank}: MindSpore rejected the plan: {r.error}", markup=False)
             continue
         table = Table(title=f"rank {r.rank}: predicted vs inserted collectives")
         # 80 columns hold the widest rows ("ReduceScatter", "grad_sync (loss)", 5-digit MiB,

@@ -213,7 +213,8 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
 
 
 def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: str,
-                             tensors_per_boundary: int = 1) -> dict[int, list[dict]]:
+                             tensors_per_boundary: int = 1,
+                             extra: list[dict] = ()) -> dict[int, list[dict]]:
     """Send/Receive MindSpore inserts on each stage under 1F1B, per stage index.
 
     Per boundary between stage ``s`` and ``s + 1`` (with ``v`` virtual stages: between chunk
@@ -221,7 +222,10 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
     stages), per micro-batch and per tensor crossing it:
     stage ``s`` has one forward Send and one backward Receive (the gradient), stage ``s + 1`` one
     forward Receive and one backward Send; each of shape ``boundary_shape`` (the per-device slice)
-    (``shared/docs/mindspore-dryrun.md``).
+    (``shared/docs/mindspore-dryrun.md``). Each side tensor of ``extra`` (``[{"shape",
+    "dtype"}]``: the record's ``boundary_extra``, an auxiliary loss passed on beside the
+    activation) adds the same four rows at its own slice shape and dtype (checked in the
+    dry-run: ``tests/test_pipeline_side_tensor.py``).
 
     Returns:
         ``{stage: [{"type", "pass", "shape", "dtype", "count"}]}``.
@@ -236,8 +240,10 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
         for stage, kinds in ((c % p, (("Send", "forward"), ("Receive", "backward"))),
                              ((c + 1) % p, (("Receive", "forward"), ("Send", "backward")))):
             for kind, phase in kinds:
-                out[stage].append({"type": kind, "pass": phase, "shape": list(boundary_shape),
-                                   "dtype": dtype, "count": n})
+                for shape, dt in [(boundary_shape, dtype)] + [(x["shape"], x["dtype"])
+                                                              for x in extra]:
+                    out[stage].append({"type": kind, "pass": phase, "shape": list(shape),
+                                       "dtype": dt, "count": n})
     return out
 
 

@@ -21,7 +21,7 @@ from .errors import PipelinePlanningError
 from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
-from .stages import (block_of_ops, boundary_slice, bytes_per_element, links_of, optimizer_sharded,
+from .stages import (block_of_ops, crossing_slices, bytes_per_element, links_of, optimizer_sharded,
                      recomputed_on_later_stages, reshape_borders, weight_dependent)
 
 
@@ -94,7 +94,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
     Returns:
         The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
         ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
-        ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``) and
+        ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``),
+        ``boundary_extra`` (the side tensors crossing the stage boundary beside it, ``[{"shape",
+        "dtype"}]``, only when there are some: :func:`~smsg_ms.planner.stages.crossing_slices`) and
         ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
         when optimizer sharding is on (:func:`~smsg_ms.planner.stages.optimizer_sharded`),
         ``{}`` otherwise: one :class:`PipelineRecord`);
@@ -369,7 +371,7 @@ class PipelineRecord:
     result (stages, micro-batches, stage and recompute per block, optimizer sharding, predicted
     per-stage seconds and bytes: :meth:`smsg_ms.search.pipeline.PipelinePlan.as_plan_dict`) and
     what the stage plan adds (global batch, candidates evaluated, the parameters optimizer
-    sharding shards, the tensor sent between stages, the decisions recomputed on later stages,
+    sharding shards, the tensors sent between stages, the decisions recomputed on later stages,
     the per-stage memory limit the stage plan was solved under). :meth:`as_plan_dict` is
     :attr:`smsg_ms.plan.Plan.pipeline` (the plan file's ``pipeline`` object)."""
 
@@ -379,6 +381,7 @@ class PipelineRecord:
     optimizer_sharded: dict
     boundary_shape: list | None = None
     boundary_dtype: str | None = None
+    boundary_extra: list | None = None
     recomputed_on: dict | None = None
     stage_plan_memory_limit: float | None = None
     split_blocks: dict | None = None
@@ -403,8 +406,9 @@ class PipelineRecord:
             names = search["stage_of_block"]
             stage_of = list(names.values())
             bounds = [i for i, (a, c) in enumerate(zip(stage_of, stage_of[1:])) if c > a]
-            shape, dtype = boundary_slice(stage, bounds[0])
+            (shape, dtype), *side = crossing_slices(stage, bounds[0])
             extra = dict(boundary_shape=shape, boundary_dtype=dtype,
+                         boundary_extra=[{"shape": sh, "dtype": dt} for sh, dt in side] or None,
                          recomputed_on=recomputed_on_later_stages(stage, stage_of),
                          split_blocks=split_blocks_of(stage.graph) or None)
         return cls(search, global_batch,
@@ -421,6 +425,8 @@ class PipelineRecord:
         if self.boundary_shape is not None:
             out.update(boundary_shape=self.boundary_shape, boundary_dtype=self.boundary_dtype,
                        recomputed_on=self.recomputed_on)
+        if self.boundary_extra:
+            out["boundary_extra"] = self.boundary_extra
         if self.stage_plan_memory_limit is not None:
             out["stage_plan_memory_limit"] = self.stage_plan_memory_limit
         if self.split_blocks:

@@ -72,10 +72,46 @@ def block_of_ops(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     it runs with (:mod:`.border_tails`: Swin's ``downsample`` with the next layer)."""
     names, block = chain_blocks(graph)
     if not any(op.type == "Reshape" for op in graph.ops):
-        return names, block
+        return names, not_before_inputs(graph, block)
     sent = weight_dependent(graph)
     found = tails(graph, names, block, sent, reshape_borders(graph, block, sent))
-    return names, (moved(block, found) if found else block)
+    return names, not_before_inputs(graph, moved(block, found) if found else block)
+
+
+def not_before_inputs(graph: OpGraph, block: dict[int, int]) -> dict[int, int]:
+    """``block`` (op id → block index) with every operator moved to the latest block of the
+    operators whose outputs it reads, where that is later: MindSpore runs an operator of no
+    stage's cell on the largest stage of its inputs (``shared/docs/mindspore-dryrun.md``).
+    MindSpore's order can put an operator outside the blocks between two operators of an
+    earlier block (mindformers' Qwen3-MoE: the LM loss, ``model.loss``, between the first MoE
+    layer's auxiliary-loss operators), which :func:`chain_blocks` alone gives that block.
+    An operator computed from parameters and constants alone (the output layer's weight Cast)
+    or from data inputs and constants alone (the loss's label mask) then runs with its first
+    reader, where that is later: neither tensor is sent between stages (checked in the dry-run
+    on Qwen3-MoE, 2 stages: the LM loss's label operators run on the last stage, and the
+    head's weight Cast is not sent)."""
+    out = dict(block)
+    sources: dict[str, frozenset] = {}  # tensor → kinds of the network's tensors it is made of
+    for op in graph.ops:
+        kinds = frozenset().union(*(sources.get(n, frozenset({graph.tensors[n].kind}))
+                                    for n in op.inputs)) & {"input", "parameter"}
+        sources.update((n, kinds) for n in op.outputs)
+    own = {op.id for op in graph.ops
+           if op.outputs and not {"input", "parameter"} <= sources[op.outputs[0]]}
+    changed = True
+    while changed:                     # one pass when graph.ops is in topological order
+        changed = False
+        for op in graph.ops:
+            latest = max((out[q] for q in (graph.tensors[n].producer for n in op.inputs)
+                          if q is not None), default=out[op.id])
+            if latest > out[op.id]:
+                out[op.id] = latest
+                changed = True
+    for op in reversed(graph.ops):
+        if op.id in own:
+            readers = [out[c] for n in op.outputs for c in graph.tensors[n].consumers]
+            out[op.id] = max(out[op.id], min(readers, default=out[op.id]))
+    return out
 
 
 def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
@@ -212,7 +248,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     :data:`~smsg_ms.cost.pipeline.SELECTIVE_TYPES` without forward collectives.
     Parameters: one :class:`ParamSlice` per parameter from the layout its first consumer needs.
     Output bytes: the per-device slices (producer's layout) of the tensors the block produces and
-    a later block reads; input bytes: those of the tensors it reads from earlier blocks.
+    a later block reads; input bytes: those of the tensors it reads from earlier blocks; with
+    more than one, each tensor's bytes too (``output_sizes`` / ``input_sizes``: one Send each).
     ``structure``: ``(block_of_ops(graph), weight_dependent(graph))`` when already known.
     """
     graph, model = sol.graph, sol.model
@@ -278,15 +315,27 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     for name, (i, prm) in parameter_slices(sol, _known=(block, cost_of)).items():
         params[i][name] = prm
     out_b, in_b = [0.0] * n, [0.0] * n
+    out_parts: list[list[float]] = [[] for _ in range(n)]
+    in_parts: list[list[float]] = [[] for _ in range(n)]
     for name, (i, j), nbytes in boundary_tensors(sol, _known=(block, cost_of), _sent=sent):
         out_b[i] += nbytes
         in_b[j] += nbytes
+        out_parts[i].append(nbytes)
+        in_parts[j].append(nbytes)
     for i in reshape_borders(graph, block, sent):
         out_b[i] = math.inf            # no stage may end there: the cut search avoids it
+        out_parts[i] = []
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
                       tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i],
-                      selective_seconds=sel_fwd[i], selective_bytes=sel_act[i])
+                      selective_seconds=sel_fwd[i], selective_bytes=sel_act[i],
+                      output_sizes=several(out_parts[i]), input_sizes=several(in_parts[i]))
             for i in range(n)]
+
+
+def several(sizes: list[float]) -> tuple[float, ...]:
+    """``sizes`` as :attr:`LayerCost.output_sizes` keeps them: only when more than one tensor
+    crosses (one tensor is its total bytes)."""
+    return tuple(sizes) if len(sizes) > 1 else ()
 
 
 def _blocks_and_costs(sol: StageSolution, known=None) -> tuple[dict, dict]:
@@ -421,22 +470,44 @@ def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
     """Per-device slice shape and dtype of the (first) tensor computed from trained weights that
     crosses from block ``boundary`` to a later block, under the producer's layout: what MindSpore
-    Sends between stages."""
+    Sends between stages (the first of :func:`crossing_slices`)."""
+    return crossing_slices(sol, boundary)[0]
+
+
+def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], str]]:
+    """Per-device slice shape and dtype of every tensor computed from trained weights
+    (:func:`weight_dependent`) that a stage ending after block ``boundary`` passes on: produced
+    in a block up to ``boundary``, read by a later one, under the producer's layout. First the
+    main one (the first such output of block ``boundary`` itself, the activation), then the
+    side tensors in graph order (mindformers' MoE layers pass the router's auxiliary loss
+    ``extra_loss`` from layer to layer beside the hidden state). MindSpore inserts a Send and
+    a Receive for each (checked in the dry-run: ``tests/test_pipeline_side_tensor.py``).
+
+    Raises:
+        PipelinePlanningError: block ``boundary`` passes no tensor to a later block.
+    """
     graph = sol.graph
     _, block = block_of_ops(graph)
     cost_of = chosen_costs(sol.variables, sol.choice)
     sent = weight_dependent(graph)
+    main, side = None, []
     for op in graph.ops:
-        if block[op.id] != boundary:
+        if block[op.id] > boundary:
             continue
         for k, name in enumerate(op.outputs):
             t = graph.tensors[name]
             if name in sent and any(block[c] > boundary for c in t.consumers):
-                return list(slice_shape(t.shape, cost_of[op.id].out_layouts[k])), t.dtype
-    raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
+                item = (list(slice_shape(t.shape, cost_of[op.id].out_layouts[k])), t.dtype)
+                if main is None and block[op.id] == boundary:
+                    main = item
+                else:
+                    side.append(item)
+    if main is None:
+        raise PipelinePlanningError(f"block {boundary} passes no tensor to a later block")
+    return [main] + side
 
 
-__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

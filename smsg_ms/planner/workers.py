@@ -63,6 +63,7 @@ def _layer_dict(layer) -> dict:
             "hidden_sync_seconds": layer.hidden_sync_seconds,
             "selective_seconds": layer.selective_seconds,
             "selective_bytes": layer.selective_bytes,
+            "output_sizes": list(layer.output_sizes), "input_sizes": list(layer.input_sizes),
             "params": [[p.elements, p.first_axis, p.replicas, p.full_bytes, p.parallel_optimizer,
                         [list(x) for x in p.span]] for p in layer.params]}
 
@@ -77,7 +78,9 @@ def _layer_of(d: dict):
                            for e, f, r, b, o, *sp in d["params"]), d["name"],
                      d.get("hidden_sync_seconds", 0.0),
                      selective_seconds=d.get("selective_seconds", 0.0),
-                     selective_bytes=d.get("selective_bytes", 0.0))
+                     selective_bytes=d.get("selective_bytes", 0.0),
+                     output_sizes=tuple(d.get("output_sizes", ())),
+                     input_sizes=tuple(d.get("input_sizes", ())))
 
 
 def _finite(x) -> bool:

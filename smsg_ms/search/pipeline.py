@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..cost.pipeline import (MIXED_PRECISION_ADAM, SELECTIVE, LayerCost, Links, bubble_fraction, chunks_cost,
+from ..cost.pipeline import (MIXED_PRECISION_ADAM, transfer_seconds, SELECTIVE, LayerCost, Links, bubble_fraction, chunks_cost,
                              level_rank, optimizer_level, parameter_memory, step_slots,
                              super_step_seconds)
 
@@ -194,8 +194,10 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
 
     # a border's Send and its paired Receive (the gradient back) are two transfers of the same
     # tensor on the stage's chain (cost.pipeline.border_seconds)
-    out_send = np.array([2 * links.send_seconds(x.output_bytes) for x in layers])
-    in_send = np.array([2 * links.send_seconds(x.input_bytes) for x in layers])
+    out_send = np.array([2 * transfer_seconds(links, x.output_bytes, x.output_sizes)
+                         for x in layers])
+    in_send = np.array([2 * transfer_seconds(links, x.input_bytes, x.input_sizes)
+                        for x in layers])
     # sends[i, j] = (out_send[j - 1] if j < L else 0) + (in_send[i] if i > 0 else 0), i < j
     out_col = np.zeros(L + 1)
     out_col[1:L] = out_send[:L - 1]
