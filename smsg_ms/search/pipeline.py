@@ -193,10 +193,11 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     options = [recompute_options(kinds, row, memo) for row in uniq]
 
     # a border's Send and its paired Receive (the gradient back) are two transfers of the same
-    # tensor on the stage's chain (cost.pipeline.border_seconds)
-    out_send = np.array([2 * transfer_seconds(links, x.output_bytes, x.output_sizes)
+    # tensor on the stage's chain, one with Links.paired_transfers (cost.pipeline.border_seconds)
+    per_border = 1 if links.paired_transfers else 2
+    out_send = np.array([per_border * transfer_seconds(links, x.output_bytes, x.output_sizes)
                          for x in layers])
-    in_send = np.array([2 * transfer_seconds(links, x.input_bytes, x.input_sizes)
+    in_send = np.array([per_border * transfer_seconds(links, x.input_bytes, x.input_sizes)
                         for x in layers])
     # sends[i, j] = (out_send[j - 1] if j < L else 0) + (in_send[i] if i > 0 else 0), i < j
     out_col = np.zeros(L + 1)
