@@ -24,11 +24,26 @@ def canonical_hardware(name: str) -> str:
     return ALIASES.get(str(name).lower(), name)
 
 
+class WholeWordsHelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped at spaces only: a choice, preset or file pattern is never cut at
+    a hyphen or inside (argparse's ``textwrap`` does both by default)."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False,
+                             break_on_hyphens=False)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with one-line usage errors (the house rule for bad input), each pointing at the
     ``--help`` of the (sub)command it concerns: an unknown flag after a subcommand is reported by
     that subcommand's parser (argparse's own reports it from the top parser, whose help does not
-    list the flags)."""
+    list the flags). Help is wrapped by :class:`WholeWordsHelpFormatter`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", WholeWordsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"smsg-ms: error: {message} (see '{self.prog} --help')\n")

@@ -70,15 +70,36 @@ def working(label: str, json_mode: bool = False):
             yield
 
 
+def wrap_whole_words(text: str, width: int) -> list[str]:
+    """``text``'s lines wrapped at spaces to ``width`` columns, never inside a word: a name
+    longer than ``width`` stays whole on its own line (rich folds it; ``textwrap`` with
+    ``break_long_words`` and ``break_on_hyphens`` off does not)."""
+    import textwrap
+
+    return [part for line in text.split("\n")
+            for part in (textwrap.wrap(line, max(width, 1), break_long_words=False,
+                                       break_on_hyphens=False) or [""])]
+
+
 def console():
     """A ``rich`` console whose closed stdout raises ``BrokenPipeError`` (to :func:`main`,
-    which exits 0) instead of rich's default ``SystemExit(1)``."""
+    which exits 0) instead of rich's default ``SystemExit(1)``. Off a terminal (a pipe, a
+    file) a line of text is wrapped at spaces only (:func:`wrap_whole_words`): rich would fold
+    a name longer than the width in two; tables are rich's own."""
     from rich.console import Console
 
     class PipeConsole(Console):
         def on_broken_pipe(self) -> None:
             self.quiet = True
             raise BrokenPipeError("stdout closed")
+
+        def print(self, *objects, **kwargs):
+            if self.is_terminal or len(objects) != 1 or not isinstance(objects[0], str) \
+                    or set(kwargs) - {"markup", "highlight"}:
+                return super().print(*objects, **kwargs)
+            plain = self.render_str(objects[0], markup=kwargs.get("markup")).plain
+            for line in wrap_whole_words(plain, self.width):
+                super().print(line, markup=False, highlight=False, soft_wrap=True)
 
     return PipeConsole()
 

@@ -133,3 +133,20 @@ def test_score_config_of_one_micro_batch(tmp_path):
                  "dp=2,tp=1,pp=1,micro_batch=4,global_batch=8"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "1 micro-batch on 2 devices per stage" in proc.stdout, proc.stdout
+
+
+# 10. in a pipe, text wraps between words, never inside a name
+
+def test_plan_hash_whole_in_a_narrow_pipe(tmp_path):
+    proc = smsg(["plan", "mlp", "--devices", "2", "--out", "p.plan.json"], tmp_path, columns=50)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    digest = json.loads((tmp_path / "p.plan.json").read_text())["content_hash"]
+    assert digest in proc.stdout.split(), proc.stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "compare", "score", "check"])
+def test_help_wraps_between_words(tmp_path, command):
+    """Every word of the help at 200 columns is whole at 60 (argparse cut the file pattern of
+    ``plan --out`` at a hyphen: ``[-`` / ``mem<GiB>]``)."""
+    wide, narrow = (smsg([command, "--help"], tmp_path, columns=c).stdout for c in (200, 60))
+    assert set(wide.split()) - set(narrow.split()) == set(), narrow
