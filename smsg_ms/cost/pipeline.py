@@ -157,6 +157,9 @@ class LayerCost:
             ``input_bytes`` when more than one crosses (a side tensor beside the activation:
             mindformers' MoE auxiliary loss); MindSpore Sends each on its own
             (:func:`transfer_seconds`). Empty: one tensor.
+        shared: ``(parameter name, per-device slice bytes)`` of each parameter the layer reads
+            that another layer of the chain reads too (a tied embedding table): read on two
+            stages, it is sent between them once per step (:func:`shared_parameter_seconds`).
     """
 
     forward_seconds: float
@@ -171,6 +174,26 @@ class LayerCost:
     selective_bytes: float = 0.0
     output_sizes: tuple[float, ...] = ()
     input_sizes: tuple[float, ...] = ()
+    shared: tuple[tuple[str, float], ...] = ()
+
+
+def shared_parameter_seconds(layers, chunks, links: "Links") -> float:
+    """Once per step, seconds of the transfers of the parameters the chunks ``[(start, stop),
+    ...]`` of the chain share with layers outside them (:attr:`LayerCost.shared`): MindSpore's
+    ``PipelineTransformer::HandleSharedParameter`` (``pipeline_transformer.cc``) has the first
+    stage reading a parameter Send it (its per-device slice) once per step to every other stage
+    reading it, which Receives it; the gradient goes back the same way. A stage holding some but
+    not all of a parameter's readers pays two transfers (:meth:`Links.send_seconds`); exact for
+    a parameter read on two stages (a first stage that sends to several other stages pays
+    one pair, not one per stage). Checked in the dry-run: ``tests/test_pipeline_tied_stages.py``."""
+    held = {i for start, stop in chunks for i in range(start, stop)}
+    readers: dict[str, tuple[float, set]] = {}
+    for i, layer in enumerate(layers):
+        for name, nbytes in layer.shared:
+            readers.setdefault(name, (nbytes, set()))[1].add(i)
+    whole = replace(links, send_split=1)       # a parameter's slice is sent whole
+    return sum(2 * whole.send_seconds(nbytes) for nbytes, at in readers.values()
+               if at & held and not at <= held)
 
 
 def transfer_seconds(links: "Links", nbytes: float, sizes: tuple[float, ...] = ()) -> float:
@@ -467,6 +490,8 @@ def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding,
     if micro_batches == 1 and not any(on):
         g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
     g += sum(links.update_seconds(prm, b, sh) for prm, sh in zip(params, on))
+    if any(x.shared for x in part):
+        g += shared_parameter_seconds(layers, chunks, links)
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
     memory["activation"] = in_flight(stage, stages, virtual_stages) * kept + work

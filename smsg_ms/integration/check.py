@@ -306,13 +306,15 @@ def stage_loss_collectives(inserted: list[dict]) -> set[int]:
 
 def compare_point_to_point(plan: Plan, stage: int, inserted: list[dict]) -> list[PointToPointRow]:
     """Send/Receive rows: predicted by :func:`smsg_ms.integration.pipeline.predicted_point_to_point`
-    from the record's boundary slice and side tensors (``boundary_extra``), inserted as MindSpore put them (``out_shape``)."""
+    from the record's boundary slice, side tensors (``boundary_extra``) and parameters read on
+    several stages (``shared_parameters``), inserted as MindSpore put them (``out_shape``)."""
     from .pipeline import predicted_point_to_point
 
     rec = plan.pipeline
     want = predicted_point_to_point(rec, rec.get("boundary_shape", []),
                                     rec.get("boundary_dtype", "float32"),
-                                    extra=rec.get("boundary_extra", []))
+                                    extra=rec.get("boundary_extra", []),
+                                    shared=rec.get("shared_parameters", []))
     pc = Counter()
     for w in want[stage]:
         pc[(w["type"], w["pass"], tuple(w["shape"]), w["dtype"])] += w["count"]

@@ -214,7 +214,8 @@ def pipeline_train_cell(net_with_loss, optimizer, pipeline: dict):
 
 def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: str,
                              tensors_per_boundary: int = 1,
-                             extra: list[dict] = ()) -> dict[int, list[dict]]:
+                             extra: list[dict] = (),
+                             shared: list[dict] = ()) -> dict[int, list[dict]]:
     """Send/Receive MindSpore inserts on each stage under 1F1B, per stage index.
 
     Per boundary between stage ``s`` and ``s + 1`` (with ``v`` virtual stages: between chunk
@@ -225,7 +226,13 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
     (``shared/docs/mindspore-dryrun.md``). Each side tensor of ``extra`` (``[{"shape",
     "dtype"}]``: the record's ``boundary_extra``, an auxiliary loss passed on beside the
     activation) adds the same four rows at its own slice shape and dtype (checked in the
-    dry-run: ``tests/test_pipeline_side_tensor.py``).
+    dry-run: ``tests/test_pipeline_side_tensor.py``). Each parameter of ``shared`` (``[{"shape",
+    "dtype", "stages"}]``: the record's ``shared_parameters``, read on several stages) is sent
+    once per step, not per micro-batch, at its per-device slice: the first of its stages has one
+    forward Send and one backward Receive (its gradient) per other stage, each other stage one
+    forward Receive and one backward Send (MindSpore 2.10
+    ``PipelineTransformer::HandleSharedParameter``, ``pipeline_transformer.cc``; checked in the
+    dry-run: ``tests/test_pipeline_tied_stages.py``).
 
     Returns:
         ``{stage: [{"type", "pass", "shape", "dtype", "count"}]}``.
@@ -244,6 +251,14 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
                                                               for x in extra]:
                     out[stage].append({"type": kind, "pass": phase, "shape": list(shape),
                                        "dtype": dt, "count": n})
+    for prm in shared:
+        first, *others = prm["stages"]
+        for other in others:
+            for stage, kinds in ((first, (("Send", "forward"), ("Receive", "backward"))),
+                                 (other, (("Receive", "forward"), ("Send", "backward")))):
+                for kind, phase in kinds:
+                    out[stage].append({"type": kind, "pass": phase, "shape": list(prm["shape"]),
+                                       "dtype": prm["dtype"], "count": 1})
     return out
 
 

@@ -99,7 +99,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         "dtype"}]``, only when there are some: :func:`~smsg_ms.planner.stages.crossing_slices`) and
         ``optimizer_sharded``: ``{parameter: shard count}`` of the parameters MindSpore shards
         when optimizer sharding is on (:func:`~smsg_ms.planner.stages.optimizer_sharded`),
-        ``{}`` otherwise: one :class:`PipelineRecord`);
+        ``{}`` otherwise; ``shared_parameters``: the parameters read on more than one stage,
+        only when there are some: :func:`shared_across_stages`: one :class:`PipelineRecord`);
         ``totals`` as :func:`pipelined_totals` (``step_seconds`` = the super-step).
 
     Raises:
@@ -385,6 +386,7 @@ class PipelineRecord:
     recomputed_on: dict | None = None
     stage_plan_memory_limit: float | None = None
     split_blocks: dict | None = None
+    shared_parameters: list | None = None
 
     @classmethod
     def of(cls, best, results: list, stage, global_batch: int,
@@ -410,7 +412,8 @@ class PipelineRecord:
             extra = dict(boundary_shape=shape, boundary_dtype=dtype,
                          boundary_extra=[{"shape": sh, "dtype": dt} for sh, dt in side] or None,
                          recomputed_on=recomputed_on_later_stages(stage, stage_of),
-                         split_blocks=split_blocks_of(stage.graph) or None)
+                         split_blocks=split_blocks_of(stage.graph) or None,
+                         shared_parameters=shared_across_stages(stage, stage_of) or None)
         return cls(search, global_batch,
                    best.candidates + sum(r.candidates for r in results if r is not best),
                    optimizer_sharded(stage) if best.optimizer_sharding else {},
@@ -431,7 +434,24 @@ class PipelineRecord:
             out["stage_plan_memory_limit"] = self.stage_plan_memory_limit
         if self.split_blocks:
             out["split_blocks"] = self.split_blocks
+        if self.shared_parameters:
+            out["shared_parameters"] = self.shared_parameters
         return out
+
+
+def shared_across_stages(stage, stage_of: list[int]) -> list[dict]:
+    """The record's ``shared_parameters``: ``[{"name", "shape" (per-device slice), "dtype",
+    "stages" (sorted, at least two)}]`` of the parameters of the stage plan ``stage`` read on
+    more than one stage when block ``i`` runs on stage ``stage_of[i]``
+    (:func:`~smsg_ms.planner.stages.shared_parameters`), in graph order."""
+    from .stages import shared_parameters
+
+    out = []
+    for name, (blocks, shape, dtype, _) in shared_parameters(stage).items():
+        stages = sorted({int(stage_of[i]) for i in blocks})
+        if len(stages) > 1:
+            out.append({"name": name, "shape": shape, "dtype": dtype, "stages": stages})
+    return out
 
 
 def split_blocks_of(graph) -> dict[str, dict[str, str]]:

@@ -322,13 +322,18 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
         in_b[j] += nbytes
         out_parts[i].append(nbytes)
         in_parts[j].append(nbytes)
+    shared: list[list[tuple[str, float]]] = [[] for _ in range(n)]
+    for name, (at, shape, dtype, nbytes) in shared_parameters(sol, _known=(block, cost_of)).items():
+        for i in at:
+            shared[i].append((name, nbytes))
     for i in reshape_borders(graph, block, sent):
         out_b[i] = math.inf            # no stage may end there: the cut search avoids it
         out_parts[i] = []
     return [LayerCost(fwd[i], bwd[i], act[i], in_b[i], out_b[i],
                       tuple(params[i][k] for k in sorted(params[i])), names[i], hidden[i],
                       selective_seconds=sel_fwd[i], selective_bytes=sel_act[i],
-                      output_sizes=several(out_parts[i]), input_sizes=several(in_parts[i]))
+                      output_sizes=several(out_parts[i]), input_sizes=several(in_parts[i]),
+                      shared=tuple(shared[i]))
             for i in range(n)]
 
 
@@ -365,6 +370,31 @@ def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, Pa
                                                       t.parallel_optimizer,
                                                       layout.replica_span()))
     return out
+
+
+def shared_parameters(sol: StageSolution, _known=None) -> dict[str, tuple]:
+    """The parameters of a stage solution read in more than one block of the chain (a tied
+    embedding table read by the embedding and the output head): ``{name: (block indices
+    reading it (sorted tuple), per-device slice shape (list), dtype, slice bytes)}`` in graph
+    order, the slice under the layout of its first consumer (MindSpore gives a parameter one
+    layout). On two stages, MindSpore Sends it between them once per step
+    (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds`). ``{}`` where none is."""
+    graph = sol.graph
+    block, cost_of = _blocks_and_costs(sol, _known)
+    at: dict[str, set] = {}
+    first: dict[str, tuple] = {}
+    for op in graph.ops:
+        for idx, name in enumerate(op.inputs):
+            t = graph.tensors[name]
+            if t.kind != "parameter":
+                continue
+            at.setdefault(name, set()).add(block[op.id])
+            if name not in first:
+                sl = list(slice_shape(t.shape, cost_of[op.id].in_layouts[idx]))
+                whole = int(prod(t.shape)) if t.shape else 1
+                first[name] = (sl, t.dtype, float(t.nbytes or 0) * int(prod(sl)) / whole)
+    return {name: (tuple(sorted(at[name])),) + first[name] for name in first
+            if len(at[name]) > 1}
 
 
 def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
@@ -509,5 +539,5 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
 
 __all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
-           "parameter_slices", "recomputed_on_later_stages", "slice_shape", "solve_stage",
+           "parameter_slices", "recomputed_on_later_stages", "shared_parameters", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]
