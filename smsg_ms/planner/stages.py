@@ -373,7 +373,7 @@ def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, Pa
 
 
 def shared_parameters(sol: StageSolution, _known=None) -> dict[str, tuple]:
-    """The parameters of a stage solution read in more than one block of the chain (a tied
+    """The trained parameters of a stage solution read in more than one block of the chain (a tied
     embedding table read by the embedding and the output head): ``{name: (block indices
     reading it (sorted tuple), per-device slice shape (list), dtype, slice bytes)}`` in graph
     order, the slice under the layout of its first consumer (MindSpore gives a parameter one
@@ -386,7 +386,7 @@ def shared_parameters(sol: StageSolution, _known=None) -> dict[str, tuple]:
     for op in graph.ops:
         for idx, name in enumerate(op.inputs):
             t = graph.tensors[name]
-            if t.kind != "parameter":
+            if t.kind != "parameter" or not t.requires_grad:
                 continue
             at.setdefault(name, set()).add(block[op.id])
             if name not in first:
