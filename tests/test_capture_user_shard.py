@@ -174,3 +174,24 @@ def test_pipelined_plans_keep_own_strategies_unless_replaced(shared_capture):
     assert anew.strategies == plan(bare).strategies
     assert all(anew.strategies[m] != USER for m in mms)
     assert not any("own shard()" in n for d in anew.decisions for n in d.notes)
+
+
+def test_a_tuple_input_layout_for_eight_devices_captures_on_one():
+    """``user_shard.concat_for_eight``: a Concat laid out with a tuple of ``Layout`` objects
+    over 8 devices (one per tuple element, as mindformers' MTP ``concat`` at ``dp = 8``).
+    MindSpore refused it on the capture's one device before the fix ("The configured
+    device_matrix ... accumulate value 8 dose not equal to the device number in one stage
+    1"): its layouts now pass over a device matrix of ones, as single layouts do; the
+    capture has the global shapes and names the primitive in its warning, and the layouts
+    the network fixes are recorded as written (one per tuple element, 8 devices)."""
+    import json
+
+    from smsg_ms.cost.kept_layout import KEPT_LAYOUT_ATTR
+
+    graph = capture_network("smsg_ms.networks.user_shard:concat_for_eight")
+    (cat,) = [op for op in graph.ops if op.type == "Concat"]
+    assert cat.prim_path == "concat"
+    assert graph.tensors[cat.outputs[0]].shape == (B, 2 * K)
+    assert any("shard()" in w and "concat" in w for w in graph.warnings), graph.warnings
+    kept = json.loads(cat.attrs[KEPT_LAYOUT_ATTR])
+    assert [(v["device_matrix"], v["tensor_map"]) for v in kept] == [([8, 1], [1, -1])] * 2

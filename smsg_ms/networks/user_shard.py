@@ -98,3 +98,28 @@ def blocks(batch: int = 16, dim: int = 32, layers: int = 2, own: bool = True):
             return self.relu(self.mm(x, self.w))
 
     return {"net": chain([Block(i) for i in range(layers)]), "inputs": (ms.Tensor(np.ones((batch, dim), np.float32)),)}
+
+
+def concat_for_eight(batch: int = 16, k: int = 32):
+    """``y = Concat((x, x), axis=-1)`` whose Concat (path ``concat``) fixes its own layout
+    (``self_define_shard``) with a tuple of ``Layout`` objects over 8 devices,
+    ``Layout((8, 1), ("dp", "mp"))("dp", "None")`` for each input and the output, as
+    mindformers' multi-token prediction lays out its ``concat`` (``multi_token_prediction.py``)
+    at its data-parallel size. ``x (batch, k)``."""
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.ops.auto_generate import Concat
+    from mindspore.parallel import Layout
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            layout = Layout((8, 1), ("dp", "mp"))
+            self.concat = Concat(axis=-1).add_prim_attr("self_define_shard", True)
+            self.concat.shard(in_strategy=((layout("dp", "None"), layout("dp", "None")),),
+                              out_strategy=(layout("dp", "None"),))
+
+        def construct(self, x):
+            return self.concat((x, x))
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, k), np.float32)),)}

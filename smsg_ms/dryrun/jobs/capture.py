@@ -73,7 +73,7 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
 
     def layout_cuts(value) -> bool:  # shard() with Layouts: a device matrix of several devices
         return isinstance(value, (tuple, list)) and any(
-            isinstance(v, dict) and cuts(v.get("device_matrix")) for v in value)
+            isinstance(v, dict) and cuts(v.get("device_matrix")) for v in _flat(value))
 
     multi = {path: prim for path, prim in prims.items()
              if any(cuts(prim.attrs.get(a)) for a in ("in_strategy", "out_strategy"))}
@@ -94,9 +94,7 @@ def drop_multi_device_shards(prims: dict) -> list[str]:
         prim = prims[path]
         for attr in ("in_layout", "out_layout"):
             if prim.attrs.get(attr) is not None:
-                prim.add_prim_attr(attr, tuple(
-                    dict(v, device_matrix=tuple(1 for _ in v["device_matrix"]))
-                    if isinstance(v, dict) else v for v in prim.attrs[attr]))
+                prim.add_prim_attr(attr, tuple(_ones(v) for v in prim.attrs[attr]))
     return sorted(clear_strategies(multi) + laid)
 
 
@@ -113,6 +111,15 @@ def own_strategies(prims: dict) -> dict[str, str]:
                 and any(int(c) > 1 for part in strategy for c in part)):
             out[path] = json.dumps([[int(c) for c in part] for part in strategy])
     return out
+
+
+def _ones(value):
+    """A layout entry (or a tuple input's entries) over a device matrix of ones."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_ones(v) for v in value)
+    if isinstance(value, dict):
+        return dict(value, device_matrix=tuple(1 for _ in value["device_matrix"]))
+    return value
 
 
 def _flat(layouts) -> list:
