@@ -13,10 +13,18 @@ Hand derivation on a latency-only link (bandwidth infinite, latency 1 s: every t
 * read by layers 0 and 2 on stages 0, 1, 2: stage 0 and 2 one pair each (2 s), stage 1 none;
 * read by layers 0, 1, 3 on 4 stages: 4 s, 2 s, 0, 2 s;
 * read by layers 0, 2 with layers 0-1 on stage 0 and 2 on stage 1: 2 s each (two stages).
+
+Dry-run (:func:`test_four_stages_match_mindspore`): ``smsg_ms.networks.tied_stages`` with 4
+blocks on 4 stages of 2 devices, block 1 reading the table too (``tied_block=1``): the table is
+read on stages 0, 1 and 3. MindSpore's compile inserts its slice 2 + 2 times on stage 0 (a
+forward Send and a backward Receive per other reading stage), 1 + 1 on stages 1 and 3, none on
+stage 2: the transfers the price counts.
 """
 from __future__ import annotations
 
 import pytest
+
+import functools
 
 from smsg_ms.cost.pipeline import LayerCost, Links, chunks_cost, shared_parameter_seconds
 
@@ -58,3 +66,30 @@ def test_interleaved_stage_holding_two_readers():
     apart = _chain(4, {0, 3})
     assert shared_parameter_seconds(apart, [(0, 1), (2, 3)], LINKS, stage_of) == 2.0
     assert shared_parameter_seconds(apart, [(1, 2), (3, 4)], LINKS, stage_of) == 2.0
+
+
+@functools.lru_cache(maxsize=None)
+def _four_stages():
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.integration.pipeline import ranks_per_stage
+    from smsg_ms.planner import plan_network_pipelined
+
+    plan = plan_network_pipelined("smsg_ms.networks.tied_stages:build", 8, global_batch=16,
+                                  stages=4, micro_batches=4, layers=4, tied_block=1)
+    return plan, check_plan(plan, ranks_per_stage(8, 4))
+
+
+def test_four_stages_match_mindspore():
+    plan, report = _four_stages()
+    (prm,) = plan.pipeline["shared_parameters"]
+    assert prm["stages"] == [0, 1, 3]
+    assert list(plan.pipeline["stage_of_block"].values()) == [0, 1, 2, 3]
+    table = tuple(prm["shape"])
+    layers = _chain(4, {0, 1, 3})
+    for r in report.ranks:
+        assert r.error is None, r.error
+        assert all(row.ok for row in r.p2p), r.p2p
+        inserted = sum(row.inserted for row in r.p2p if row.key[2] == table)
+        priced = shared_parameter_seconds(layers, [(r.stage, r.stage + 1)], LINKS, [0, 1, 2, 3])
+        assert inserted == priced == [4, 2, 0, 2][r.stage], (r.stage, inserted, priced)
+    assert report.ok
