@@ -51,3 +51,17 @@ def test_unstaged_tied_cells_rejected_by_mindspore():
     del plan.pipeline["shared_parameter_cells"]
     report = check_plan(plan, [0])
     assert "end node of pipeline" in str(report.ranks[0].error)
+
+
+def test_builtin_gpt_pipelined_passes_check():
+    """The built-in ``gpt`` (head tied to the embedding, neither staged by the network) on 2
+    stages: the write-back stages ``embedding`` and ``head``; MindSpore compiles both stages and
+    every row matches (before, stage 0 was rejected: "can not find the end node of pipeline")."""
+    from smsg_ms.planner import plan_network_pipelined
+
+    plan = plan_network_pipelined("gpt", 8, global_batch=8, stages=2, micro_batches=2,
+                                  layers=4, hidden=64, heads=4, vocab=256, seq=32)
+    assert plan.pipeline["shared_parameter_cells"] == {"embedding": 0, "head": 1}
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert all(r.error is None for r in report.ranks), [r.error for r in report.ranks]
+    assert report.ok
