@@ -177,23 +177,36 @@ class LayerCost:
     shared: tuple[tuple[str, float], ...] = ()
 
 
-def shared_parameter_seconds(layers, chunks, links: "Links") -> float:
+def shared_parameter_seconds(layers, chunks, links: "Links", stage_of=None) -> float:
     """Once per step, seconds of the transfers of the parameters the chunks ``[(start, stop),
     ...]`` of the chain share with layers outside them (:attr:`LayerCost.shared`): MindSpore's
     ``PipelineTransformer::HandleSharedParameter`` (``pipeline_transformer.cc``) has the first
     stage reading a parameter Send it (its per-device slice) once per step to every other stage
-    reading it, which Receives it; the gradient goes back the same way. A stage holding some but
-    not all of a parameter's readers pays two transfers (:meth:`Links.send_seconds`); exact for
-    a parameter read on two stages (a first stage that sends to several other stages pays
-    one pair, not one per stage). Checked in the dry-run: ``tests/test_pipeline_tied_stages.py``."""
+    reading it, which Receives it; the gradient goes back the same way. Each pair is two
+    transfers (:meth:`Links.send_seconds`): a stage reading the parameter after the first pays
+    one pair, the first pays one per other stage reading it.
+
+    ``stage_of``: the stage of every layer (a list as long as ``layers``), which tells how many
+    stages read a parameter; ``None`` (a stage priced alone, the cut search's
+    :func:`stage_cost`): one pair for the first stage too, exact where two stages read it.
+    Checked in the dry-run: ``tests/test_pipeline_tied_stages.py``."""
     held = {i for start, stop in chunks for i in range(start, stop)}
     readers: dict[str, tuple[float, set]] = {}
     for i, layer in enumerate(layers):
         for name, nbytes in layer.shared:
             readers.setdefault(name, (nbytes, set()))[1].add(i)
     whole = replace(links, send_split=1)       # a parameter's slice is sent whole
-    return sum(2 * whole.send_seconds(nbytes) for nbytes, at in readers.values()
-               if at & held and not at <= held)
+    total = 0.0
+    for nbytes, at in readers.values():
+        if not at & held or at <= held:
+            continue
+        pairs = 1
+        if stage_of is not None:
+            reading = {stage_of[i] for i in at}
+            if stage_of[min(at & held)] == min(reading):    # the sender
+                pairs = len(reading) - 1
+        total += pairs * 2 * whole.send_seconds(nbytes)
+    return total
 
 
 def transfer_seconds(links: "Links", nbytes: float, sizes: tuple[float, ...] = ()) -> float:
@@ -461,11 +474,13 @@ def border_seconds(layers, start: int, stop: int, links: Links) -> float:
 
 def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding, links: Links,
                 bytes_per: dict | None = None, virtual_stages: int = 1,
-                micro_batches: int | None = None) -> StageCost:
+                micro_batches: int | None = None, stage_of=None) -> StageCost:
     """Cost of stage ``stage`` holding the chunks ``[(start, stop), ...]`` of the chain (one
     chunk, or ``v`` under the interleaved schedule): compute, recompute, the Sends and Receives
     at each chunk border and direction (:func:`border_seconds`), per-micro-batch optimizer collectives (level 2/3), gradient
-    synchronisation, memory with :func:`in_flight` micro-batches.
+    synchronisation, memory with :func:`in_flight` micro-batches. ``stage_of`` (every layer's
+    stage, where the whole cut is known) makes the price of parameters read on several stages
+    exact (:func:`shared_parameter_seconds`).
 
     Raises:
         ValueError: an empty chunk or stage index outside ``[0, stages)``.
@@ -491,7 +506,7 @@ def chunks_cost(layers, chunks, stage: int, stages: int, *, recompute, sharding,
         g = max(0.0, g - sum(x.hidden_sync_seconds for x in part))
     g += sum(links.update_seconds(prm, b, sh) for prm, sh in zip(params, on))
     if any(x.shared for x in part):
-        g += shared_parameter_seconds(layers, chunks, links)
+        g += shared_parameter_seconds(layers, chunks, links, stage_of)
     memory = parameter_memory(params, sharding, b)
     kept, work = stored_activation_bytes(part, recompute)
     memory["activation"] = in_flight(stage, stages, virtual_stages) * kept + work

@@ -95,6 +95,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     ``first_stage_cells`` (outside the blocks, reading trained weights before the first block:
     :func:`smsg_ms.planner.param_only.first_stage_cells`) take stage 0; left unstaged, MindSpore
     2.10 computes the first stage's parameter-only tensors once per micro-batch instead of once.
+    The cells of ``shared_parameter_cells`` (``{cell: stage}``: outside the blocks, reading a
+    parameter read on several stages, :func:`smsg_ms.planner.param_only.shared_parameter_cells`)
+    take their stage; left unstaged, MindSpore 2.10 rejects the pipeline.
 
     Returns:
         ``{cell path: stage}`` of the marked cells.
@@ -109,8 +112,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     split = pipeline.get("split_blocks", {})
     units = [u for cells_of in split.values() for u in cells_of]
     first = pipeline.get("first_stage_cells", [])
+    tied = pipeline.get("shared_parameter_cells", {})
     missing = sorted(n for n in list(stage_of) + list(recompute) + list(selective) + units
-                     + list(first) if n not in cells)
+                     + list(first) + list(tied) if n not in cells)
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
                                      f"{', '.join(missing[:5])}")
@@ -123,6 +127,9 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
         for cell in first:      # weights read before the first block: stage 0
             cells[cell].pipeline_stage = 0
             marked[cell] = 0
+        for cell, stage in tied.items():    # a parameter read on several stages
+            cells[cell].pipeline_stage = int(stage)
+            marked[cell] = int(stage)
     for name, on in sorted(recompute.items()):
         for cell, runs_with in sorted(split.get(name, {name: name}).items()):
             if recompute.get(runs_with, on) if cell != name else on:

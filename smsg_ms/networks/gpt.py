@@ -11,7 +11,9 @@ Shapes (elements): ``input_ids (batch, seq)`` int32 → logits ``(batch·seq, vo
 (``x @ W``, so column-parallel cuts the second axis, row-parallel the first); the embedding
 ``(vocab, hidden)`` (also the head), the position embedding ``(seq, hidden)``. Primitive names
 follow :mod:`smsg_ms.networks.llama` (``layers.3.attention.wq.matmul``) so that the configuration
-expansion of :mod:`smsg_ms.compare.configs` recognises the same roles on both.
+expansion of :mod:`smsg_ms.compare.configs` recognises the same roles on both; the embedding
+(``embedding.gather``) and the head (``head.lm_head``) are cells of their own, which a pipeline's
+write-back stages (:func:`smsg_ms.planner.param_only.shared_parameter_cells`).
 
 Raises:
     ValueError: ``hidden`` not a multiple of ``heads``.
@@ -100,25 +102,40 @@ def build(batch: int = 8, seq: int = 512, layers: int = 2, hidden: int = 1024, h
 
     layer_cell = decoder_layer(LayerNorm, Attention, FeedForward)
 
+    class Embedding(nn.Cell):      # its own cell, and the head's: a pipeline can stage them
+        def __init__(self):
+            super().__init__()
+            self.gather = ops.Gather()
+            self.add_position = ops.Add()
+
+        def construct(self, table, ids, pos):
+            return self.add_position(self.gather(table, ids, 0), pos)
+
+    class Head(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.lm_head = ops.MatMul(transpose_b=True)
+
+        def construct(self, h, table):                  # tied: reads the embedding table
+            return self.lm_head(h, table)
+
     class GPT(nn.Cell):
         def __init__(self):
             super().__init__()
             self.embedding_weight = param((vocab, hidden), "embedding_weight")
             self.position_weight = param((seq, hidden), "position_weight")
-            self.gather = ops.Gather()
-            self.add_position = ops.Add()
+            self.embedding = Embedding()
             self.reshape = ops.Reshape()
             self.layers = nn.CellList([layer_cell() for _ in range(layers)])
             self.norm_out = LayerNorm()
-            self.lm_head = ops.MatMul(transpose_b=True)      # tied: reads the embedding table
+            self.head = Head()
 
         def construct(self, input_ids):
-            h = self.add_position(self.gather(self.embedding_weight, input_ids, 0),
-                                  self.position_weight)
+            h = self.embedding(self.embedding_weight, input_ids, self.position_weight)
             h = self.reshape(h, (batch * seq, hidden))
             for layer in self.layers:
                 h = layer(h)
-            return self.lm_head(self.norm_out(h), self.embedding_weight)
+            return self.head(self.norm_out(h), self.embedding_weight)
 
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     return {"net": GPT(), "inputs": (ids,)}

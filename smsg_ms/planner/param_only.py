@@ -67,4 +67,39 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
     return sorted(c for c, read in out.items() if not read & later)
 
 
-__all__ = ["parameter_only", "first_stage_cells"]
+def shared_parameter_cells(graph: OpGraph, blocks: list[str], shared: set[str],
+                           stages: int) -> dict[str, int]:
+    """``{cell: stage}`` for the cells outside the repeated blocks that read a parameter of
+    ``shared`` (read on several pipeline stages: a tied embedding table), by primitive path as
+    :func:`first_stage_cells`: a cell reading it before the first block's first operator on
+    stage 0, after the last block's last operator on stage ``stages - 1`` (the embedding and
+    the tied head, staged as mindformers stages them). Left unstaged, MindSpore 2.10 rejects
+    the pipeline ("can not find the end node of pipeline" on stage 0; dry-run,
+    ``tests/test_pipeline_tied_unstaged.py``). An operator called on the network's root (the
+    built-in ``gpt``'s ``gather`` and ``lm_head``) has no cell to stage and is never one
+    (``Primitive.set_stage`` on it does not help MindSpore 2.10: observed in the dry-run).
+    ``{}`` where no such cell exists."""
+    out: dict[str, int] = {}
+    seen_block = False
+    after: dict[str, bool] = {}
+    for op in graph.ops:                    # topological order
+        path = op.prim_path or ""
+        inside = any(path == b or path.startswith(b + ".") for b in blocks)
+        if inside:
+            seen_block = True
+            after.clear()                   # not after the last block after all
+            continue
+        if "." not in path or not shared & set(op.inputs):
+            continue
+        cell = path.rsplit(".", 1)[0]
+        if any(b == cell or b.startswith(cell + ".") for b in blocks):
+            continue
+        if not seen_block:
+            out[cell] = 0
+        else:
+            after[cell] = True
+    out.update({cell: stages - 1 for cell in after})
+    return dict(sorted(out.items()))
+
+
+__all__ = ["parameter_only", "first_stage_cells", "shared_parameter_cells"]

@@ -362,6 +362,12 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         first = first_stage_cells(costs.graph(b), list(plan.pipeline["stage_of_block"]))
         if first:   # staged on stage 0 so that MindSpore merges the micro-batch copies there
             plan.pipeline["first_stage_cells"] = first
+        from .param_only import shared_parameter_cells
+        tied = shared_parameter_cells(
+            costs.graph(b), list(plan.pipeline["stage_of_block"]),
+            {p["name"] for p in plan.pipeline.get("shared_parameters", [])}, best.stages)
+        if tied:    # unstaged, MindSpore rejects a parameter read on several stages
+            plan.pipeline["shared_parameter_cells"] = tied
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     return plan.seal()
 

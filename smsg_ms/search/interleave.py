@@ -85,6 +85,7 @@ def cut_interleaved(layers: Sequence[LayerCost], stages: int, virtual: int, micr
     best = None
     for starts in chunk_cuts(L, p * v):
         bounds = list(starts) + [L]
+        stage_of = [c % p for c in range(p * v) for _ in range(bounds[c], bounds[c + 1])]
         worst, flags = 0.0, [False] * L
         for s in range(p):
             chunks = [(bounds[c], bounds[c + 1]) for c in range(s, p * v, p)]
@@ -94,7 +95,7 @@ def cut_interleaved(layers: Sequence[LayerCost], stages: int, virtual: int, micr
                 worst = math.inf
                 break
             cost = chunks_cost(layers, chunks, s, p, recompute=rc, sharding=sharding,
-                               links=links, bytes_per=b, virtual_stages=v)
+                               links=links, bytes_per=b, virtual_stages=v, stage_of=stage_of)
             worst = max(worst, slots * cost.micro_seconds + cost.grad_sync_seconds)
             idx = [i for a, c in chunks for i in range(a, c)]
             for i, f in zip(idx, rc):

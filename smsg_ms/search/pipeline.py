@@ -422,7 +422,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         rc = [flags[i] for a, c in chunks for i in range(a, c)]
         costs.append(chunks_cost(layers, chunks, s, p, recompute=rc, sharding=sh or False,
                                  links=links.for_stage(devices // p), bytes_per=bytes_per,
-                                 virtual_stages=v, micro_batches=m))
+                                 virtual_stages=v, micro_batches=m, stage_of=stage_of))
     names = list(layer_names) if layer_names is not None else [
         x.name or f"layer{i}" for i, x in enumerate(layers)]
     runner_up = None

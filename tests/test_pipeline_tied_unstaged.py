@@ -1,0 +1,67 @@
+"""A tied embedding whose cells the network leaves without a ``pipeline_stage`` (a user's
+network; the built-in ``gpt`` ties its head likewise): the write-back stages them as MindSpore
+needs, the embedding on the first stage and the head on the last
+(:func:`smsg_ms.planner.param_only.shared_parameter_cells`, the record's
+``shared_parameter_cells``).
+
+Network: ``smsg_ms.networks.tied_stages:build`` with ``own_stages=False`` (its embedding cell
+``embed`` and head cell ``head`` unstaged), 2 blocks on 2 stages of 4 devices, global batch 32
+in 2 micro-batches. MindSpore's own compile (the dry-run) is the oracle: left unstaged it
+rejects the pipeline on stage 0 ("can not find the end node of pipeline", observed with the
+record's entry removed); staged, both stages compile and every row matches.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+
+from smsg_ms.integration.check import check_plan
+from smsg_ms.integration.pipeline import ranks_per_stage
+
+SPEC = "smsg_ms.networks.tied_stages:build"
+
+
+@functools.lru_cache(maxsize=None)
+def _plan():
+    from smsg_ms.planner import plan_network_pipelined
+
+    return plan_network_pipelined(SPEC, 8, global_batch=32, stages=2, micro_batches=2,
+                                  own_stages=False)
+
+
+def test_tied_cells_recorded():
+    """The embedding reads the table before ``layers.0``, the head after ``layers.1``."""
+    rec = _plan().pipeline
+    assert rec["shared_parameter_cells"] == {"embed": 0, "head": 1}
+    assert "embed" not in rec.get("first_stage_cells", [])
+
+
+def test_staged_tied_cells_compile_and_match():
+    report = check_plan(_plan(), ranks_per_stage(8, 2))
+    assert [r.stage for r in report.ranks] == [0, 1]
+    for r in report.ranks:
+        assert r.error is None, r.error
+        assert r.p2p and all(row.ok for row in r.p2p), r.p2p
+    assert report.ok
+
+
+def test_unstaged_tied_cells_rejected_by_mindspore():
+    """The regression the record's entry fixes: without it, stage 0 does not compile."""
+    plan = copy.deepcopy(_plan())
+    del plan.pipeline["shared_parameter_cells"]
+    report = check_plan(plan, [0])
+    assert "end node of pipeline" in str(report.ranks[0].error)
+
+
+def test_builtin_gpt_pipelined_passes_check():
+    """The built-in ``gpt`` (head tied to the embedding, neither staged by the network) on 2
+    stages: the write-back stages ``embedding`` and ``head``; MindSpore compiles both stages and
+    every row matches (before, stage 0 was rejected: "can not find the end node of pipeline")."""
+    from smsg_ms.planner import plan_network_pipelined
+
+    plan = plan_network_pipelined("gpt", 8, global_batch=8, stages=2, micro_batches=2,
+                                  layers=4, hidden=64, heads=4, vocab=256, seq=32)
+    assert plan.pipeline["shared_parameter_cells"] == {"embedding": 0, "head": 1}
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert all(r.error is None for r in report.ranks), [r.error for r in report.ranks]
+    assert report.ok
