@@ -349,3 +349,21 @@ def test_fast_seconds_equal_reference_where_gathers_merge(case, backward):
     devices, shape, elem_bytes, srcs, dsts = case
     fast = gather_seconds_matrix(shape, elem_bytes, srcs, dsts, HW, backward)
     _assert_fast_equals(fast, devices, shape, elem_bytes, srcs, dsts, backward)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_every_gather_records_the_source_dimension_of_its_first_bit(case):
+    """Each AllGather of a gather program names the source dimension whose bits it starts on
+    (where the program takes it from the rule that makes the gather rather than looking it up,
+    the two agree), the dimension MergeAllConcat's test reads."""
+    from smsg_ms.cost import redistribution_fast as R
+
+    devices, shape, _, srcs, dsts = case
+    nbits = devices.bit_length() - 1
+    program = R._build_gather_program(tuple(srcs), tuple(dsts), len(shape), nbits)
+    masks = R._side(list(srcs), len(shape), nbits)[0]            # (rank, sources)
+    for at, row, run, grown, low, axis0, joins, dim in program[1]:
+        first = (nbits - 1 - low.astype(np.int64)) - run.astype(np.int64) + 1
+        held = (masks[dim.astype(np.int64), row].astype(np.int64) >> first) & 1
+        assert held.all()

@@ -10,7 +10,7 @@ strategy ``((a, k), (k, n))`` has device matrix ``(a, k, n)``; ``x`` has tensor 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from math import prod
 
 #: Entries kept by each layout memo (normal forms, operator layouts), least recent out first.
@@ -45,14 +45,15 @@ class TensorLayout:
         """Size of the device-matrix axis that tensor-map value ``map_index`` names."""
         return 1 if map_index == -1 else self.device_matrix[len(self.device_matrix) - 1 - map_index]
 
-    @property
+    @cached_property
     def cuts(self) -> tuple[int, ...]:
-        """Number of slices along each tensor dimension (MindSpore's per-tensor strategy)."""
+        """Number of slices along each tensor dimension (MindSpore's per-tensor strategy);
+        computed once per layout (fields frozen; not a field: equality and hash ignore it)."""
         return tuple(self.axis_size(m) for m in self.tensor_map)
 
-    @property
+    @cached_property
     def shards(self) -> int:
-        """Number of distinct slices (product of the cuts)."""
+        """Number of distinct slices (product of the cuts); computed once per layout."""
         return prod(self.cuts)
 
     @property

@@ -87,6 +87,7 @@ class CostModel:
         self.fully_use_devices = fully_use_devices
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
+        self._op_sides: dict[tuple, tuple] = {}     # _sides' memo: (op id, spec id) -> sides
         self._normal: dict[TensorLayout, TensorLayout] = {}
         self._redist_seconds: dict[tuple, float] = {}
         self._with_grad: set[str] | None = None
@@ -133,10 +134,16 @@ class CostModel:
         return borrowed_inputs(self.graph, op.id)
 
     def _sides(self, op, spec):
-        borrowed = self.borrowed_inputs(op)
-        ins = [self._side(n, i in borrowed)
-               for i, (n, x) in enumerate(zip(op.inputs, spec.inputs)) if x is not None]
-        return ins, [self._side(n) for n in op.outputs]
+        """``(input sides, output sides)`` of ``op`` under ``spec``, computed once per operator
+        (the same for every option: they read the graph alone; read-only)."""
+        key = (op.id, id(spec))
+        got = self._op_sides.get(key)
+        if got is None or got[0] is not spec:
+            borrowed = self.borrowed_inputs(op)
+            ins = [self._side(n, i in borrowed)
+                   for i, (n, x) in enumerate(zip(op.inputs, spec.inputs)) if x is not None]
+            got = self._op_sides[key] = (spec, ins, [self._side(n) for n in op.outputs])
+        return list(got[1]), list(got[2])
 
     def carries_gradient(self, name: str) -> bool:
         """Whether the backward pass gives tensor ``name`` a gradient: a trained parameter or a
@@ -441,13 +448,18 @@ class CostModel:
         graph = self.graph
         grads = [(graph.tensors[n].kind == "parameter" and graph.tensors[n].requires_grad)
                  or self.carries_gradient(n) for n in op.inputs]
+        # (shape, bytes per element) of each input and output, looked up once for all options
+        in_t = [(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4))
+                for n in op.inputs]
+        out_t = [(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4))
+                 for n in op.outputs]
         for c in costs:
             if c.launches_fwd or c.launches_bwd:
                 continue
-            ins = [slice_bytes(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4),
-                               lay.shards) for n, lay in zip(op.inputs, c.in_layouts)]
-            outs = [slice_bytes(graph.tensors[n].shape, DTYPE_BYTES.get(graph.tensors[n].dtype, 4),
-                                lay.shards) for n, lay in zip(op.outputs, c.out_layouts)]
+            ins = [slice_bytes(shape, nb, lay.shards) for (shape, nb), lay in zip(in_t,
+                                                                                   c.in_layouts)]
+            outs = [slice_bytes(shape, nb, lay.shards)
+                    for (shape, nb), lay in zip(out_t, c.out_layouts)]
             c.unit = unit_of(op.type)
             c.bytes_fwd, c.bytes_bwd, c.launches_fwd, c.launches_bwd = traffic(
                 op.type, ins, outs, grads[:len(ins)])

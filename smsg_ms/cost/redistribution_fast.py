@@ -180,11 +180,14 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     prev_first = np.full(pairs[0] * pairs[1], -2, dtype=np.int32)
     done_dims = np.zeros(pairs[0] * pairs[1], dtype=np.int32)   # dimensions gathered so far
 
-    def note_merge(at, run, last, regather):
+    def note_merge(at, run, last, regather, source_dim):
         first = (last - run + 1).astype(np.int64)
-        dim = np.zeros(at.size, dtype=np.int64)
-        for d in range(rank):
-            dim[((src_m[d, at] >> first) & 1) == 1] = d
+        if source_dim is None:     # the source dimension holding each gather's first bit
+            dim = np.zeros(at.size, dtype=np.int64)
+            for d in range(rank):
+                dim[((src_m[d, at] >> first) & 1) == 1] = d
+        else:
+            dim = np.full(at.size, source_dim, dtype=np.int64)
         before = any_m[dim, at] & ((1 << first) - 1)
         cut_now = src_m[dim, at] & left[at]
         # a dimension before ``dim`` already gathered holds more than one element per device
@@ -197,10 +200,11 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
             left[at] &= ~(((1 << run.astype(np.int64)) - 1) << first).astype(np.int32)
         return axis0, joins, dim.astype(np.int8)
 
-    def gather(at, run, last, regather=False):
+    def gather(at, run, last, regather=False, source_dim=None):
         """One AllGather over ``run`` bits ending at bit ``last`` (its most minor) at the flat
-        pair indices ``at``, on the slice grown so far."""
-        merge_part = note_merge(at, run, last, regather)
+        pair indices ``at``, on the slice grown so far; ``source_dim``: the source dimension of
+        its bits where the caller knows it (``None``: looked up)."""
+        merge_part = note_merge(at, run, last, regather, source_dim)
         grown[at] += run
         steps.append((at.astype(np.int32), (at // pairs[1]).astype(np.int32),
                       run.astype(np.int8), grown[at].astype(np.int8),
@@ -220,11 +224,12 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
         common = sa[d] & sb[d]
         at = np.flatnonzero(flat((common != 0) & (first_a[d] != first_b[d])))
         if at.size:
-            gather(at, flat(popcount[common])[at], flat(highbit[common])[at], True)
+            gather(at, flat(popcount[common])[at], flat(highbit[common])[at], True, d)
 
-    def by_dimension(starts, ends, masks):
+    def by_dimension(starts, ends, masks, of_source):
         """Gather the runs, by the dimension of ``masks`` holding their first bit, last
-        dimension first, then highest first bit first (on the pairs still holding a run)."""
+        dimension first, then highest first bit first (on the pairs still holding a run);
+        ``of_source``: ``masks`` are the source's (that dimension is the gathers' own)."""
         all_ends = flat(ends)
         for d in reversed(range(rank)):
             left = flat(starts & masks[d])
@@ -234,16 +239,16 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
                 high_start = np.left_shift(1, highbit[left])
                 after = end & ~(high_start - 1)  # ends at or above the start
                 gather(at, popcount[((after & -after) << 1) - high_start],
-                       highbit[after & -after])
+                       highbit[after & -after], source_dim=d if of_source else None)
                 left = left ^ high_start
                 keep = left != 0
                 at, left, end = at[keep], left[keep], end[keep]
 
     # 2. concat: by source dimension
-    by_dimension(*runs(owned_a & ~owned_b), sa)
+    by_dimension(*runs(owned_a & ~owned_b), sa, True)
     # 3. permute: by destination dimension
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
-    by_dimension(*runs(owned_a & owned_b & ~same_dim), sb)
+    by_dimension(*runs(owned_a & owned_b & ~same_dim), sb, False)
     for arr in (cut_a,) + tuple(x for step in steps for x in step):
         arr.flags.writeable = False
     return cut_a, steps
