@@ -96,3 +96,21 @@ def mindformers_configs():
     spec = importlib.util.find_spec("mindformers")
     configs = Path(spec.origin).parent.parent / "configs" if spec else None
     return configs if configs is not None and configs.is_dir() else None
+
+
+def assert_border_rows(report, shape: tuple, dtype: str, count: int) -> None:
+    """Assert a two-stage check ``report`` agrees with MindSpore on every Send/Receive row,
+    and that the tensor of ``shape``/``dtype`` is sent forward from stage 0 and its gradient
+    back from stage 1 ``count`` times each (four rows in all: that tensor's and the block
+    output's)."""
+    assert [r.stage for r in report.ranks] == [0, 1]
+    for r in report.ranks:
+        assert r.error is None, r.error
+        rows = {row.key: (row.predicted, row.inserted) for row in r.p2p}
+        kinds = ((("Send", "forward"), ("Receive", "backward")) if r.stage == 0
+                 else (("Receive", "forward"), ("Send", "backward")))
+        for kind, phase in kinds:
+            assert rows[(kind, phase, shape, dtype)] == (count, count), rows
+        assert len(rows) == 4, rows
+        bad = [row for row in r.p2p if not row.ok]
+        assert not bad, f"stage {r.stage}: {bad}"

@@ -18,6 +18,7 @@ import pytest
 
 from smsg_ms.integration.check import check_plan
 from smsg_ms.integration.pipeline import ranks_per_stage
+from integration_support import assert_border_rows
 
 SPEC = "smsg_ms.networks.side_tensor:build"
 NET = {"layers": 2, "hidden": 32}
@@ -41,17 +42,7 @@ def test_side_tensor_send_receive_match_mindspore():
     """Every Send/Receive row agrees, the side tensor's ``(32,)`` rows among them (before the
     record had ``boundary_extra`` they were inserted, 2 each, and not predicted)."""
     _, report = _checked()
-    assert [r.stage for r in report.ranks] == [0, 1]
-    for r in report.ranks:
-        assert r.error is None, r.error
-        rows = {row.key: (row.predicted, row.inserted) for row in r.p2p}
-        kinds = ((("Send", "forward"), ("Receive", "backward")) if r.stage == 0
-                 else (("Receive", "forward"), ("Send", "backward")))
-        for kind, phase in kinds:
-            assert rows[(kind, phase, (32,), "float32")] == (2, 2), rows
-        assert len(rows) == 4, rows
-        bad = [row for row in r.p2p if not row.ok]
-        assert not bad, f"stage {r.stage}: {bad}"
+    assert_border_rows(report, (32,), "float32", 2)
 
 
 def test_side_tensor_priced_as_its_own_send():

@@ -16,6 +16,7 @@ import pytest
 
 from smsg_ms.integration.check import check_plan
 from smsg_ms.integration.pipeline import ranks_per_stage
+from integration_support import assert_border_rows
 
 SPEC = "smsg_ms.networks.tied_stages:build"
 
@@ -40,17 +41,7 @@ def test_shared_table_send_receive_match_mindspore():
     among them (before ``shared_parameters`` they were inserted, 1 each, and not predicted)."""
     plan, report = _checked()
     table = tuple(plan.pipeline["shared_parameters"][0]["shape"])
-    assert [r.stage for r in report.ranks] == [0, 1]
-    for r in report.ranks:
-        assert r.error is None, r.error
-        rows = {row.key: (row.predicted, row.inserted) for row in r.p2p}
-        kinds = ((("Send", "forward"), ("Receive", "backward")) if r.stage == 0
-                 else (("Receive", "forward"), ("Send", "backward")))
-        for kind, phase in kinds:
-            assert rows[(kind, phase, table, "float32")] == (1, 1), rows
-        assert len(rows) == 4, rows
-        bad = [row for row in r.p2p if not row.ok]
-        assert not bad, f"stage {r.stage}: {bad}"
+    assert_border_rows(report, table, "float32", 1)
 
 
 def test_shared_parameter_priced_once_per_step():
