@@ -251,22 +251,24 @@ def predicted_point_to_point(pipeline: dict, boundary_shape: list[int], dtype: s
     chunks = max(chunk_of_blocks(stages, p)) + 1 if v > 1 and stages else p
     out: dict[int, list[dict]] = {s: [] for s in range(p)}
     for c in range(chunks - 1):       # chunk boundary c -> c + 1 (stage c mod p -> c + 1 mod p)
-        for stage, kinds in ((c % p, (("Send", "forward"), ("Receive", "backward"))),
-                             ((c + 1) % p, (("Receive", "forward"), ("Send", "backward")))):
-            for kind, phase in kinds:
-                for shape, dt in [(boundary_shape, dtype)] + [(x["shape"], x["dtype"])
-                                                              for x in extra]:
-                    out[stage].append({"type": kind, "pass": phase, "shape": list(shape),
-                                       "dtype": dt, "count": n})
+        for shape, dt in [(boundary_shape, dtype)] + [(x["shape"], x["dtype"]) for x in extra]:
+            _add_pair(out, c % p, (c + 1) % p, shape, dt, n)
     for prm in shared:
         first, *others = prm["stages"]
         for other in others:
-            for stage, kinds in ((first, (("Send", "forward"), ("Receive", "backward"))),
-                                 (other, (("Receive", "forward"), ("Send", "backward")))):
-                for kind, phase in kinds:
-                    out[stage].append({"type": kind, "pass": phase, "shape": list(prm["shape"]),
-                                       "dtype": prm["dtype"], "count": 1})
+            _add_pair(out, first, other, prm["shape"], prm["dtype"], 1)
     return out
+
+
+def _add_pair(out: dict, sender: int, receiver: int, shape, dtype: str, count: int) -> None:
+    """The four rows of one tensor sent from stage ``sender`` to ``receiver`` (its gradient
+    back): a forward Send and a backward Receive on the sender, a forward Receive and a
+    backward Send on the receiver, ``count`` times each."""
+    for stage, kinds in ((sender, (("Send", "forward"), ("Receive", "backward"))),
+                         (receiver, (("Receive", "forward"), ("Send", "backward")))):
+        for kind, phase in kinds:
+            out[stage].append({"type": kind, "pass": phase, "shape": list(shape),
+                               "dtype": dtype, "count": count})
 
 
 def ranks_per_stage(devices: int, stages: int) -> list[int]:

@@ -25,6 +25,16 @@ from __future__ import annotations
 from ..graph.model import OpGraph
 
 
+def _in_block(path: str, blocks: list[str]) -> bool:
+    """A primitive path inside one of the repeated blocks (``layers.3.attn.wq`` in ``layers.3``)."""
+    return any(path == b or path.startswith(b + ".") for b in blocks)
+
+
+def _holds_block(cell: str, blocks: list[str]) -> bool:
+    """A cell that is a repeated block or holds one (the network's ``layers``)."""
+    return any(b == cell or b.startswith(cell + ".") for b in blocks)
+
+
 def parameter_only(graph: OpGraph) -> list[str]:
     """Names of the activations computed from trained parameters and constants only (at least
     one trained parameter), sorted."""
@@ -54,7 +64,7 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
     started = False
     for op in graph.ops:                    # topological order
         path = op.prim_path or ""
-        started = started or any(path == b or path.startswith(b + ".") for b in blocks)
+        started = started or _in_block(path, blocks)
         read = {n for n in op.inputs if n in weights}
         if started:
             later |= read
@@ -62,7 +72,7 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
         if "." not in path or not read:
             continue
         cell = path.rsplit(".", 1)[0]
-        if not any(b == cell or b.startswith(cell + ".") for b in blocks):
+        if not _holds_block(cell, blocks):
             out.setdefault(cell, set()).update(read)
     return sorted(c for c, read in out.items() if not read & later)
 
@@ -84,15 +94,14 @@ def shared_parameter_cells(graph: OpGraph, blocks: list[str], shared: set[str],
     after: dict[str, bool] = {}
     for op in graph.ops:                    # topological order
         path = op.prim_path or ""
-        inside = any(path == b or path.startswith(b + ".") for b in blocks)
-        if inside:
+        if _in_block(path, blocks):
             seen_block = True
             after.clear()                   # not after the last block after all
             continue
         if "." not in path or not shared & set(op.inputs):
             continue
         cell = path.rsplit(".", 1)[0]
-        if any(b == cell or b.startswith(cell + ".") for b in blocks):
+        if _holds_block(cell, blocks):
             continue
         if not seen_block:
             out[cell] = 0

@@ -219,9 +219,7 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
     if runner:
         say(f"runner-up: pp {runner['stages']}, micro-batches {runner['micro_batches']}, "
             f"virtual stages {runner.get('virtual_stages', 1)}, optimizer "
-            f"{runner.get('optimizer_level', 'off')}: step {fmt_seconds(runner['step_seconds'])}"
-            f" ({'+' if runner['difference_seconds'] >= 0 else ''}"
-            f"{fmt_seconds(runner['difference_seconds'])} vs the chosen)")
+            f"{runner.get('optimizer_level', 'off')}: {_step_vs_chosen(runner)}")
 
 
 def runner_up_configuration_line(runner: dict | None, pipelined: bool = False) -> str:
@@ -234,18 +232,22 @@ def runner_up_configuration_line(runner: dict | None, pipelined: bool = False) -
     if runner is None:
         return ("runner-up configuration: none (no other configuration fits)" if pipelined else
                 "runner-up configuration: none (no other data-parallel degree is feasible)")
-    diff = runner["difference_seconds"]
     if pipelined:
         return (f"runner-up configuration (every configuration evaluated): pp "
                 f"{runner['stages']}, "
                 + (f"dp {runner['dp']}, tp {runner['tp']}, " if "dp" in runner else "")
                 + f"micro-batches {runner['micro_batches']}, virtual stages "
                 f"{runner.get('virtual_stages', 1)}, optimizer "
-                f"{runner.get('optimizer_level', 'off')}: step "
-                f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
-                f"{fmt_seconds(diff)} vs the chosen)")
-    return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: step "
-            f"{fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
+                f"{runner.get('optimizer_level', 'off')}: {_step_vs_chosen(runner)}")
+    return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: "
+            f"{_step_vs_chosen(runner)}")
+
+
+def _step_vs_chosen(runner: dict) -> str:
+    """``step <s> (+<d> vs the chosen)`` of a runner-up (``step_seconds``,
+    ``difference_seconds``, seconds)."""
+    diff = runner["difference_seconds"]
+    return (f"step {fmt_seconds(runner.get('step_seconds'))} ({'+' if diff >= 0 else ''}"
             f"{fmt_seconds(diff)} vs the chosen)")
 
 
