@@ -66,15 +66,15 @@ def cmd_explain(args) -> int:
     if args.stays_best:
         from .planner.stays_best import plan_stays_best
         ranges = plan_stays_best(plan)
-    runner = None
+    runner, space_note = None, {}
     if args.runner_up and plan.pipeline:
-        from .planner.pipeline_runner_up import pipelined_runner_up, runner_up_plan
+        from .planner.pipeline_runner_up import runner_up_plan, single_configuration
         from .report.degrees import chosen_degrees
-        space = _pipeline_space(args, plan)
-        runner = pipelined_runner_up(plan, space)
+        flags, space, runner = _pipelined_runner_up(args, plan)
         if runner is not None:      # its stage plan's degrees
             degrees = chosen_degrees(runner_up_plan(plan, runner, space))
             runner.update(dp=degrees["dp"], tp=degrees["tp"])
+        space_note = dict(space=flags, alone=single_configuration(space))
     elif args.runner_up:
         from .planner.runner_up import plan_runner_up
         from .report.degrees import chosen_degrees
@@ -90,7 +90,8 @@ def cmd_explain(args) -> int:
         emit_json(data)
         return 0
     out_console = console()
-    print_explain(plan, out_console, show_all=args.all)
+    print_explain(plan, out_console, show_all=args.all,
+                  record_runner_up=not (args.runner_up and plan.pipeline))
     out_console.print(describe(plan), markup=False)
     if ranges is not None:
         from .report.explain_view import stays_best_lines
@@ -100,11 +101,42 @@ def cmd_explain(args) -> int:
             out_console.print(f"  {line}", markup=False)
     if args.runner_up:
         from .report.explain_view import runner_up_configuration_line
-        out_console.print(runner_up_configuration_line(runner, bool(plan.pipeline)),
+        out_console.print(runner_up_configuration_line(runner, bool(plan.pipeline), **space_note),
                           markup=False)
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _pipelined_runner_up(args, plan):
+    """``(the search space's flags, its PlanningOptions, the runner-up or None)`` of a
+    pipelined plan: in the space the flags give; with none given, in the first of
+    :func:`~smsg_ms.planner.pipeline_runner_up.own_spaces` that reproduces the plan (the plan
+    file does not record its search space).
+
+    Raises:
+        smsg_ms.planner.pipeline_runner_up.NotReproducedError: no such space reproduces it.
+    """
+    from .planner.pipeline_runner_up import NotReproducedError, own_spaces, pipelined_runner_up
+
+    given = [f"--{k.replace('_', '-')} {v}" for k, v, default in (
+        ("pipeline", args.pipeline, None), ("micro_batches", args.micro_batches, None),
+        ("optimizer_sharding", args.optimizer_sharding, "auto"),
+        ("virtual_stages", args.virtual_stages, "1"), ("memory", args.memory, None))
+        if v != default]
+    if given:
+        space = _pipeline_space(args, plan)
+        return " ".join(given), space, pipelined_runner_up(plan, space)
+    tried = []
+    for flags, space in own_spaces(plan):
+        try:
+            return flags, space, pipelined_runner_up(plan, space)
+        except NotReproducedError:
+            tried.append(flags)
+    raise NotReproducedError(
+        f"the pipeline search does not choose this plan's configuration in any of the search "
+        f"spaces tried ({'; '.join(tried)}): pass explain the --pipeline, --micro-batches, "
+        "--optimizer-sharding, --virtual-stages and --memory the plan was made with")
 
 
 def _pipeline_space(args, plan):

@@ -88,3 +88,27 @@ def test_runner_launches_the_child_module():
     module = importlib.import_module(runner.CHILD_MODULE)
     assert {"capture", "compile", "plan_compile", "pipeline_compile", "planner_compile",
             "read_shard", "capture_train", "init", "compile_each"} == set(module.JOBS)
+
+
+@pytest.mark.parametrize("case", ["shadowing folder", "module without a spec"])
+def test_mindspore_folder_is_the_installed_package(case, tmp_path, monkeypatch):
+    """The folder found is the installed package's, the one whose ``__init__.py`` Python
+    imports (``mindspore.__file__``), whatever the import state: a ``mindspore`` folder in the
+    working folder first on ``sys.path``, or a ``sys.modules`` entry without a spec (as a
+    module object replaced in ``sys.modules`` leaves it; the import system's ``find_spec``
+    then raises ValueError)."""
+    import sys
+    import types
+    from pathlib import Path
+
+    import mindspore
+
+    want = Path(mindspore.__file__).parent
+    if case == "shadowing folder":
+        (tmp_path / "mindspore").mkdir()
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(sys, "path", [str(tmp_path)] + sys.path)
+        monkeypatch.delitem(sys.modules, "mindspore")
+    else:
+        monkeypatch.setitem(sys.modules, "mindspore", types.ModuleType("mindspore"))
+    assert toolchain.mindspore_dir() == want

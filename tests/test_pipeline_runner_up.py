@@ -142,7 +142,7 @@ def test_explain_prints_the_pipelined_runner_up(auto_plan, brute_force, tmp_path
         capture=capture_of("llama", **NET), **NET)
     degrees = chosen_degrees(alone)
     assert (runner["dp"], runner["tp"]) == (degrees["dp"], degrees["tp"])
-    assert (f"runner-up configuration (every configuration evaluated): pp {p}, dp "
+    assert (f"runner-up configuration (search space --virtual-stages auto): pp {p}, dp "
             f"{degrees['dp']}, tp {degrees['tp']}, micro-batches {m}, virtual stages {v}, "
             f"optimizer {level}") in text
 
@@ -165,3 +165,81 @@ def test_runner_up_the_pruned_search_skips(capture_of):
     step, tied = _second(configs, chosen)
     got = pipelined_runner_up(plan, PlanningOptions(optimizer_sharding=False), capture=capture)
     assert _key(got) in tied and got["step_seconds"] == pytest.approx(step, rel=1e-9)
+
+
+GPT = dict(layers=4, hidden=64, heads=4, vocab=256, seq=32)
+
+
+@pytest.fixture(scope="module")
+def gpt_plan(capture_of):
+    """The built-in ``gpt`` (head tied to the embedding: one table read on the first and the
+    last stage) on 2 stages x 2 micro-batches, 8 devices."""
+    return plan_network_pipelined("gpt", DEVICES, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of("gpt", **GPT), **GPT)
+
+
+def test_tied_table_runner_up_is_found_again(gpt_plan, capture_of):
+    """The runner-up of a plan whose stages share a parameter, planned held, has the step the
+    unpruned search gave it, and it is the second best of every optimizer level planned alone
+    (before, the cut search left the table's Send/Receive pair out of the runner-up's step, and
+    ``explain --runner-up`` failed: "planned alone does not find its step again")."""
+    from smsg_ms.planner import PlanningOptions
+    from smsg_ms.planner.pipeline_runner_up import (chosen_configuration, pipelined_runner_up,
+                                                    runner_up_plan)
+
+    capture = capture_of("gpt", **GPT)
+    space = PlanningOptions(stages=2, micro_batches=2)
+    assert gpt_plan.pipeline["shared_parameters"]
+    got = pipelined_runner_up(gpt_plan, space, capture=capture)
+    held = runner_up_plan(gpt_plan, got, space, capture=capture)
+    assert held.pipeline["step_seconds"] == pytest.approx(got["step_seconds"], rel=1e-9)
+    alone = []
+    for level in LEVELS:
+        plan = plan_network_pipelined("gpt", DEVICES, global_batch=8, stages=2, micro_batches=2,
+                                      optimizer_sharding=level, capture=capture, **GPT)
+        alone.append((plan.pipeline["step_seconds"], (2, 2, _level_name(level), 1)))
+    alone.sort()
+    chosen = _key(chosen_configuration(gpt_plan.pipeline))
+    assert gpt_plan.pipeline["step_seconds"] == pytest.approx(alone[0][0], rel=1e-9)
+    step, tied = _second(alone, chosen)
+    assert _key(got) in tied and got["step_seconds"] == pytest.approx(step, rel=1e-9)
+
+
+def test_explain_finds_the_plans_own_search_space(gpt_plan, tmp_path, shared_capture):
+    """Without search-space flags ``explain --runner-up`` tries ``--pipeline auto``, then the
+    plan's stages, then its stages and micro-batches, and names the one that reproduces the
+    plan; a space of one configuration says so instead of "no other configuration fits"."""
+    from smsg_ms.cli import main
+    from smsg_ms.planner import PlanningOptions
+    from smsg_ms.planner.pipeline_runner_up import (NotReproducedError, chosen_configuration,
+                                                    pipelined_runner_up)
+
+    path = tmp_path / "gpt.plan.json"
+    path.write_text(gpt_plan.to_json())
+    spaces = {"--pipeline auto": PlanningOptions(), "--pipeline 2": PlanningOptions(stages=2),
+              "--pipeline 2 --micro-batches 2": PlanningOptions(stages=2, micro_batches=2)}
+    first = None
+    for flags, space in spaces.items():     # the first that reproduces the plan, by hand
+        try:
+            pipelined_runner_up(gpt_plan, space)
+        except NotReproducedError:
+            continue
+        first = flags
+        break
+    assert first is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["explain", str(path), "--runner-up"]) == 0
+    text = " ".join(out.getvalue().split())
+    assert f"runner-up configuration (search space {first}): pp" in text
+    assert text.count("runner-up: pp") == 0      # the record's line is replaced, not repeated
+    fixed = {"off": "off", "level1": "on"}.get(chosen_configuration(gpt_plan.pipeline)
+                                               ["optimizer_level"])
+    fixed = fixed or chosen_configuration(gpt_plan.pipeline)["optimizer_level"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["explain", str(path), "--runner-up", "--pipeline", "2",
+                     "--micro-batches", "2", "--optimizer-sharding", fixed]) == 0
+    text = " ".join(out.getvalue().split())
+    assert ("runner-up configuration: none (search space --pipeline 2 --micro-batches 2 "
+            f"--optimizer-sharding {fixed}: it holds the chosen configuration alone") in text

@@ -195,7 +195,6 @@ def shared_parameter_seconds(layers, chunks, links: "Links", stage_of=None) -> f
     for i, layer in enumerate(layers):
         for name, nbytes in layer.shared:
             readers.setdefault(name, (nbytes, set()))[1].add(i)
-    whole = replace(links, send_split=1)       # a parameter's slice is sent whole
     total = 0.0
     for nbytes, at in readers.values():
         if not at & held or at <= held:
@@ -205,8 +204,15 @@ def shared_parameter_seconds(layers, chunks, links: "Links", stage_of=None) -> f
             reading = {stage_of[i] for i in at}
             if stage_of[min(at & held)] == min(reading):    # the sender
                 pairs = len(reading) - 1
-        total += pairs * 2 * whole.send_seconds(nbytes)
+        total += pairs * shared_pair_seconds(links, nbytes)
     return total
+
+
+def shared_pair_seconds(links: "Links", nbytes: float) -> float:
+    """Seconds of one Send/Receive pair of a shared parameter's per-device slice of ``nbytes``
+    (bytes): the slice one way and its gradient back, each sent whole (no ``send_split``),
+    :meth:`Links.send_seconds` each."""
+    return 2 * replace(links, send_split=1).send_seconds(nbytes)
 
 
 def transfer_seconds(links: "Links", nbytes: float, sizes: tuple[float, ...] = ()) -> float:

@@ -90,11 +90,21 @@ class DryRunToolchain:
 
 
 def mindspore_dir() -> Path:
-    """Folder of the installed ``mindspore`` package, found without importing it.
+    """Folder of the installed ``mindspore`` package, found without importing it: from the
+    installed distribution's files first (independent of ``sys.path`` and of the working
+    folder), else by the import system.
 
     Raises:
         DryRunSetupError: MindSpore is not installed.
     """
+    import importlib.metadata
+
+    try:
+        folder = Path(str(importlib.metadata.distribution("mindspore").locate_file("mindspore")))
+    except importlib.metadata.PackageNotFoundError:
+        folder = None
+    if folder is not None and (folder / "__init__.py").is_file():
+        return folder
     spec = importlib.util.find_spec("mindspore")
     if spec is None or not spec.submodule_search_locations:
         raise DryRunSetupError("find MindSpore", "the package 'mindspore' is not installed",

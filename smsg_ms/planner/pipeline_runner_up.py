@@ -20,6 +20,36 @@ from .options import PlanningOptions
 CONFIGURATION_KEYS = ("stages", "micro_batches", "optimizer_level", "virtual_stages")
 
 
+class NotReproducedError(ValueError):
+    """The pipeline search, run in the search space given, does not choose the plan's own
+    configuration (another space, memory limit or smsg-ms version than the plan's)."""
+
+
+def own_spaces(plan) -> list[tuple[str, PlanningOptions]]:
+    """The search spaces ``explain --runner-up`` tries, in order, when none is given (the plan
+    file does not record the one it was planned in): ``--pipeline auto``; the plan's stage
+    count with micro-batches searched; the plan's stage count and micro-batches. Each with
+    optimizer levels searched and virtual stages as the plan chose (searched when ``v > 1``).
+    ``[(the flags that give it, PlanningOptions)]``."""
+    record = plan.pipeline
+    p, m = int(record["stages"]), int(record["micro_batches"])
+    v = None if int(record.get("virtual_stages", 1)) > 1 else 1
+    spaces = [("--pipeline auto", PlanningOptions(virtual_stages=v))]
+    if p > 1:
+        spaces += [(f"--pipeline {p}", PlanningOptions(stages=p, virtual_stages=v)),
+                   (f"--pipeline {p} --micro-batches {m}",
+                    PlanningOptions(stages=p, micro_batches=m, virtual_stages=v))]
+    return spaces
+
+
+def single_configuration(settings: PlanningOptions) -> bool:
+    """``True`` where ``settings`` fixes every key of :data:`CONFIGURATION_KEYS` (stages,
+    micro-batches, optimizer sharding, virtual stages): its search space holds one
+    configuration, so it has no runner-up whatever fits."""
+    return (settings.stages != "auto" and settings.micro_batches is not None
+            and settings.optimizer_sharding is not None and settings.virtual_stages is not None)
+
+
 def chosen_configuration(record: dict) -> dict:
     """The configuration a plan's pipeline record chose: :data:`CONFIGURATION_KEYS` (optimizer
     level ``"off"`` when optimizer sharding is off, ``"level1"`` when on without a level)."""
@@ -53,9 +83,10 @@ def pipelined_runner_up(plan, settings: PlanningOptions | None = None, *,
         ``≥ 0``).
 
     Raises:
-        ValueError: a plan without a pipeline record, or one the unpruned search does not
-            reproduce under ``settings`` (another search space, memory limit or smsg-ms
-            version: pass the settings it was planned with).
+        ValueError: a plan without a pipeline record.
+        NotReproducedError: the unpruned search does not reproduce the plan under
+            ``settings`` (another search space, memory limit or smsg-ms version: pass the
+            settings it was planned with; :func:`own_spaces` lists the likely ones).
         smsg_ms.graph.capture.CaptureError: the network cannot be captured here.
     """
     from dataclasses import replace
@@ -82,7 +113,7 @@ def pipelined_runner_up(plan, settings: PlanningOptions | None = None, *,
     got = chosen_configuration(again.pipeline)
     step, step_again = float(record["step_seconds"]), float(again.pipeline["step_seconds"])
     if got != chosen or abs(step_again - step) > 1e-9 * max(abs(step), 1e-30):
-        raise ValueError(
+        raise NotReproducedError(
             "the pipeline search does not reproduce this plan's configuration "
             f"({_describe(chosen)}) under these settings (it chose {_describe(got)}): pass "
             "explain the --pipeline, --micro-batches, --optimizer-sharding, --virtual-stages "
@@ -135,4 +166,5 @@ def _describe(config: dict) -> str:
             f"{config['optimizer_level']}, virtual stages {config['virtual_stages']}")
 
 
-__all__ = ["CONFIGURATION_KEYS", "chosen_configuration", "pipelined_runner_up", "runner_up_plan"]
+__all__ = ["CONFIGURATION_KEYS", "NotReproducedError", "chosen_configuration", "own_spaces",
+           "pipelined_runner_up", "runner_up_plan", "single_configuration"]

@@ -181,10 +181,13 @@ def _block_byte_unit(plan: Plan, d: OpDecision):
     return byte_unit(values)
 
 
-def print_explain(plan: Plan, console, show_all: bool = False) -> None:
+def print_explain(plan: Plan, console, show_all: bool = False,
+                  record_runner_up: bool = True) -> None:
     """Print the view to a ``rich.console.Console`` (lines fit ``console.width``): the head
     line (step, ratio to pure data parallel), then per entry of :func:`explained_decisions`
-    the operator's lines, then the pipeline stages of a pipelined plan."""
+    the operator's lines, then the pipeline stages of a pipelined plan and, with
+    ``record_runner_up``, the runner-up its pipeline record holds (of the configurations the
+    search evaluated; ``explain --runner-up`` prints the exact one instead)."""
     from .tables import print_pipeline
 
     say = _sayer(console)
@@ -216,31 +219,36 @@ def print_explain(plan: Plan, console, show_all: bool = False) -> None:
             f"{label}: " + ", ".join(f"{k} {v}" for k, v in d.items()) for label, d in by_block),
             "", "  ")
     runner = (plan.pipeline or {}).get("runner_up")
-    if runner:
+    if runner and record_runner_up:
         say(f"runner-up: pp {runner['stages']}, micro-batches {runner['micro_batches']}, "
             f"virtual stages {runner.get('virtual_stages', 1)}, optimizer "
             f"{runner.get('optimizer_level', 'off')}: {_step_vs_chosen(runner)}")
 
 
-def runner_up_configuration_line(runner: dict | None, pipelined: bool = False) -> str:
+def runner_up_configuration_line(runner: dict | None, pipelined: bool = False,
+                                 space: str | None = None, alone: bool = False) -> str:
     """The line ``explain --runner-up`` prints for a plan's runner-up configuration: a
     single-stage plan's (:func:`smsg_ms.planner.runner_up.plan_runner_up`: ``dp``, ``tp``,
     ``step_seconds``, ``difference_seconds``; ``None``: no other data-parallel degree is
     feasible) or, ``pipelined``, a pipelined plan's
     (:func:`smsg_ms.planner.pipeline_runner_up.pipelined_runner_up`; ``None``: no other
-    configuration fits)."""
+    configuration fits). ``space``: the flags of the pipelined search space it was found in;
+    ``alone``: that space holds the chosen configuration only."""
+    if not pipelined:
+        if runner is None:
+            return "runner-up configuration: none (no other data-parallel degree is feasible)"
+        return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: "
+                f"{_step_vs_chosen(runner)}")
+    where = f"search space {space}" if space else "every configuration evaluated"
     if runner is None:
-        return ("runner-up configuration: none (no other configuration fits)" if pipelined else
-                "runner-up configuration: none (no other data-parallel degree is feasible)")
-    if pipelined:
-        return (f"runner-up configuration (every configuration evaluated): pp "
-                f"{runner['stages']}, "
-                + (f"dp {runner['dp']}, tp {runner['tp']}, " if "dp" in runner else "")
-                + f"micro-batches {runner['micro_batches']}, virtual stages "
-                f"{runner.get('virtual_stages', 1)}, optimizer "
-                f"{runner.get('optimizer_level', 'off')}: {_step_vs_chosen(runner)}")
-    return (f"runner-up configuration: dp {runner['dp']}, tp {runner['tp']}: "
-            f"{_step_vs_chosen(runner)}")
+        why = ("it holds the chosen configuration alone: widen it for a runner-up" if alone
+               else "no other configuration fits")
+        return f"runner-up configuration: none ({where}: {why})"
+    return (f"runner-up configuration ({where}): pp {runner['stages']}, "
+            + (f"dp {runner['dp']}, tp {runner['tp']}, " if "dp" in runner else "")
+            + f"micro-batches {runner['micro_batches']}, virtual stages "
+            f"{runner.get('virtual_stages', 1)}, optimizer "
+            f"{runner.get('optimizer_level', 'off')}: {_step_vs_chosen(runner)}")
 
 
 def _step_vs_chosen(runner: dict) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..cost.pipeline import (MIXED_PRECISION_ADAM, transfer_seconds, SELECTIVE, LayerCost, Links, bubble_fraction, chunks_cost,
                              level_rank, optimizer_level, parameter_memory, step_slots,
-                             super_step_seconds)
+                             shared_pair_seconds, super_step_seconds)
 
 from .interleave import cut_interleaved
 from .recompute import flags_of, kind_key, recompute_options
@@ -132,6 +132,7 @@ class _Chain:
     act: np.ndarray             # per multiset: Σ activation bytes
     options: list               # per multiset: Pareto recompute options
     sends: np.ndarray           # (L+1, L+1) send seconds of a stage [i, j)
+    shared: np.ndarray          # (L+1, L+1) once-per-step shared-parameter seconds of [i, j)
     kinds: list
     kind_of: list[int]
 
@@ -206,7 +207,29 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     in_row[1:L] = in_send[1:L]
     sends = np.triu(out_col[None, :] + in_row[:, None], 1)
     return _Chain(ms_index, uniq @ k_base, uniq @ k_grad, uniq @ k_static, uniq @ k_act, options,
-                  sends, kinds, kind_of)
+                  sends, _shared_seconds(layers, links), kinds, kind_of)
+
+
+def _shared_seconds(layers: Sequence[LayerCost], links: Links) -> np.ndarray:
+    """``(L+1, L+1)``: seconds once per step of the parameters a stage ``[i, j)`` shares with
+    layers outside it, one Send/Receive pair per parameter read both inside and outside
+    (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds` of one stage priced alone: exact
+    where two stages read it, a lower bound where more do, since the first of them pays one
+    pair per other reading stage, which only the whole cut tells)."""
+    L = len(layers)
+    out = np.zeros((L + 1, L + 1))
+    readers: dict[str, tuple[float, list[int]]] = {}
+    for i, layer in enumerate(layers):
+        for name, nbytes in layer.shared:
+            readers.setdefault(name, (nbytes, []))[1].append(i)
+    ii, jj = np.triu_indices(L + 1, 1)
+    for nbytes, at in readers.values():
+        inside = np.zeros(L + 1, dtype=np.int64)
+        inside[1:] = np.cumsum(np.isin(np.arange(L), at))
+        held = inside[jj] - inside[ii]
+        crosses = (held > 0) & (held < len(set(at)))
+        out[ii[crosses], jj[crosses]] += shared_pair_seconds(links, nbytes)
+    return out
 
 
 def _min_recompute(chain: _Chain, stages: int, limit: float):
@@ -235,7 +258,11 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
 
     Minimises ``max_s ((m + p − 1) · t_s + g_s)`` with every stage's memory ≤ ``memory_limit``
     (bytes per device), by dynamic programming over the chain: ``D_s[j] = min_i max(D_{s−1}[i],
-    c_s(i, j))``, ``O(p·L²)`` with vectorised rows.
+    c_s(i, j))``, ``O(p·L²)`` with vectorised rows. ``g_s`` holds the once-per-step Send/Receive
+    pair of each parameter the stage shares with another (:attr:`LayerCost.shared`): exact
+    where at most two stages read it; where more do, the first of them pays one pair per other
+    reading stage, which the interval alone does not tell, so the objective is then a lower
+    bound and :func:`plan_pipeline` prices the cut it returns exactly.
 
     Returns:
         ``(objective seconds, starts, recompute flags)`` or ``None`` when nothing fits.
@@ -263,7 +290,7 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     best = None
     for s in range(p):
         k = p - s
-        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U]
+        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U] + chain.shared
         c = np.where(valid, c, INF)
         if s == 0:
             best = c[0].copy()
@@ -289,6 +316,24 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
         counts = chain.options[u][int(pick[p - s][u])][3]
         flags += flags_of(counts, chain.kind_of[i:j], len(chain.kinds))
     return float(best[L]), starts, flags
+
+
+def _cut_costs(layers, found, p: int, m: int, v: int, sh, links: Links, bytes_per) -> list:
+    """Every stage's :func:`~smsg_ms.cost.pipeline.chunks_cost` of a cut ``found`` (``(objective,
+    chunk starts, recompute flags)``) into ``p`` stages of ``v`` chunks each, ``m``
+    micro-batches, optimizer sharding ``sh``: the whole cut known, so shared parameters are
+    priced exactly."""
+    _, starts, flags = found
+    bounds = list(starts) + [len(layers)]
+    stage_of = [c % p for c in range(len(starts)) for _ in range(bounds[c], bounds[c + 1])]
+    costs = []
+    for s in range(p):
+        chunks = [(bounds[c], bounds[c + 1]) for c in range(s, len(starts), p)]
+        rc = [flags[i] for a, c in chunks for i in range(a, c)]
+        costs.append(chunks_cost(layers, chunks, s, p, recompute=rc, sharding=sh or False,
+                                 links=links, bytes_per=bytes_per, virtual_stages=v,
+                                 micro_batches=m, stage_of=stage_of))
+    return costs
 
 
 def cut_key(stages: int, micro_batches: int, sharding: bool, memory_limit: float,
@@ -378,6 +423,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
         layers = cache[(d, b)]
         if layers is not None:
             chain_length = len(layers)
+            shares = any(x.shared for x in layers)
         if layers is None or p > len(layers):
             continue
         for sh in sorted(set(optimizer_level(x) for x in optimizer_sharding), key=level_rank):
@@ -399,6 +445,10 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
                                       bytes_per=bytes_per, memo=memo)
                 if found is None:
                     continue
+                if v == 1 and shares:
+                    # a parameter read on 3+ stages: its first stage's pairs need the whole cut
+                    found = (super_step_seconds(_cut_costs(layers, found, p, m, v, sh, links.for_stage(d),
+                                                           bytes_per), m, v),) + tuple(found[1:])
                 order = (found[0], p, m, level_rank(sh), v)
                 if best is None or order < best_key[0]:
                     if best is not None:
@@ -416,13 +466,7 @@ def plan_pipeline(layer_costs: LayerCostFn, devices: int, global_batch: int, *,
     _, starts, flags = best
     bounds = list(starts) + [len(layers)]
     stage_of = [c % p for c in range(len(starts)) for _ in range(bounds[c], bounds[c + 1])]
-    costs = []
-    for s in range(p):
-        chunks = [(bounds[c], bounds[c + 1]) for c in range(s, len(starts), p)]
-        rc = [flags[i] for a, c in chunks for i in range(a, c)]
-        costs.append(chunks_cost(layers, chunks, s, p, recompute=rc, sharding=sh or False,
-                                 links=links.for_stage(devices // p), bytes_per=bytes_per,
-                                 virtual_stages=v, micro_batches=m, stage_of=stage_of))
+    costs = _cut_costs(layers, best, p, m, v, sh, links.for_stage(devices // p), bytes_per)
     names = list(layer_names) if layer_names is not None else [
         x.name or f"layer{i}" for i, x in enumerate(layers)]
     runner_up = None
