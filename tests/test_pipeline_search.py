@@ -244,14 +244,14 @@ def test_recompute_front_enumerated_equals_incremental(seed):
 
 # ------------------------------------------- parameters read on two stages (a tied embedding)
 
-def _shared_brute_force(costs, devices, batch, links) -> dict:
+def _shared_brute_force(costs, devices, batch, links, stages=None) -> dict:
     """Best exact step of every ``(stages, micro-batches, optimizer sharding)``: every cut and
     recompute choice priced by ``chunks_cost`` with the whole cut known (``stage_of``), so a
     shared parameter's Send/Receive pairs are counted as MindSpore inserts them."""
     from smsg_ms.cost.pipeline import chunks_cost
 
     best = {}
-    for p in divisors(devices):
+    for p in stages or divisors(devices):
         for m in (m for m in divisors(batch) if m >= p):
             layers = costs(devices // p, batch // m)
             L = len(layers)
@@ -300,3 +300,33 @@ def test_search_prices_a_parameter_read_on_two_stages(seed):
         assert plan.runner_up["step_seconds"] == pytest.approx(expect[1][0], rel=1e-9)
     else:
         assert len(expect) == 1
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_search_prices_a_parameter_read_on_many_stages(seed):
+    """A parameter read by three layers or more (weights shared by every block, as ALBERT's;
+    an embedding read again by a multi-token-prediction layer): the first reading stage sends
+    it to each other reading stage, so its price depends on the whole cut. On 3 or 4 stages
+    the search's step and runner-up step equal the brute force's over every cut (exact
+    pricing with the cut known); charging the first stage one pair only picks worse cuts."""
+    rng = random.Random(2000 + seed)
+    n_layers = rng.randint(4, 7)
+    base = _synthetic(rng, n_layers)
+    readers = (list(range(n_layers)) if seed % 3 == 0
+               else sorted(rng.sample(range(n_layers), rng.randint(3, n_layers))))
+    table = rng.uniform(20, 400)
+
+    def costs(d, b):
+        return [replace(x, shared=(("w", table / d),) if i in readers else ())
+                for i, x in enumerate(base(d, b))]
+
+    links = Links(bandwidth=rng.uniform(1, 4), latency=rng.uniform(0, 0.3))
+    p = rng.choice([3, 4])
+    devices, batch = p * rng.choice([1, 2]), rng.choice([4, 8, 12])
+    expect = sorted((step, key) for key, step in _shared_brute_force(
+        costs, devices, batch, links, stages=[p]).items())
+    plan = plan_pipeline(costs, devices, batch, memory_limit=float("inf"), links=links,
+                         stages=[p])
+    assert plan.step_seconds == pytest.approx(expect[0][0], rel=1e-9)
+    if plan.runner_up is not None:
+        assert plan.runner_up["step_seconds"] == pytest.approx(expect[1][0], rel=1e-9)

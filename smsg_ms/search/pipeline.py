@@ -20,7 +20,7 @@ stage's choice is a count per kind; the counts are enumerated as a Pareto set of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -30,6 +30,7 @@ from ..cost.pipeline import (MIXED_PRECISION_ADAM, transfer_seconds, SELECTIVE, 
                              shared_pair_seconds, super_step_seconds)
 
 from .interleave import cut_interleaved
+from .shared_cut import cut_with_sender, shared_readers, shared_seconds_matrix, widely_shared
 from .recompute import flags_of, kind_key, recompute_options
 
 LayerCostFn = Callable[[int, int], "Sequence[LayerCost] | None"]
@@ -207,29 +208,9 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     in_row[1:L] = in_send[1:L]
     sends = np.triu(out_col[None, :] + in_row[:, None], 1)
     return _Chain(ms_index, uniq @ k_base, uniq @ k_grad, uniq @ k_static, uniq @ k_act, options,
-                  sends, _shared_seconds(layers, links), kinds, kind_of)
+                  sends, shared_seconds_matrix(layers, links), kinds, kind_of)
 
 
-def _shared_seconds(layers: Sequence[LayerCost], links: Links) -> np.ndarray:
-    """``(L+1, L+1)``: seconds once per step of the parameters a stage ``[i, j)`` shares with
-    layers outside it, one Send/Receive pair per parameter read both inside and outside
-    (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds` of one stage priced alone: exact
-    where two stages read it, a lower bound where more do, since the first of them pays one
-    pair per other reading stage, which only the whole cut tells)."""
-    L = len(layers)
-    out = np.zeros((L + 1, L + 1))
-    readers: dict[str, tuple[float, list[int]]] = {}
-    for i, layer in enumerate(layers):
-        for name, nbytes in layer.shared:
-            readers.setdefault(name, (nbytes, []))[1].append(i)
-    ii, jj = np.triu_indices(L + 1, 1)
-    for nbytes, at in readers.values():
-        inside = np.zeros(L + 1, dtype=np.int64)
-        inside[1:] = np.cumsum(np.isin(np.arange(L), at))
-        held = inside[jj] - inside[ii]
-        crosses = (held > 0) & (held < len(set(at)))
-        out[ii[crosses], jj[crosses]] += shared_pair_seconds(links, nbytes)
-    return out
 
 
 def _min_recompute(chain: _Chain, stages: int, limit: float):
@@ -286,12 +267,28 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     slots = micro_batches + p - 1
     valid = chain.ms_index >= 0
     U = np.where(valid, chain.ms_index, 0)
+
+    def stage_matrix(k: int, shared: np.ndarray) -> np.ndarray:
+        """``[i, j)`` as a stage with ``k`` micro-batches in flight: its objective (s)."""
+        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U] + shared
+        return np.where(valid, c, INF)
+
+    group = widely_shared(layers) if p >= 3 else None
+    if group is not None:
+        names, readers = group
+        rest = shared_seconds_matrix(layers, links, skip=names)
+        pair = sum(shared_pair_seconds(links, nbytes)
+                   for name, (nbytes, _) in shared_readers(layers).items() if name in names)
+        starts = cut_with_sender(lambda k: stage_matrix(k, rest), readers, pair, L, p)
+        if starts is None:
+            return None
+        objective, starts = starts
+        return objective, starts, _flags(chain, pick, starts, L, p)
     back = []
     best = None
     for s in range(p):
         k = p - s
-        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U] + chain.shared
-        c = np.where(valid, c, INF)
+        c = stage_matrix(k, chain.shared)
         if s == 0:
             best = c[0].copy()
             back.append(np.zeros(L + 1, dtype=np.int64))
@@ -308,6 +305,11 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
         starts.append(i)
         j = i
     starts.reverse()
+    return float(best[L]), starts, _flags(chain, pick, starts, L, p)
+
+
+def _flags(chain: _Chain, pick, starts: list[int], L: int, p: int) -> list:
+    """Every layer's recompute flag of the cut ``starts`` (the options ``pick`` chose)."""
     flags = []
     bounds = starts + [L]
     for s in range(p):
@@ -315,7 +317,9 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
         u = int(chain.ms_index[i, j])
         counts = chain.options[u][int(pick[p - s][u])][3]
         flags += flags_of(counts, chain.kind_of[i:j], len(chain.kinds))
-    return float(best[L]), starts, flags
+    return flags
+
+
 
 
 def _cut_costs(layers, found, p: int, m: int, v: int, sh, links: Links, bytes_per) -> list:
