@@ -158,3 +158,40 @@ def test_bad_worker_counts_are_refused_before_any_capture(monkeypatch):
             plan_network_pipelined("llama", 8, global_batch=16, capture=capture, workers=bad,
                                    **NET)
     assert asked == []
+
+
+def test_a_prefetched_pair_leaves_the_search_no_stage_cut(captured, monkeypatch):
+    """Every stage cut the search makes of a prefetched pair, optimizer levels 2 and 3
+    included, comes from the process that evaluated the pair: the search calls ``cut_chain``
+    no more for it, and finds the plan it finds with nothing prefetched."""
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import bytes_per_element, links_of
+    from smsg_ms.planner.workers import _evaluate
+    from smsg_ms.search import pipeline
+
+    capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
+    hw = get_hardware("ascend910b")
+    levels = (False, True, "level2", "level3")
+    cut_args = dict(devices=8, global_batch=16, memory_limit=0.05 * 2**30, links=links_of(hw),
+                    recompute=True, bytes_per=bytes_per_element(capture(4)), shardings=levels)
+    costs = StageCosts("llama", hw, capture=capture, **NET)
+    rec = _evaluate(costs, (4, 4), cut_args, {})       # p = 2 stages of 4 devices, m = 4
+    cuts = {tuple(key): None if found is None else tuple(found) for key, found in rec["cuts"]}
+    assert len(cuts) == len(levels)
+
+    calls = []
+    cut_chain = pipeline.cut_chain
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("sharding"))
+        return cut_chain(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "cut_chain", spy)
+    search = dict(memory_limit=cut_args["memory_limit"], links=cut_args["links"], stages=[2],
+                  micro_batches=[4], optimizer_sharding=levels, bytes_per=cut_args["bytes_per"])
+    got = pipeline.plan_pipeline(costs, 8, 16, cuts=cuts, **search)
+    assert calls == []
+    want = pipeline.plan_pipeline(costs, 8, 16, **search)
+    assert len(calls) == len(levels)        # the spy sees the search's own calls
+    assert got == want

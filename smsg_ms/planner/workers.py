@@ -156,6 +156,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data; only
     the floor when ``board`` (which needs ``cut_args``) shows the search will prune the
     pair."""
+    from ..cost.pipeline import level_rank
+    from ..cost.param_traffic import optimizer_level
     from ..search.pipeline import cut_chain, cut_key
 
     d, b = pair
@@ -173,8 +175,11 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     if layers is not None and cut_args is not None:
         a = cut_args
         if p <= len(layers):
-            for sh in sorted(set(bool(x) for x in a["shardings"])):
-                found = cut_chain(layers, p, m, memory_limit=a["memory_limit"], sharding=sh,
+            # every level the search tries (levels 2 and 3 too), called as it calls them;
+            # their recompute fronts come from this process's memo of the first level's
+            for sh in sorted(set(optimizer_level(x) for x in a["shardings"]), key=level_rank):
+                found = cut_chain(layers, p, m, memory_limit=a["memory_limit"],
+                                  sharding=sh or False,
                                   links=a["links"].for_stage(d), recompute=a["recompute"],
                                   bytes_per=a["bytes_per"], memo=memo)
                 cuts.append([list(cut_key(p, m, sh, a["memory_limit"], a["recompute"])),
