@@ -195,3 +195,25 @@ def test_a_prefetched_pair_leaves_the_search_no_stage_cut(captured, monkeypatch)
     want = pipeline.plan_pipeline(costs, 8, 16, **search)
     assert len(calls) == len(levels)        # the spy sees the search's own calls
     assert got == want
+
+
+def test_accumulated_one_stage_pairs_wait_for_the_whole_batch_pair():
+    """A one-stage pair with gradient accumulation waits (is not taken) while the one-stage,
+    one-micro-batch pair's result is unknown; once that pair is finished it waits no more (and
+    is skipped if that pair fits); pipelined pairs never wait."""
+    import math
+    import multiprocessing
+
+    from smsg_ms.planner.workers import _Board
+
+    todo = [(8, 16), (8, 8), (4, 4), (2, 2)]    # (d, b) of p = 1 m = 1, p = 1 m = 2, p = 2, 4
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=True))
+    assert [board.waits(i) for i in range(4)] == [False, True, False, False]
+    board.post(0, 1.0)                          # bound known, objective not yet
+    assert board.waits(1)
+    board.post(0, 1.0, 2.0)                     # the whole batch fits: accumulation skipped
+    assert [board.waits(i) for i in range(4)] == [False] * 4
+    assert board.beaten(1, 0.5)
+    board.post(0, 1.0, math.inf)                # it does not fit: accumulation is searched
+    assert not board.waits(1) and not board.beaten(1, 0.5)
