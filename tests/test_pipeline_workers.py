@@ -217,3 +217,30 @@ def test_accumulated_one_stage_pairs_wait_for_the_whole_batch_pair():
     assert board.beaten(1, 0.5)
     board.post(0, 1.0, math.inf)                # it does not fit: accumulation is searched
     assert not board.waits(1) and not board.beaten(1, 0.5)
+
+
+def test_an_accumulated_pair_beaten_anyway_is_not_priced(captured):
+    """Once the whole batch fits on one stage, an accumulated one-stage pair is skipped before
+    its compute floor is priced (no cost model built for it); before, it is evaluated."""
+    import multiprocessing
+
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import bytes_per_element, links_of
+    from smsg_ms.planner.workers import _Board, _evaluate
+
+    capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
+    hw = get_hardware("ascend910b")
+    cut_args = dict(devices=8, global_batch=16, memory_limit=2**30, links=links_of(hw),
+                    recompute=True, bytes_per=bytes_per_element(capture(16)),
+                    shardings=(False,), one_stage_first=True)
+    todo = [(8, 16), (8, 8)]
+    board = _Board(multiprocessing.get_context("fork"), todo, cut_args)
+    costs = StageCosts("llama", hw, capture=capture, **NET)
+    board.post(0, 1.0, 2.0)                     # the whole batch fits
+    rec = _evaluate(costs, (8, 8), cut_args, {}, board, 1)
+    assert rec == {"pair": [8, 8], "floor": None, "skipped": True}
+    assert (8, 8) not in costs.floors and (8, 8) not in costs.models
+    board.post(0, 1.0, float("inf"))           # it does not fit: accumulation is searched
+    rec = _evaluate(costs, (8, 8), cut_args, {}, board, 1)
+    assert not rec.get("skipped") and rec["floor"] == costs.compute_floor(8, 8) > 0

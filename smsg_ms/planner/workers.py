@@ -172,6 +172,10 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     from ..search.pipeline import cut_chain, cut_key
 
     d, b = pair
+    if board is not None and board.beaten(index, 0.0):
+        # beaten whatever its bound (an accumulated one-stage pair once the whole batch
+        # fits): no floor either (at 8,192 devices its options are the costliest to price)
+        return {"pair": [d, b], "floor": None, "skipped": True}
     floor = costs.compute_floor(d, b)
     if cut_args is not None:
         p, m = cut_args["devices"] // d, cut_args["global_batch"] // b
@@ -207,7 +211,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
 def _store(costs, rec: dict) -> None:
     d, b = rec["pair"]
     if rec.get("skipped"):
-        costs.store_prefetched(d, b, rec["floor"], evaluated=False)
+        if rec["floor"] is not None:
+            costs.store_prefetched(d, b, rec["floor"], evaluated=False)
         return
     costs.store_prefetched(
         d, b, rec["floor"],
@@ -262,8 +267,17 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         # cheapest bound first: the pairs likely to give the best step are solved first and
         # the board then prunes the rest (at 8,192 devices the one-stage pairs, 8,192 devices
         # per stage, are the costliest and are never solved once a pipelined step beats them)
-        bounds = [(cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
-                  / (cut_args["devices"] // d) * costs.compute_floor(d, b) for d, b in todo]
+        whole = (cut_args["devices"], cut_args["global_batch"])
+
+        def bound(d, b):
+            if d == whole[0] and b != whole[1] and whole in todo:
+                # an accumulated one-stage pair, skipped once the whole batch fits (it waits
+                # for that pair, _Board.waits): queued just after it, its floor left unpriced
+                return bound(*whole)
+            return ((cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
+                    / (cut_args["devices"] // d) * costs.compute_floor(d, b))
+
+        bounds = [bound(d, b) for d, b in todo]
         rank = sorted(range(len(todo)), key=lambda i: (bounds[i], board.p[i], board.m[i]))
         todo = [todo[i] for i in rank]
         board = _Board(ctx, todo, cut_args)
