@@ -244,3 +244,23 @@ def test_an_accumulated_pair_beaten_anyway_is_not_priced(captured):
     board.post(0, 1.0, float("inf"))           # it does not fit: accumulation is searched
     rec = _evaluate(costs, (8, 8), cut_args, {}, board, 1)
     assert not rec.get("skipped") and rec["floor"] == costs.compute_floor(8, 8) > 0
+
+
+@pytest.mark.parametrize("one_first", [True, False, None])
+def test_the_board_uses_the_search_order_only_where_known(one_first):
+    """A pipelined pair's step beats a one-stage pair only when the pipelined search runs first,
+    the whole-batch step beats a pipelined pair only when the one-stage search does; with the
+    order not known yet (``None``, the prefetch before the floors are all priced) neither."""
+    import multiprocessing
+
+    from smsg_ms.planner.workers import _Board
+
+    todo = [(8, 16), (4, 4)]                    # p = 1 m = 1; p = 2 m = 4
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=one_first))
+    board.post(1, 1.0, 2.0)                     # the pipelined pair: step 2 s
+    assert board.beaten(0, 3.0) == (one_first is False)
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=one_first))
+    board.post(0, 1.0, 2.0)                     # the whole batch on one stage: step 2 s
+    assert board.beaten(1, 3.0) == (one_first is True)

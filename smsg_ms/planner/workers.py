@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import time
+from fractions import Fraction
 
 #: environment variable naming the worker count (``1``: one process)
 WORKERS_ENV = "SMSG_MS_WORKERS"
@@ -104,6 +105,7 @@ class _Board:
         self.bound = ctx.Array("d", [math.nan] * len(todo))
         self.objective = ctx.Array("d", [math.nan] * len(todo))
         self.lock = ctx.Lock()
+        # None: not known yet (the rules that depend on it are not used)
         self.one_first = cut_args.get("one_stage_first", True)
 
     def beaten(self, i: int, bound: float) -> bool:
@@ -118,8 +120,9 @@ class _Board:
         one-micro-batch pair is known not to fit). A one-stage pair: the one-micro-batch pair
         is known to fit (gradient accumulation is then not searched), or an accumulated pair
         visited before it has a step below ``bound`` once the one-micro-batch pair is known not
-        to fit, or, pipelined first, any pipelined pair has a step below ``bound``. With fewer
-        pairs finished it says True less often, never wrongly."""
+        to fit, or, pipelined first, any pipelined pair has a step below ``bound`` (the
+        rules of one order are used only where the order is known). With fewer pairs finished
+        it says True less often, never wrongly."""
         p, m = self.p[i], self.m[i]
         with self.lock:
             bounds, objs = list(self.bound), list(self.objective)
@@ -135,7 +138,7 @@ class _Board:
             if p == 1:
                 if self.p[j] == 1 and accumulated and earlier:
                     return True
-                if self.p[j] > 1 and not self.one_first:
+                if self.p[j] > 1 and self.one_first is False:
                     return True
             elif self.p[j] == 1:
                 if self.one_first and (self.m[j] == 1 or accumulated):
@@ -234,7 +237,8 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     included), each taking the next pair of a shared queue; records the pairs computed
     elsewhere with ``costs.store_prefetched`` (this process keeps its own solutions as usual).
     ``cut_args``: ``devices``, ``global_batch``, ``memory_limit``, ``links``, ``recompute``,
-    ``bytes_per``, ``shardings`` and ``one_stage_first`` (which search runs first) of the
+    ``bytes_per``, ``shardings`` and ``one_stage_first`` (which search runs first; ``None``:
+    not known yet) of the
     search, to run its
     :func:`~smsg_ms.search.pipeline.cut_chain` calls too (``None``: not run here).
 
@@ -267,7 +271,16 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         # cheapest bound first: the pairs likely to give the best step are solved first and
         # the board then prunes the rest (at 8,192 devices the one-stage pairs, 8,192 devices
         # per stage, are the costliest and are never solved once a pipelined step beats them)
+        # the floor of each pair is priced by the process that takes it (its cost model, most
+        # of the floor's work, is then the one its stage solve reuses); the order reads the
+        # floor of the pair with the same samples per device b / d on the fewest devices (the
+        # floor depends almost on b / d alone: at 8,192 devices equal to 6 digits from
+        # d = 256 to 8,192 for b / d = 1/8). Only the queue's order: the board prunes on the
+        # exact bounds the processes post, whatever the order.
         whole = (cut_args["devices"], cut_args["global_batch"])
+        fewest: dict = {}
+        for d, b in sorted(todo):
+            fewest.setdefault(Fraction(b, d), (d, b))
 
         def bound(d, b):
             if d == whole[0] and b != whole[1] and whole in todo:
@@ -275,7 +288,7 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
                 # for that pair, _Board.waits): queued just after it, its floor left unpriced
                 return bound(*whole)
             return ((cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
-                    / (cut_args["devices"] // d) * costs.compute_floor(d, b))
+                    / (cut_args["devices"] // d) * costs.compute_floor(*fewest[Fraction(b, d)]))
 
         bounds = [bound(d, b) for d, b in todo]
         rank = sorted(range(len(todo)), key=lambda i: (bounds[i], board.p[i], board.m[i]))
