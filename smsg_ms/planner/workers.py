@@ -3,7 +3,8 @@
 The operator-level stage plans of different ``(devices per stage d, micro-batch size b)`` pairs
 are independent, so :func:`prefetch` evaluates them in forked worker processes while the parent
 evaluates its share; every process takes the next pair from one shared queue (with the outer
-search's arguments: smallest bound first, so that the board prunes the rest; else costliest
+search's arguments: smallest bound first, estimated from another pair's floor, so that the
+board prunes the rest; each process prices the floors of the pairs it takes; else costliest
 first, keeping to one stage size while it lasts). A worker sends back, as JSON (orjson; floats
 round-trip exactly), each pair's compute floor, its per-layer costs
 (:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None`` when the pair cannot be planned), the
