@@ -29,7 +29,10 @@ priced in the numpy fast path), same run before / after: build at d = 64, 256, 1
 the same plan (hash 1d3a064689f4): 2.0x less CPU. Branch scale17 (selective recompute
 fronts in numpy, collective seconds memoised, compute floors kept): 62.5 s CPU (41.7
 parent + 20.8 workers) against 114.1 s (79.0 + 35.1) of the code before in a run beside it,
-the same plan (hash 1d3a064689f4): 1.8x less CPU.
+the same plan (hash 1d3a064689f4): 1.8x less CPU. Branch speed, second round (stage cuts of
+every optimizer level on the workers, accumulated one-stage pairs skipped unpriced, floors
+priced where their pairs are solved): 41.7 s CPU (21.9 + 19.8), 22.5 s wall at load ~3,
+against 55.9 s (35.7 + 20.2), 55.8 s wall of the code before, same plan.
 
 ``--whole N``: instead, the whole command ``smsg-ms plan llama --shape llama2-70b --batch B
 --devices N --pipeline auto`` after capture (:func:`smsg_ms.planner.plan_network_pipelined`

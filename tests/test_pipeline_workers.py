@@ -158,3 +158,109 @@ def test_bad_worker_counts_are_refused_before_any_capture(monkeypatch):
             plan_network_pipelined("llama", 8, global_batch=16, capture=capture, workers=bad,
                                    **NET)
     assert asked == []
+
+
+def test_a_prefetched_pair_leaves_the_search_no_stage_cut(captured, monkeypatch):
+    """Every stage cut the search makes of a prefetched pair, optimizer levels 2 and 3
+    included, comes from the process that evaluated the pair: the search calls ``cut_chain``
+    no more for it, and finds the plan it finds with nothing prefetched."""
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import bytes_per_element, links_of
+    from smsg_ms.planner.workers import _evaluate
+    from smsg_ms.search import pipeline
+
+    capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
+    hw = get_hardware("ascend910b")
+    levels = (False, True, "level2", "level3")
+    cut_args = dict(devices=8, global_batch=16, memory_limit=0.05 * 2**30, links=links_of(hw),
+                    recompute=True, bytes_per=bytes_per_element(capture(4)), shardings=levels)
+    costs = StageCosts("llama", hw, capture=capture, **NET)
+    rec = _evaluate(costs, (4, 4), cut_args, {})       # p = 2 stages of 4 devices, m = 4
+    cuts = {tuple(key): None if found is None else tuple(found) for key, found in rec["cuts"]}
+    assert len(cuts) == len(levels)
+
+    calls = []
+    cut_chain = pipeline.cut_chain
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("sharding"))
+        return cut_chain(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "cut_chain", spy)
+    search = dict(memory_limit=cut_args["memory_limit"], links=cut_args["links"], stages=[2],
+                  micro_batches=[4], optimizer_sharding=levels, bytes_per=cut_args["bytes_per"])
+    got = pipeline.plan_pipeline(costs, 8, 16, cuts=cuts, **search)
+    assert calls == []
+    want = pipeline.plan_pipeline(costs, 8, 16, **search)
+    assert len(calls) == len(levels)        # the spy sees the search's own calls
+    assert got == want
+
+
+def test_accumulated_one_stage_pairs_wait_for_the_whole_batch_pair():
+    """A one-stage pair with gradient accumulation waits (is not taken) while the one-stage,
+    one-micro-batch pair's result is unknown; once that pair is finished it waits no more (and
+    is skipped if that pair fits); pipelined pairs never wait."""
+    import math
+    import multiprocessing
+
+    from smsg_ms.planner.workers import _Board
+
+    todo = [(8, 16), (8, 8), (4, 4), (2, 2)]    # (d, b) of p = 1 m = 1, p = 1 m = 2, p = 2, 4
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=True))
+    assert [board.waits(i) for i in range(4)] == [False, True, False, False]
+    board.post(0, 1.0)                          # bound known, objective not yet
+    assert board.waits(1)
+    board.post(0, 1.0, 2.0)                     # the whole batch fits: accumulation skipped
+    assert [board.waits(i) for i in range(4)] == [False] * 4
+    assert board.beaten(1, 0.5)
+    board.post(0, 1.0, math.inf)                # it does not fit: accumulation is searched
+    assert not board.waits(1) and not board.beaten(1, 0.5)
+
+
+def test_an_accumulated_pair_beaten_anyway_is_not_priced(captured):
+    """Once the whole batch fits on one stage, an accumulated one-stage pair is skipped before
+    its compute floor is priced (no cost model built for it); before, it is evaluated."""
+    import multiprocessing
+
+    from smsg_ms.cost.hardware import get_hardware
+    from smsg_ms.planner.stage_costs import StageCosts
+    from smsg_ms.planner.stages import bytes_per_element, links_of
+    from smsg_ms.planner.workers import _Board, _evaluate
+
+    capture = lambda b: captured("llama", batch=b, **NET)   # noqa: E731
+    hw = get_hardware("ascend910b")
+    cut_args = dict(devices=8, global_batch=16, memory_limit=2**30, links=links_of(hw),
+                    recompute=True, bytes_per=bytes_per_element(capture(16)),
+                    shardings=(False,), one_stage_first=True)
+    todo = [(8, 16), (8, 8)]
+    board = _Board(multiprocessing.get_context("fork"), todo, cut_args)
+    costs = StageCosts("llama", hw, capture=capture, **NET)
+    board.post(0, 1.0, 2.0)                     # the whole batch fits
+    rec = _evaluate(costs, (8, 8), cut_args, {}, board, 1)
+    assert rec == {"pair": [8, 8], "floor": None, "skipped": True}
+    assert (8, 8) not in costs.floors and (8, 8) not in costs.models
+    board.post(0, 1.0, float("inf"))           # it does not fit: accumulation is searched
+    rec = _evaluate(costs, (8, 8), cut_args, {}, board, 1)
+    assert not rec.get("skipped") and rec["floor"] == costs.compute_floor(8, 8) > 0
+
+
+@pytest.mark.parametrize("one_first", [True, False, None])
+def test_the_board_uses_the_search_order_only_where_known(one_first):
+    """A pipelined pair's step beats a one-stage pair only when the pipelined search runs first,
+    the whole-batch step beats a pipelined pair only when the one-stage search does; with the
+    order not known yet (``None``, the prefetch before the floors are all priced) neither."""
+    import multiprocessing
+
+    from smsg_ms.planner.workers import _Board
+
+    todo = [(8, 16), (4, 4)]                    # p = 1 m = 1; p = 2 m = 4
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=one_first))
+    board.post(1, 1.0, 2.0)                     # the pipelined pair: step 2 s
+    assert board.beaten(0, 3.0) == (one_first is False)
+    board = _Board(multiprocessing.get_context("fork"), todo,
+                   dict(devices=8, global_batch=16, one_stage_first=one_first))
+    board.post(0, 1.0, 2.0)                     # the whole batch on one stage: step 2 s
+    assert board.beaten(1, 3.0) == (one_first is True)

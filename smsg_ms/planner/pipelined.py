@@ -249,11 +249,6 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     reasons: list[str] = []     # why each search found nothing (the last one is reported)
 
     deep = [p for p in p_list if p > 1]
-    # best first: the search whose lowest pair bound is smaller runs first and its step is
-    # the other's incumbent (at 8,192 devices the pipelined one, and the costliest stage plans,
-    # 8,192 devices per stage, are never solved); ties: one stage first, as before
-    one_first = _one_stage_first(costs.compute_floor, devices, global_batch, p_list, deep,
-                                 micro_batches, virtual)
 
     def search(stage_costs) -> list:
         """Both searches, in :func:`_one_stage_first`'s order, the first one's step the
@@ -312,7 +307,12 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                               cut_args=dict(devices=devices, global_batch=global_batch,
                                             memory_limit=limit, links=links,
                                             recompute=recompute, bytes_per=bytes_per,
-                                            shardings=sharding, one_stage_first=one_first))
+                                            shardings=sharding, one_stage_first=None))
+    # best first: the search whose lowest pair bound is smaller runs first and its step is
+    # the other's incumbent; ties: one stage first, as before. After the prefetch: the floors
+    # it reads were priced by the processes that solved their pairs, in parallel
+    one_first = _one_stage_first(costs.compute_floor, devices, global_batch, p_list, deep,
+                                 micro_batches, virtual)
     results = search(costs)
     if not results:
         # the fastest stage plans do not fit: plan every stage within the memory limit

@@ -3,7 +3,8 @@
 The operator-level stage plans of different ``(devices per stage d, micro-batch size b)`` pairs
 are independent, so :func:`prefetch` evaluates them in forked worker processes while the parent
 evaluates its share; every process takes the next pair from one shared queue (with the outer
-search's arguments: smallest bound first, so that the board prunes the rest; else costliest
+search's arguments: smallest bound first, estimated from another pair's floor, so that the
+board prunes the rest; each process prices the floors of the pairs it takes; else costliest
 first, keeping to one stage size while it lasts). A worker sends back, as JSON (orjson; floats
 round-trip exactly), each pair's compute floor, its per-layer costs
 (:class:`~smsg_ms.cost.pipeline.LayerCost`, or ``None`` when the pair cannot be planned), the
@@ -27,6 +28,7 @@ import math
 import os
 import sys
 import time
+from fractions import Fraction
 
 #: environment variable naming the worker count (``1``: one process)
 WORKERS_ENV = "SMSG_MS_WORKERS"
@@ -104,6 +106,7 @@ class _Board:
         self.bound = ctx.Array("d", [math.nan] * len(todo))
         self.objective = ctx.Array("d", [math.nan] * len(todo))
         self.lock = ctx.Lock()
+        # None: not known yet (the rules that depend on it are not used)
         self.one_first = cut_args.get("one_stage_first", True)
 
     def beaten(self, i: int, bound: float) -> bool:
@@ -118,8 +121,9 @@ class _Board:
         one-micro-batch pair is known not to fit). A one-stage pair: the one-micro-batch pair
         is known to fit (gradient accumulation is then not searched), or an accumulated pair
         visited before it has a step below ``bound`` once the one-micro-batch pair is known not
-        to fit, or, pipelined first, any pipelined pair has a step below ``bound``. With fewer
-        pairs finished it says True less often, never wrongly."""
+        to fit, or, pipelined first, any pipelined pair has a step below ``bound`` (the
+        rules of one order are used only where the order is known). With fewer pairs finished
+        it says True less often, never wrongly."""
         p, m = self.p[i], self.m[i]
         with self.lock:
             bounds, objs = list(self.bound), list(self.objective)
@@ -135,7 +139,7 @@ class _Board:
             if p == 1:
                 if self.p[j] == 1 and accumulated and earlier:
                     return True
-                if self.p[j] > 1 and not self.one_first:
+                if self.p[j] > 1 and self.one_first is False:
                     return True
             elif self.p[j] == 1:
                 if self.one_first and (self.m[j] == 1 or accumulated):
@@ -143,6 +147,17 @@ class _Board:
             elif earlier:
                 return True
         return False
+
+    def waits(self, i: int) -> bool:
+        """True while pair ``i`` is a one-stage pair with gradient accumulation (``m > 1``)
+        and the one-micro-batch pair's objective is not known yet: once that pair fits,
+        :meth:`beaten` skips pair ``i`` (at 8,192 devices two such stage plans, 5 s of CPU,
+        were solved beside the one-micro-batch one for nothing)."""
+        if self.p[i] != 1 or self.m[i] == 1:
+            return False
+        whole = [j for j in range(len(self.p)) if self.p[j] == 1 and self.m[j] == 1]
+        with self.lock:
+            return bool(whole) and math.isnan(self.objective[whole[0]])
 
     def post(self, i: int, bound: float, objective: float | None = None) -> None:
         with self.lock:
@@ -156,9 +171,15 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     """Floor, layer costs, stage-plan choice and stage cuts of one pair, as plain data; only
     the floor when ``board`` (which needs ``cut_args``) shows the search will prune the
     pair."""
+    from ..cost.pipeline import level_rank
+    from ..cost.param_traffic import optimizer_level
     from ..search.pipeline import cut_chain, cut_key
 
     d, b = pair
+    if board is not None and board.beaten(index, 0.0):
+        # beaten whatever its bound (an accumulated one-stage pair once the whole batch
+        # fits): no floor either (at 8,192 devices its options are the costliest to price)
+        return {"pair": [d, b], "floor": None, "skipped": True}
     floor = costs.compute_floor(d, b)
     if cut_args is not None:
         p, m = cut_args["devices"] // d, cut_args["global_batch"] // b
@@ -173,8 +194,11 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
     if layers is not None and cut_args is not None:
         a = cut_args
         if p <= len(layers):
-            for sh in sorted(set(bool(x) for x in a["shardings"])):
-                found = cut_chain(layers, p, m, memory_limit=a["memory_limit"], sharding=sh,
+            # every level the search tries (levels 2 and 3 too), called as it calls them;
+            # their recompute fronts come from this process's memo of the first level's
+            for sh in sorted(set(optimizer_level(x) for x in a["shardings"]), key=level_rank):
+                found = cut_chain(layers, p, m, memory_limit=a["memory_limit"],
+                                  sharding=sh or False,
                                   links=a["links"].for_stage(d), recompute=a["recompute"],
                                   bytes_per=a["bytes_per"], memo=memo)
                 cuts.append([list(cut_key(p, m, sh, a["memory_limit"], a["recompute"])),
@@ -191,7 +215,8 @@ def _evaluate(costs, pair, cut_args: dict | None, memo: dict, board: _Board | No
 def _store(costs, rec: dict) -> None:
     d, b = rec["pair"]
     if rec.get("skipped"):
-        costs.store_prefetched(d, b, rec["floor"], evaluated=False)
+        if rec["floor"] is not None:
+            costs.store_prefetched(d, b, rec["floor"], evaluated=False)
         return
     costs.store_prefetched(
         d, b, rec["floor"],
@@ -213,7 +238,8 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     included), each taking the next pair of a shared queue; records the pairs computed
     elsewhere with ``costs.store_prefetched`` (this process keeps its own solutions as usual).
     ``cut_args``: ``devices``, ``global_batch``, ``memory_limit``, ``links``, ``recompute``,
-    ``bytes_per``, ``shardings`` and ``one_stage_first`` (which search runs first) of the
+    ``bytes_per``, ``shardings`` and ``one_stage_first`` (which search runs first; ``None``:
+    not known yet) of the
     search, to run its
     :func:`~smsg_ms.search.pipeline.cut_chain` calls too (``None``: not run here).
 
@@ -246,8 +272,26 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         # cheapest bound first: the pairs likely to give the best step are solved first and
         # the board then prunes the rest (at 8,192 devices the one-stage pairs, 8,192 devices
         # per stage, are the costliest and are never solved once a pipelined step beats them)
-        bounds = [(cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
-                  / (cut_args["devices"] // d) * costs.compute_floor(d, b) for d, b in todo]
+        # the floor of each pair is priced by the process that takes it (its cost model, most
+        # of the floor's work, is then the one its stage solve reuses); the order reads the
+        # floor of the pair with the same samples per device b / d on the fewest devices (the
+        # floor depends almost on b / d alone: at 8,192 devices equal to 6 digits from
+        # d = 256 to 8,192 for b / d = 1/8). Only the queue's order: the board prunes on the
+        # exact bounds the processes post, whatever the order.
+        whole = (cut_args["devices"], cut_args["global_batch"])
+        fewest: dict = {}
+        for d, b in sorted(todo):
+            fewest.setdefault(Fraction(b, d), (d, b))
+
+        def bound(d, b):
+            if d == whole[0] and b != whole[1] and whole in todo:
+                # an accumulated one-stage pair, skipped once the whole batch fits (it waits
+                # for that pair, _Board.waits): queued just after it, its floor left unpriced
+                return bound(*whole)
+            return ((cut_args["global_batch"] // b + cut_args["devices"] // d - 1)
+                    / (cut_args["devices"] // d) * costs.compute_floor(*fewest[Fraction(b, d)]))
+
+        bounds = [bound(d, b) for d, b in todo]
         rank = sorted(range(len(todo)), key=lambda i: (bounds[i], board.p[i], board.m[i]))
         todo = [todo[i] for i in rank]
         board = _Board(ctx, todo, cut_args)
@@ -256,13 +300,16 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
     def next_index(prefer: int):
         """The next pair of stage size ``prefer`` (its larger micro-batches first: their
         layouts cover the smaller ones', whose redistribution programs are then cut out of
-        them), else the costliest pair left."""
+        them), else the costliest pair left; with a board, the first pair left in bound order
+        that does not wait for another's result (:meth:`_Board.waits`), else the first."""
         with taken.get_lock():
             left = [i for i in range(len(todo)) if not taken[i]]
             if not left:
                 return None
-            i = left[0] if board is not None else \
-                next((i for i in left if todo[i][0] == prefer), left[0])
+            if board is not None:
+                i = next((i for i in left if not board.waits(i)), left[0])
+            else:
+                i = next((i for i in left if todo[i][0] == prefer), left[0])
             taken[i] = 1
         return i
 
