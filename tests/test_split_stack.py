@@ -73,3 +73,18 @@ def test_rejection_names_the_unknown_operator_and_its_cell(captured, shared_capt
     assert "split_size" in rank.error                      # MindSpore's own reason, first
     assert "LSTM in Default/lstm-LSTM/rnn-_DynamicLSTMCPUGPU" in rank.error
     assert "data_parallel" in rank.error
+
+
+def test_functional_transpose_cuts_its_only_input_the_weight(captured, shared_capture):
+    """``x @ ops.transpose(w, (1, 0))``: MindSpore's base batch-split rule cuts the weight the
+    Transpose reads alone (the dry-run: one AllGather of it per block, its ReduceScatter, no
+    gradient AllReduce of ``w``); the model kept it whole (2 mismatches per kind before)."""
+    spec = "smsg_ms.networks.transposed_weight:build"
+    plan = plan_graph(captured(spec), 8, network=spec, progress=False)
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    bad = [(row.key, row.predicted, row.inserted) for row in rank.rows if not row.ok]
+    assert not bad, f"(key, predicted, inserted): {bad}"
+    inserted = {row.key: row.inserted for row in rank.rows}
+    assert inserted.get(("AllGather", "forward", 8)) == 2
+    assert inserted.get(("AllReduce", "grad_sync", 8)) == 2      # the biases only
