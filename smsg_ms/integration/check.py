@@ -384,8 +384,8 @@ def unknown_operators_hint(plan: Plan) -> str:
     if not seen:
         return ""
     return ("; operators unknown to smsg-ms (no sharding rule): " + ", ".join(seen)
-            + ": if MindSpore's semi-auto parallel cannot compile them, replace that cell (an "
-            "unrolled loop of its step cell) or train it with parallel_mode data_parallel")
+            + ": MindSpore's parallel compile may not support them; replace that cell by "
+            "operators it splits (e.g. the recurrence as a loop of Dense, Sigmoid and Tanh)")
 
 
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:

@@ -1,8 +1,8 @@
 """A sequence classifier on ``nn.LSTM`` (batch first) and a Dense on its last step's output,
 as users write one. Input ``x`` ``(batch, steps, features)`` float32, output ``(batch,
-classes)``. MindSpore 2.10's semi-auto parallel compile of its training graph fails on 8
-devices with or without strategies ("split_size's length must be equal with dimIndex", a
-``SplitWithSize`` of the gradient graph; measured with no strategy set): ``check`` names the
+classes)``. MindSpore 2.10's parallel compile of its training graph fails on 8 devices (CPU
+dry-run) with or without strategies, and in ``data_parallel`` mode too ("split_size's length
+must be equal with dimIndex", a ``SplitWithSize`` of the gradient graph): ``check`` names the
 cell in its one line."""
 from __future__ import annotations
 
