@@ -29,10 +29,12 @@ def describe(op, in_shapes, out_shapes):
 
 def _squeeze(op, in_shapes, out_shapes):
     x = tuple(in_shapes[0])
+    if not x:
+        return None
     axis = op.attrs.get("axis", ())
     axis = (axis,) if isinstance(axis, int) else tuple(axis or ())
     dropped = {a % len(x) for a in axis} if axis else {d for d, s in enumerate(x) if s == 1}
-    if not x or any(x[d] != 1 for d in dropped) or len(tuple(out_shapes[0])) != len(x) - len(dropped):
+    if any(x[d] != 1 for d in dropped) or len(tuple(out_shapes[0])) != len(x) - len(dropped):
         return None
     lt = Letters()
     letters = "".join(lt.dummy() if d in dropped else lt.new(size) for d, size in enumerate(x))
