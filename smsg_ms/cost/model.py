@@ -34,7 +34,7 @@ from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
                              letter_cuts, reduce_scatter_variant)
 from .redistribution import redistribute
-from .shared_parameters import borrowed_inputs, kept_whole
+from .shared_parameters import borrowed_inputs, kept_whole_by
 
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
@@ -359,7 +359,7 @@ class CostModel:
             # (ConvNeXt's layer scale ``gamma * x``: x stays batch-cut, gamma whole)
             first = next((x for i, x in enumerate(spec.inputs)
                           if x and not (i < len(op.inputs)
-                                        and kept_whole(self.graph, op.inputs[i]))), "")
+                                        and kept_whole_by(self.graph, op, op.inputs[i]))), "")
             cuts = {}
             if first and first[0] in spec.cuttable():
                 cut = batch_parallel_cut(n, [spec.sizes[first[0]]])
@@ -374,7 +374,7 @@ class CostModel:
         colls = []
         strategy = []
         split = [name for name in op.inputs if self.graph.tensors[name].shape
-                 and not kept_whole(self.graph, name)
+                 and not kept_whole_by(self.graph, op, name)
                  and self.graph.tensors[name].shape[0] != 1]
         batch = batch_parallel_cut(n, [self.graph.tensors[name].shape[0] for name in split])
         if has_no_operator_info(op.type):   # StandAlone or BatchParallel: all or nothing

@@ -75,3 +75,17 @@ def kept_whole(graph: OpGraph, name: str) -> bool:
     data."""
     t = graph.tensors[name]
     return t.kind == "parameter" and bool(t.requires_grad)
+
+
+def kept_whole_by(graph: OpGraph, op, name: str) -> bool:
+    """:func:`kept_whole` for ``name`` read by the strategy-less ``op``, except where ``name`` is
+    ``op``'s only non-constant input and ``op`` is no pass-through (Cast): then the base rule
+    ``OperatorInfo::ReComputeBatchSplitFlagList`` (``ops_info/operator_info.cc``: input 0's
+    split flag on) cuts the parameter's first dimension like data. Seen in the dry-run: a
+    functional ``ops.transpose(w, (1, 0))`` (``F.linear``-style ``x @ w.T``,
+    ``nn.MultiheadAttention``'s ``out_proj``) cuts ``w`` 8 ways on 8 devices, so its gradient
+    needs no AllReduce and the matmul behind it gathers it."""
+    if not kept_whole(graph, name):
+        return False
+    data = [n for n in op.inputs if graph.tensors[n].kind != "constant"]
+    return data != [name] or passes_layout_through(op.type)

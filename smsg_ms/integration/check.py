@@ -370,6 +370,24 @@ def verify_network(plan: Plan, spec: str | None = None) -> list[str]:
     return graph.unread_parameters()
 
 
+def unknown_operators_hint(plan: Plan) -> str:
+    """What to suspect when MindSpore rejects ``plan``: the operators the cost model priced by
+    its generic fallback (no operator family; decision note ``fallback: no cost family``), with
+    the cell each runs in (its scope without the operator), as one line's tail, or ``""``.
+    MindSpore's message names neither (e.g. ``nn.LSTM``'s training graph: "split_size's length
+    must be equal with dimIndex", refused in semi-auto parallel even without any strategy)."""
+    seen: dict[str, None] = {}
+    for d in plan.decisions:
+        if any(note.startswith("fallback: no cost family") for note in d.notes):
+            cell = d.name.split("@", 1)[-1].rpartition("/")[0] or d.name
+            seen.setdefault(f"{d.op_type} in {cell}", None)
+    if not seen:
+        return ""
+    return ("; operators unknown to smsg-ms (no sharding rule): " + ", ".join(seen)
+            + ": MindSpore's parallel compile may not support them; replace that cell by "
+            "operators it splits (e.g. the recurrence as a loop of Dense, Sigmoid and Tanh)")
+
+
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:
     """Compile ``plan`` on each rank in the dry-run and compare collectives; a plan that leaves
     weights of the network unplanned (:attr:`CheckReport.unplanned`) fails without a compile
@@ -392,7 +410,8 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
         except DryRunError as exc:
             if exc.kind in ("timeout", "crash"):
                 raise
-            results.append(RankCheck(rank, error=str(exc).splitlines()[0]))
+            results.append(RankCheck(rank, error=str(exc).splitlines()[0]
+                                     + unknown_operators_hint(plan)))
             continue
         if pipelined(plan):
             stage = stage_of_rank(plan, rank)
