@@ -67,6 +67,7 @@ def _plan_settings(args) -> dict:
         settings["hardware"] = os.path.splitext(os.path.basename(settings["hardware"]))[0]
     settings["devices_per_node"] = args.devices_per_node
     settings["replace_strategies"] = "replaced" if args.replace_strategies else None
+    settings["build_for_devices"] = "built" if args.build_for_devices else None
     return settings
 
 
@@ -102,13 +103,17 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
+    if args.pipeline is not None and args.build_for_devices:
+        raise PlanError("--build-for-devices is for single-stage plans: drop --pipeline, or "
+                        "drop --build-for-devices")
     graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
 
         options = _network_options(args)
         with working(f"capturing {args.network}", args.json):
-            graph = capture_network(args.network, **options)
+            graph = capture_network(args.network, **options,
+                                    world=args.devices if args.build_for_devices else None)
         from .search import NoFeasiblePlan
         try:
             with stdout_to_stderr(args.json):   # the planner draws its own bar on a terminal
@@ -243,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace-strategies", action="store_true",
                    help="plan anew the primitives whose strategy the network's own shard() "
                         "sets (default: kept as fixed choices where they fit the devices)")
+    p.add_argument("--build-for-devices", action="store_true",
+                   help="capture the network built for the plan's --devices (a network that "
+                        "reads the world size while built, mindformers' parallel_core models: "
+                        "data_parallel; one stage only; default: the capture's one device)")
     add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 

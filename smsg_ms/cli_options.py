@@ -346,7 +346,7 @@ def default_plan_path(network: str, devices: int, options: dict | None = None,
     tags = {"pipeline": "p{}", "micro_batches": "mb{}", "optimizer_sharding": "os{}",
             "virtual_stages": "vs{}", "hardware": "{}", "devices_per_node": "dpn{}",
             "memory": "mem{}", "write_back": "{}", "time_limit": "t{}",
-            "replace_strategies": "{}"}
+            "replace_strategies": "{}", "build_for_devices": "{}"}
     extra = ""
     for key, fmt in tags.items():
         value = (settings or {}).get(key)

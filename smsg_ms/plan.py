@@ -86,13 +86,15 @@ def _tuple_or_refuse(obj):
 def _drop_defaults(data: dict) -> dict:
     """``data`` (a plan's fields) without the fields newer than the format left at their
     default (``write_back`` ``"shard"``, ``enable_alltoall`` ``False``, ``out_strategies``
-    empty), so older plan files keep their hash."""
+    empty, ``built_for`` ``None``), so older plan files keep their hash."""
     if data.get("write_back") == "shard":
         del data["write_back"]
     if not data.get("enable_alltoall", True):
         del data["enable_alltoall"]
     if not data.get("out_strategies", True):
         del data["out_strategies"]
+    if data.get("built_for", 0) is None:
+        del data["built_for"]
     return data
 
 
@@ -200,6 +202,9 @@ class Plan:
             along the tokens under sequence parallel (``Primitive.shard(in_strategy,
             out_strategy)``, ``ops_info/matmul_info.cc`` ``CheckOutputStrategy``). Left out of
             the JSON when empty, so older plan files keep their hash.
+        built_for: the device count the network was built for in its capture (its graph
+            depends on it: :attr:`smsg_ms.graph.model.OpGraph.built_for`); a check or export
+            captures it so again. Left out of the JSON when ``None``.
         planner_version: smsg-ms version that made the plan.
         content_hash: SHA-256 of the rest (see :meth:`compute_hash`).
     """
@@ -218,6 +223,7 @@ class Plan:
     write_back: str = "shard"
     enable_alltoall: bool = False
     out_strategies: dict[str, list[list[int]]] = field(default_factory=dict)
+    built_for: int | None = None
     planner_version: str = __version__
     format: int = PLAN_FORMAT
     content_hash: str = ""

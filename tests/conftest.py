@@ -43,9 +43,11 @@ def shared_capture(captured):
     test captured already reuses that graph instead of starting another child. Same graph,
     same fingerprint (captures are deterministic): the check compares what it did before.
     The graphs are shared: a test using this must not modify a captured graph."""
-    def shared(spec: str, devices: int = 1, **options):
+    def shared(spec: str, devices: int = 1, world: int | None = None, **options):
         if devices != 1:
             options["devices"] = devices
+        if world is not None:
+            options["world"] = world
         return captured(spec, **options)
     _capture_module.capture_network = shared
     yield shared

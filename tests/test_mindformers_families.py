@@ -163,6 +163,32 @@ def test_deepseek_v3_shared_weights_sync_once(work):
     assert all(r["ok"] for r in rows), rows
 
 
+def test_deepseek_v3_router_built_for_eight_devices(work):
+    """``plan --build-for-devices``: DeepSeek-V3 is captured built for the plan's 8 devices
+    (``data_parallel`` 8, as in MindSpore's compile) and its MoE permute ``Morph``'s output
+    at its ``infer_shape``, ``(8, 128, 256)``. Its routers' operators then have the 8-device
+    shapes: the AllGathers MindSpore inserts in ``mlp-MoELayer/router-TopKRouter`` (8-, 2-
+    and 4-way, 49 in all with the 37 others; 39 predicted captured on one device) are
+    predicted, count and bytes, and so are the experts' ``AlltoAllV`` bytes. MindSpore's
+    compile is the oracle. Rows still apart (``docs/networks.md``): backward AllReduces and
+    ReduceScatters, not asserted."""
+    import json
+
+    plan = smsg(["plan", "smsg_ms.networks.families:mf_deepseek_v3", "--devices", "8",
+                 "--build-for-devices", "--out", "deepseek_v3_built.json"], work)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert json.loads((work / "deepseek_v3_built.json").read_text())["built_for"] == 8
+    check = smsg(["check", "deepseek_v3_built.json", "--json"], work)
+    rank = json.loads(check.stdout)["ranks"][0]
+    assert rank["error"] is None, check.stderr[-2000:]
+    rows = {(r["collective"], r["phase"], r["group"]): r for r in rank["collectives"]}
+    gathers = [r for key, r in rows.items() if key[0] == "AllGather"]
+    assert [(r["group"], r["inserted"]) for r in gathers] == [(8, 37)], gathers
+    assert all(r["ok"] for r in gathers), gathers
+    a2a = [r for key, r in rows.items() if key[0] == "AlltoAllV"]
+    assert len(a2a) == 2 and all(r["ok"] for r in a2a), a2a
+
+
 _FILL_SCRIPT = """
 from mindspore import nn
 from mindformers.parallel_core.transformer_config import TransformerConfig

@@ -28,10 +28,12 @@ def test_to_dict_equals_asdict():
     assert want.pop("write_back") == "shard"     # the default is left out (older plans' hash)
     assert want.pop("enable_alltoall") is False  # likewise
     assert want.pop("out_strategies") == {}      # likewise
+    assert want.pop("built_for") is None         # likewise
     assert got == want
     plan.write_back = "propagate"
     plan.enable_alltoall = True
     plan.out_strategies = {"layers.0.wq.matmul": [[8, 1]]}
+    plan.built_for = 8
     assert plan.to_dict() == dataclasses.asdict(plan)
     assert type(got["decisions"][1]["breakdown"]["shape"]) is tuple
     assert type(got["decisions"][1]["breakdown"]["pair"]) is Pair
@@ -65,6 +67,7 @@ def test_content_hash_is_the_sha256_of_asdict_json():
     assert data.pop("write_back") == "shard"  # the default is left out of the file and the hash
     assert data.pop("enable_alltoall") is False  # likewise
     assert data.pop("out_strategies") == {}      # likewise
+    assert data.pop("built_for") is None         # likewise
     text = orjson.dumps(data, default=list, option=orjson.OPT_SORT_KEYS)  # namedtuple: array
     assert json.loads(text) == json.loads(json.dumps(data))
     assert plan.compute_hash() == hashlib.sha256(text).hexdigest()

@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..graph.model import DTYPE_BYTES
+from ..graph.morph_regions import MORPH_ATTR
 
 #: the collective primitive mindformers' dispatcher calls
 ALLTOALLV = "AlltoAllV"
@@ -110,14 +111,35 @@ def expert_layout(graph, batch: int) -> ExpertLayout | None:
             out.weight_elements += param.numel or 0
     if out is None:
         return None
+    rows = hidden_state_rows(graph)
     for op in graph.ops:
         if op.type == ALLTOALLV and op.phase == "forward" and op.inputs:
             t = graph.tensors[op.inputs[0]]
             # rows of hidden states (block_size h) have a bprop AlltoAllV; the routing
             # probabilities (block_size 1) none (the dry-run's compiled graph)
-            out.dispatch.append(((t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4),
-                                 int(op.attrs.get("block_size", 1) or 1) > 1))
+            hidden = int(op.attrs.get("block_size", 1) or 1) > 1
+            nbytes = (t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4)
+            out.dispatch.append((rows.get(op.attrs.get(MORPH_ATTR), nbytes) if hidden
+                                 else nbytes, hidden))
             out.dispatch_ops.append(op.id)
+    return out
+
+
+def hidden_state_rows(graph) -> dict[str, int]:
+    """``{Morph path: bytes}``: the largest hidden-state ``AlltoAllV`` input (``block_size >
+    1``) of each experts ``Morph`` region. The combine (``token_unpermutation``) sends back the
+    rows the dispatch (``token_permutation``) received: the same bytes (MindSpore's 8-device
+    compile of DeepSeek-V3: 0.50 MiB each). The capture sizes the combine from data-dependent
+    shapes (``NonZero``, ``MaskedSelect``) of the ``fn`` compiled on the global tokens; at
+    ``dp > 1`` (a network captured for the plan's devices, ``(dp, N/dp, h)`` tokens) it comes
+    out ``1/dp`` of them, so each hidden-state call of a region is priced at the largest."""
+    out: dict[str, int] = {}
+    for op in graph.ops:
+        path = op.attrs.get(MORPH_ATTR)
+        if (op.type == ALLTOALLV and op.phase == "forward" and op.inputs and path
+                and int(op.attrs.get("block_size", 1) or 1) > 1):
+            t = graph.tensors[op.inputs[0]]
+            out[path] = max(out.get(path, 0), (t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4))
     return out
 
 

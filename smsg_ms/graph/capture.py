@@ -271,18 +271,23 @@ def capture(net, *inputs, name: str | None = None) -> OpGraph:
 
     if ms.get_context("mode") != ms.GRAPH_MODE:
         ms.set_context(mode=ms.GRAPH_MODE)
-    from .morph_regions import fold_morph_markers, mark_morph_fns, unmark_morph_fns
+    from .morph_regions import (fold_morph_markers, mark_morph_fns, set_global_outputs,
+                                unmark_morph_fns)
 
     prims = tag_primitives(net)
     mark_morph_fns(prims)
+    name = name or type(net).__name__
     with tempfile.TemporaryDirectory(prefix="smsg-capture-") as tmp, \
             _environment(MS_DEV_PRECOMPILE_ONLY="1", MS_OM_PATH=tmp):
         set_training_mode(net)
         try:
-            phase = compile_cell(net, inputs, phase=CAPTURE_PHASE)
+            graph = read_mindir(net, compile_cell(net, inputs, phase=CAPTURE_PHASE), name)
+            if set_global_outputs(graph, prims):   # Morph outputs at their infer_shape
+                graph = read_mindir(net, compile_cell(net, inputs, phase=CAPTURE_PHASE + "_g"),
+                                    name)
         finally:
             unmark_morph_fns(prims)
-    graph = fold_morph_markers(read_mindir(net, phase, name or type(net).__name__))
+    graph = fold_morph_markers(graph)
     check_inputs_consistent(graph, inputs)
     return graph
 
@@ -309,7 +314,8 @@ def _check_spec(spec: str, options: dict) -> None:
         raise CaptureError(str(exc)) from exc
 
 
-def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
+def capture_network(spec: str, devices: int = 1, world: int | None = None,
+                    **options) -> OpGraph:
     """Capture a network from a spec in a dry-run child process, without allocating weights.
 
     Args:
@@ -317,6 +323,10 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
             function takes keyword options (``batch``, ``seq``, ``layers`` ... as it accepts) and
             returns ``(net, inputs)`` or ``{"net": ..., "inputs": ...}``.
         devices: virtual device count of the compile (1 = global shapes).
+        world: the device count the network is built for (the plan's, per stage): a network
+            whose construction reads the world size (mindformers' ``parallel_core`` models:
+            ``data_parallel``) reads it (:func:`smsg_ms.networks.world.built_for`); ``None``:
+            the compile's ``devices``. A network that does not read it captures the same.
         options: keyword arguments for the network function (JSON values).
 
     Raises:
@@ -327,7 +337,10 @@ def capture_network(spec: str, devices: int = 1, **options) -> OpGraph:
 
     _check_spec(spec, options)
     try:
-        result = run_child({"job": "capture", "spec": spec, "options": options}, devices=devices)
+        job = {"job": "capture", "spec": spec, "options": options}
+        if world is not None and world != devices:
+            job["world"] = int(world)
+        result = run_child(job, devices=devices)
     except DryRunError as exc:
         raise CaptureError(str(exc)) from exc
     graph = OpGraph.from_dict(result["graph"])

@@ -155,6 +155,9 @@ class OpGraph:
         outputs: names of the network's outputs.
         name: network name (class name or built-in name).
         warnings: messages about parts the capture could not represent (control flow, ...).
+        built_for: the device count the network was built for when its construction read the
+            world size (``capture_network``'s ``world``, :mod:`smsg_ms.networks.world`);
+            ``None`` when it did not (its graph is the same for every device count).
     """
 
     ops: list[OpNode]
@@ -163,6 +166,7 @@ class OpGraph:
     outputs: list[str]
     name: str = "network"
     warnings: list[str] = field(default_factory=list)
+    built_for: int | None = None
 
     # ---- queries -------------------------------------------------------------------------
     def op(self, op_id: int) -> OpNode:
@@ -227,6 +231,7 @@ class OpGraph:
             "warnings": self.warnings,
             "tensors": [_tensor_dict(t) for t in self.tensors.values()],
             "ops": [asdict(o) for o in self.ops],
+            **({"built_for": self.built_for} if self.built_for is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -241,7 +246,7 @@ class OpGraph:
         ops = [OpNode(**o) for o in data["ops"]]
         return cls(ops=ops, tensors=tensors, inputs=list(data["inputs"]),
                    outputs=list(data["outputs"]), name=data.get("name", "network"),
-                   warnings=list(data.get("warnings", [])))
+                   warnings=list(data.get("warnings", [])), built_for=data.get("built_for"))
 
     @classmethod
     def from_json(cls, text: str) -> "OpGraph":

@@ -19,11 +19,14 @@ those Identities and records on the body operators: :data:`MORPH_ATTR` on every 
 :data:`ENTRY_ATTR` (``{input index: layout}``) on the first non-Cast operator reading a Morph
 input, :data:`EXIT_ATTR` (``{output index: layout}``) on the last non-Cast operator producing
 its output (a Cast keeps its input's layout: MindSpore gives it no ``OperatorInfo``). The cost
-model prices the region so (:mod:`smsg_ms.cost.morph_region`).
+model prices the region so (:mod:`smsg_ms.cost.morph_region`). :func:`set_global_outputs`
+reshapes a ``fn``'s output to the ``Morph``'s ``infer_shape`` (its global shape) where the two
+differ (mindformers' MoE token permute), for a second compile.
 """
 from __future__ import annotations
 
 import json
+from math import prod
 
 from .model import OpGraph, OpNode
 
@@ -104,6 +107,8 @@ def mark_morph_fns(prims: dict) -> list[str]:
             self.l0, self.l1, self.l2, self.l3, self.l4, self.l5 = (
                 k < len(ins) for k in range(MAX_ARGS))
             self.has_out = out is not None
+            self.has_target, self.target = False, ()   # set by set_global_outputs
+            self.reshape = P.Reshape()
             self.mo = P.Identity()
             if out is not None:
                 self.mo.add_prim_attr(MORPH_ATTR, path).add_prim_attr(ARG_ATTR, -1)
@@ -140,6 +145,8 @@ def mark_morph_fns(prims: dict) -> list[str]:
             return a
 
         def go(self, a):
+            if self.has_target:
+                a = self.reshape(a, self.target)
             if self.has_out:
                 return self.mo(a)
             return a
@@ -182,6 +189,63 @@ def mark_morph_fns(prims: dict) -> list[str]:
         prim.__morph_fn__ = method
         wrapped.append(path)
     return wrapped
+
+
+def _entry_shapes(graph: OpGraph, out_mark: OpNode, path: str) -> list[list[int]] | None:
+    """The shapes of the tensors entering one call of Morph ``path`` (its input marks met
+    walking back from ``out_mark``), in argument order; ``None`` when the marked arguments are
+    not ``0 .. k`` (a non-tensor argument between them)."""
+    shapes = {}
+    for op_id in _body(graph, out_mark, path) + [out_mark.id]:
+        for name in graph.ops[op_id].inputs:
+            mark = graph.producer_of(name)
+            if (mark is not None and mark.attrs.get(MORPH_ATTR) == path
+                    and mark.type == "Identity" and mark.attrs.get(ARG_ATTR, -1) >= 0):
+                shapes[int(mark.attrs[ARG_ATTR])] = [int(v) for v in
+                                                     graph.tensors[mark.inputs[0]].shape]
+    if sorted(shapes) != list(range(len(shapes))):
+        return None
+    return [shapes[k] for k in range(len(shapes))]
+
+
+def set_global_outputs(graph: OpGraph, prims: dict) -> list[str]:
+    """Give each marked ``Morph`` of ``prims`` whose ``fn``, compiled on the global tensors,
+    returns another shape than its ``infer_shape`` a Reshape to that shape after the ``fn``;
+    ``graph`` is the capture compiled with :func:`mark_morph_fns` (marks not yet folded).
+
+    A ``Morph``'s ``fn`` runs on each device's slices, and MindSpore's parallel compile gives
+    its output the shape of its ``infer_shape`` (the ``Morph``'s global shape): mindformers'
+    MoE ``local_reshape_permute`` reshapes its ``(B·S, H)`` slice to ``(1, -1, H)``, one row
+    per device, global ``(dp, B·S/dp, H)`` (``transformer/moe/moe_layer.py``). The capture
+    compiles the ``fn`` on the global tensor, ``(1, B·S, H)``, so the operators after it would
+    have other shapes than in the parallel compile. ``infer_shape`` is called as MindSpore's
+    ``PrimitiveWithInfer`` calls it: one shape (a list) per tensor input. A ``Morph`` whose
+    calls disagree on the shape, whose ``infer_shape`` raises or changes the element count is
+    left as it is. Compile again after a non-empty return. Returns the paths changed, sorted."""
+    targets: dict[str, set] = {}
+    for out_mark in graph.ops:
+        if out_mark.type != "Identity" or out_mark.attrs.get(ARG_ATTR) != -1:
+            continue
+        path = out_mark.attrs.get(MORPH_ATTR)
+        prim = prims.get(path)
+        marked = getattr(getattr(prim, "__morph_fn__", None), "__self__", None)
+        shapes = _entry_shapes(graph, out_mark, path)
+        got = tuple(int(v) for v in graph.tensors[out_mark.inputs[0]].shape)
+        if not hasattr(marked, "has_target") or shapes is None:
+            targets.setdefault(path, set()).add(None)
+            continue
+        try:
+            want = tuple(int(v) for v in prim.infer_shape(*shapes))
+        except Exception:  # noqa: BLE001 (the network's own function: any error, no reshape)
+            want = got
+        fits = want != got and -1 not in want and prod(want) == prod(got)
+        targets.setdefault(path, set()).add(want if fits else None)
+    changed = sorted(path for path, wants in targets.items()
+                     if len(wants) == 1 and None not in wants)
+    for path in changed:
+        marked = prims[path].__morph_fn__.__self__
+        marked.has_target, marked.target = True, next(iter(targets[path]))
+    return changed
 
 
 def unmark_morph_fns(prims: dict) -> None:

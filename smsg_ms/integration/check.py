@@ -351,7 +351,7 @@ def verify_network(plan: Plan, spec: str | None = None) -> list[str]:
 
     spec = spec or plan.network
     try:
-        graph = capture_network(spec, **plan.options)
+        graph = capture_network(spec, world=plan.built_for, **plan.options)
     except CaptureError as exc:
         first = str(exc).splitlines()[0]
         if spec != plan.network and "takes no option" in first:   # another network's options

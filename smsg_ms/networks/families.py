@@ -10,13 +10,14 @@ float32 and return ``(batch, classes)`` logits. Sizes (elements): :data:`LLM_SIZ
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import warnings
 
 import numpy as np
 
-from . import NetworkSpecError
+from . import NetworkSpecError, world
 from .external import require_package
 
 #: reduced LLM size shared by every mindformers family (hidden, heads, layers, FFN, vocabulary)
@@ -40,13 +41,30 @@ def _version() -> str:
 
 
 def _world_size() -> int:
-    """Devices of the initialised communication (1 before ``init()``)."""
-    from mindspore.communication import get_group_size
+    """The world size the network is built for (:func:`smsg_ms.networks.world.world_size`: the
+    plan's device count in a capture, else the initialised communication's, 1 before
+    ``init()``)."""
+    return world.world_size()
 
+
+@contextlib.contextmanager
+def _model_parallel_groups_skipped():
+    """mindformers' ``GPTModel`` creates its model-parallel communication groups
+    (``initialize_model_parallel``), which refuses ``dp·tp·pp·cp`` ≠ the process's devices
+    (``parallel_state._valid_parallel_config``): skipped while a capture on one device builds
+    the network for the plan's device count (:func:`smsg_ms.networks.world.declared`); the
+    strategies, not the groups, make the captured graph."""
+    if not world.declared():
+        yield
+        return
+    module = importlib.import_module("mindformers.parallel_core.training_graph.base_models.gpt."
+                                     "gpt_model")
+    kept = module.initialize_model_parallel
+    module.initialize_model_parallel = lambda *args, **kwargs: None
     try:
-        return int(get_group_size())
-    except RuntimeError:
-        return 1
+        yield
+    finally:
+        module.initialize_model_parallel = kept
 
 
 def _ids(batch: int, seq: int):
@@ -101,7 +119,8 @@ def _mcore_llm(config_path: str, model_path: str, batch: int, seq: int, moe: tup
     stages = int(ms.get_auto_parallel_context("pipeline_stages"))
     cfg.parallel_config.data_parallel = max(_world_size() // stages, 1)
     cfg.parallel_config.pipeline_stage = stages
-    model = _import(model_path)(config=cfg)
+    with _model_parallel_groups_skipped():
+        model = _import(model_path)(config=cfg)
     if type(model).__name__.startswith("Inference"):
         raise NetworkSpecError(f"mindformers {_version()} builds only {type(model).__name__} "
                                f"for {model_path.rpartition('.')[2]} (inference, no training "
@@ -276,6 +295,7 @@ import_object = _import
 token_ids = _ids
 world_size = _world_size
 with_labels = _WithLabels
+model_parallel_groups_skipped = _model_parallel_groups_skipped
 
 #: family name → network spec, in the order of the table
 FAMILIES = {

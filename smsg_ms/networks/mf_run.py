@@ -186,7 +186,8 @@ def build_expert(run_config: str, batch: int | None = None, seq: int | None = No
 
 def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     from .external import require_package
-    from .families import import_object, token_ids, with_labels, world_size
+    from .families import (import_object, model_parallel_groups_skipped, token_ids,
+                           with_labels, world_size)
 
     data = load_run_config(config)
     mc = sized_model_config(model_config_of(data, config), **sizes)
@@ -219,8 +220,9 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
         if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)):
             continue    # a capture on fewer devices, or no experts: ep 1
         setattr(cfg.parallel_config, key, value)
-    model = register.get_instance_from_cfg(cfg.to_dict(), kinds.MODELS,
-                                           default_args={"config": cfg})
+    with model_parallel_groups_skipped():
+        model = register.get_instance_from_cfg(cfg.to_dict(), kinds.MODELS,
+                                               default_args={"config": cfg})
     if type(model).__name__.startswith("Inference"):
         raise RunConfigError(f"mindformers builds only {type(model).__name__} for "
                              f"{architecture(mc)} (inference, no training graph to plan)")

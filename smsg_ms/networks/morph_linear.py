@@ -14,11 +14,9 @@ import numpy as np
 
 
 def _world_size() -> int:
-    try:
-        from mindspore.communication import get_group_size
-        return int(get_group_size())
-    except RuntimeError:  # not initialised: a capture in this process, one device
-        return 1
+    from .world import world_size   # the plan's device count in a capture (1 uninitialised)
+
+    return world_size()
 
 
 def build(seq: int = 64, batch: int = 16, hidden: int = 32, out: int = 64, layers: int = 0):

@@ -429,6 +429,7 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
                 dataset_strategy=_dataset_strategy(graph, variables, choice, where),
                 symbolic=dict(sorted(symbolic_table.items())),
                 enable_alltoall=bool(getattr(model, "enable_alltoall", False)),
+                built_for=graph.built_for,
                 out_strategies=dict(sorted(
                     (var.name, [list(x) for x in var.options[choice[vi]][0].out_strategy])
                     for vi, var in enumerate(variables)

@@ -152,9 +152,12 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
                  progress: bool | None = None, write_back: str = "auto",
                  time_limit: float = DEFAULT_SECONDS, replace_strategies: bool = False,
-                 **network_options) -> Plan:
+                 build_for_devices: bool = False, **network_options) -> Plan:
     """Capture ``spec`` (built-in name or ``package.module:function``) and plan it; the
     strategies the network's own ``shard()`` sets are kept unless ``replace_strategies``.
+    ``build_for_devices``: the network is built for ``devices`` in the capture
+    (``capture_network``'s ``world``; recorded as the plan's ``built_for`` when it reads the
+    world size).
 
     Raises:
         smsg_ms.devices.DeviceCountError, PlanningError, smsg_ms.graph.capture.CaptureError,
@@ -166,7 +169,8 @@ def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=N
     settings = PlanningOptions(hardware=hardware, memory_gib=memory_gib, progress=progress,
                                write_back=write_back, time_limit=time_limit,
                                replace_strategies=replace_strategies)
-    graph = capture_network(spec, **network_options)
+    graph = capture_network(spec, world=devices if build_for_devices else None,
+                            **network_options)
     return plan_graph_with(graph, devices, settings, network=spec,
                            network_options=network_options)
 

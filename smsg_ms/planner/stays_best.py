@@ -251,7 +251,7 @@ def reproduce(plan, what: str = "the range where a plan stays best",
     if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
         raise ValueError(f"{what} is computed for single-stage plans only (this plan is "
                          "pipelined)")
-    graph = capture_network(plan.network, **plan.options)
+    graph = capture_network(plan.network, world=plan.built_for, **plan.options)
     hardware = get_hardware(plan.hardware)
     wanted = {name: ([list(s) for s in strategy], plan.out_strategies.get(name))
               for name, strategy in plan.strategies.items()}

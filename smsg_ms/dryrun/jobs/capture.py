@@ -1,7 +1,9 @@
 """Capture jobs: read a network's operator graph, or the strategies its code already sets.
 
-* ``capture``: build the network spec under ``no_init_parameters``, compile forward in
-  semi-auto parallel, return ``{"graph": OpGraph dict}``.
+* ``capture``: build the network spec under ``no_init_parameters`` (for the job's ``world``
+  devices when given: :mod:`smsg_ms.networks.world`), compile forward in semi-auto parallel
+  (again when a ``Morph``'s output takes its ``infer_shape``:
+  :func:`smsg_ms.graph.morph_regions.set_global_outputs`), return ``{"graph": OpGraph dict}``.
 * ``capture_train``: the same, but compile the training graph (``TrainOneStepCell``: forward,
   backward, optimizer) and return ``{"graph": OpGraph dict, "collectives": [...]}``.
 * ``read_shard``: build the spec and return the ``in_strategy`` its primitives already carry
@@ -20,13 +22,15 @@ from .common import setup_parallel
 
 def job_capture(job: dict) -> dict:
     from ...graph.capture import compile_cell, read_mindir, set_training_mode, tag_primitives
-    from ...graph.morph_regions import fold_morph_markers, mark_morph_fns
+    from ...graph.morph_regions import fold_morph_markers, mark_morph_fns, set_global_outputs
     from ...networks import build_network
     from ...networks.dynamic_inputs import declared_axes, mark_dynamic_axes
+    from ...networks.world import built_for
 
     t0 = time.perf_counter()
     setup_parallel(extra_context={"full_batch": True})
-    built = build_network(job["spec"], no_init=True, **job.get("options", {}))
+    with built_for(job.get("world")) as world:   # the plan's devices (capture_network's world)
+        built = build_network(job["spec"], no_init=True, **job.get("options", {}))
     prims = tag_primitives(built.net)
     own = own_strategies(prims)
     mark_morph_fns(prims)   # before the layouts lose their device matrix
@@ -38,10 +42,16 @@ def job_capture(job: dict) -> dict:
     set_training_mode(built.net)
     inputs = built.train_inputs if training else built.inputs
     phase = compile_cell(built.net, inputs, phase="smsg_capture")
-    graph = fold_morph_markers(read_mindir(built.net, phase, built.name))
+    graph = read_mindir(built.net, phase, built.name)
+    if set_global_outputs(graph, prims):   # Morph outputs at their infer_shape: again
+        phase = compile_cell(built.net, inputs, phase="smsg_capture_global")
+        graph = read_mindir(built.net, phase, built.name)
+    graph = fold_morph_markers(graph)
     for op in graph.ops:
         if op.prim_path in own:
             op.attrs[OWN_STRATEGY_ATTR] = own[op.prim_path]
+    if world.read:
+        graph.built_for = world.devices
     declared = None if training else declared_axes(built.net)
     if declared:   # the axes set_inputs declares dynamic: compiled again as declared
         dyn_phase = compile_cell(built.net, tuple(built.net.get_inputs()),
