@@ -54,6 +54,11 @@ class OneLineParser(argparse.ArgumentParser):
             self._parser_of(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
+    def usage_error(self, parsed, message: str):
+        """Exit 2 with ``message`` in argparse's one line, pointing at the ``--help`` of the
+        subcommand ``parsed`` ran (:class:`UsageError` and the like, found after parsing)."""
+        self._parser_of(parsed).error(message)
+
     def _parser_of(self, parsed) -> argparse.ArgumentParser:
         """The sub-parser ``parsed.command`` names (self when none)."""
         for action in self._actions:
@@ -164,6 +169,36 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def auto_or_count(text: str) -> str:
+    """argparse type: ``auto`` or an integer >= 1, kept as text (``--pipeline``,
+    ``--virtual-stages``)."""
+    if text == "auto":
+        return text
+    try:
+        return str(positive_int(text))
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (give 'auto' or a count of at least 1)"
+                                         ) from None
+
+
+def device_count(text: str) -> int:
+    """argparse type: a device count MindSpore accepts (:func:`smsg_ms.devices.
+    check_device_count`: 1, 2, 4 or a multiple of 8), refused naming the nearest that work."""
+    from .devices import DeviceCountError, check_device_count
+
+    value = positive_int(text)
+    try:
+        check_device_count(value)
+    except DeviceCountError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+class UsageError(ValueError):
+    """Bad command-line input found after argparse (flags that do not go together, a number
+    another flag rules out): the CLI reports it as argparse does, one line, exit 2."""
 
 
 def add_json_arg(p: argparse.ArgumentParser) -> None:
@@ -325,7 +360,7 @@ def add_pipeline_shape_args(p: argparse.ArgumentParser) -> None:
                    "level3"), default="auto", help="MindSpore's enable_parallel_optimizer (on = "
                    "level1) or optimizer_level with --pipeline (default: off and levels searched)")
     p.add_argument("--virtual-stages", default="1", metavar="auto|V",
-                   type=lambda v: v if v == "auto" else str(positive_int(v)),
+                   type=auto_or_count,
                    help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
                         "plain 1F1B; auto: searched)")
 
