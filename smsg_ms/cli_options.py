@@ -251,11 +251,12 @@ def check_flags(spec: str, given: dict) -> None:
     ``**kwargs`` takes every flag.
 
     Raises:
-        NetworkSpecError: a flag not taken, or a spec that does not resolve.
+        UsageError: a flag not taken (the CLI's exit 2, as argparse's unknown flags).
+        NetworkSpecError: a spec that does not resolve.
     """
     import inspect
 
-    from .networks import NetworkSpecError, resolve_spec
+    from .networks import resolve_spec
     from .networks.presets import WIDTH_FLAGS
 
     _, func = resolve_spec(spec)
@@ -265,8 +266,8 @@ def check_flags(spec: str, given: dict) -> None:
     bad = [flag_of(k) for k in given if k not in params]
     if bad:
         taken = [flag_of(k) for k in SIZE_FLAGS + tuple(WIDTH_FLAGS) if k in params]
-        raise NetworkSpecError(f"network '{spec}' takes no {', '.join(bad)} (its flags: "
-                               f"{', '.join(taken) or 'none of the size flags'})")
+        raise UsageError(f"network '{spec}' takes no {', '.join(bad)} (its flags: "
+                         f"{', '.join(taken) or 'none of the size flags'})")
 
 
 #: (network, preset) pairs whose note was printed (commands read the options more than once)
@@ -281,7 +282,7 @@ def network_options(args) -> dict:
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
-        NetworkSpecError: see :func:`check_flags`.
+        NetworkSpecError, UsageError: see :func:`check_flags`.
         smsg_ms.networks.width_rules.WidthError: widths a built-in cannot build (``--heads``
             not dividing ``--hidden``, ...), before any capture.
     """

@@ -101,6 +101,8 @@ def test_width_rules_before_capture(capsys, argv, fragments):
      "--devices-per-node: 3 devices per node do not divide --devices 16"),
     (["plan", "mlp", "--micro-batches", "2"], "need --pipeline (use --pipeline 1 for one stage)"),
     (["plan", "mlp", "--out", " "], "--out must name a file"),
+    # gpt has no grouped-query attention (README: --hidden --heads --layers --seq --vocab)
+    (["graph", "gpt", "--kv-heads", "2"], "network 'gpt' takes no --kv-heads"),
 ])
 def test_flags_refused_after_parsing_exit_2_as_argparse(capsys, argv, fragment):
     """Found after argparse (one flag against another): the same one line and exit 2."""

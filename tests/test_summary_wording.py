@@ -101,3 +101,18 @@ def test_gradient_sync_row_has_one_name_in_both_kinds_of_plan():
     assert single[0] == "gradient sync (exposed)"
     # a pipelined plan's time rows are its stage plan's per micro-batch
     assert piped == ["gradient sync (exposed) / micro-batch"]
+
+
+def test_pipelined_input_shapes_say_they_are_one_micro_batch():
+    """A pipelined plan records the global batch 8 in its options and the inputs of one
+    micro-batch (8 / 2 = 4 samples): the data-input line says per micro-batch; a single-stage
+    plan's does not."""
+    from smsg_ms.report.plan_notes import dataset_lines
+
+    piped = _plan(_pipeline(2))
+    piped.input_shapes, piped.dataset_strategy = [[4, 512]], [[1, 1]]
+    assert dataset_lines(piped)[1] == ("  input 0 (4, 512) per micro-batch: not cut: every "
+                                       "device reads the whole input")
+    single = _plan(None)
+    single.dataset_strategy = [[1, 1]]
+    assert dataset_lines(single)[1].startswith("  input 0 (8, 512): ")

@@ -93,7 +93,8 @@ def _cut_text(cuts, shape) -> str:
 def dataset_lines(plan: Plan) -> list[str]:
     """How the data inputs reach the devices: ``full_batch`` (every device loads the whole
     batch) or the ``dataset_strategy`` and, per input, what it cuts (MindSpore takes one cut
-    dimension at most: :mod:`smsg_ms.planner.data_inputs`)."""
+    dimension at most: :mod:`smsg_ms.planner.data_inputs`). A pipelined plan's input shapes
+    are one micro-batch's (its options hold the global batch): the line says so."""
     if plan.dataset_strategy is None:
         return ["data inputs: full_batch (every device loads the whole batch)"]
     cuts_text = "".join("(" + ",".join(str(c) for c in cuts) + ")"
@@ -102,10 +103,12 @@ def dataset_lines(plan: Plan) -> list[str]:
             "input's first reader's layout:")
     shapes = plan.input_shapes or []
     lines = [head]
+    record = plan.pipeline or {}
+    micro = (" per micro-batch" if int(record.get("micro_batches", 1)) > 1 else "")
     for i, cuts in enumerate(plan.dataset_strategy):
         shape = shapes[i] if i < len(shapes) else None
         shown = "(" + ", ".join(str(d) for d in shape) + ")" if shape else "?"
-        lines.append(f"  input {i} {shown}: {_cut_text(cuts, shape)}")
+        lines.append(f"  input {i} {shown}{micro}: {_cut_text(cuts, shape)}")
     return lines
 
 
