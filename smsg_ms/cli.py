@@ -300,10 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from .devices import DeviceCountError
+    from .networks.presets import ShapeError
     from .networks.width_rules import WidthError
     try:
         return args.func(args)
-    except (UsageError, DeviceCountError, WidthError) as exc:   # bad input: as argparse's
+    except (UsageError, DeviceCountError, ShapeError, WidthError) as exc:   # bad input: as argparse's
         if args.debug:
             raise
         parser.usage_error(args, str(exc).splitlines()[0])

@@ -103,6 +103,8 @@ def test_width_rules_before_capture(capsys, argv, fragments):
     (["plan", "mlp", "--out", " "], "--out must name a file"),
     # gpt has no grouped-query attention (README: --hidden --heads --layers --seq --vocab)
     (["graph", "gpt", "--kv-heads", "2"], "network 'gpt' takes no --kv-heads"),
+    # the presets of networks/presets.py: none is called 'nosuch'
+    (["plan", "llama", "--shape", "nosuch"], "unknown --shape 'nosuch': choose one of"),
 ])
 def test_flags_refused_after_parsing_exit_2_as_argparse(capsys, argv, fragment):
     """Found after argparse (one flag against another): the same one line and exit 2."""

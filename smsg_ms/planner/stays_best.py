@@ -250,7 +250,7 @@ def reproduce(plan, what: str = "the range where a plan stays best",
 
     if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
         raise ValueError(f"{what} is computed for single-stage plans only (this plan is "
-                         "pipelined)")
+                         "pipelined): plan the network without --pipeline to see it")
     graph = capture_network(plan.network, **plan.build_options())
     hardware = get_hardware(plan.hardware)
     wanted = {name: ([list(s) for s in strategy], plan.out_strategies.get(name))
