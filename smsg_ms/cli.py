@@ -16,8 +16,9 @@ from .cli_export import register as register_export
 from .cli_options import (DEFAULT_HARDWARE, HARDWARE_HELP,  # noqa: F401
                           add_json_arg, add_mindformers_arg,
                           add_pipeline_shape_args, add_size_args, apply_mindformers_config,
-                          canonical_hardware, default_plan_path, given_options, machine_of,
-                          name_options, positive_float, positive_int, positive_seconds)
+                          UsageError, auto_or_count, canonical_hardware, default_plan_path, device_count,
+                          given_options, machine_of, name_options, positive_float, positive_int,
+                          positive_seconds)
 from .cli_options import OneLineParser as _Parser
 from .cli_output import check_writable, console, emit_json, stdout_to_stderr, working
 from .cli_options import network_options as _network_options
@@ -80,14 +81,12 @@ def _add_hardware_args(p) -> None:
 
 
 def cmd_plan(args) -> int:
-    from .devices import check_device_count
     from .integration.plan_io import PlanError, save_plan
 
-    check_device_count(args.devices)
     run = apply_mindformers_config(args)
     if args.out is not None and not args.out.strip():
-        raise PlanError("--out must name a file, got an empty name")
-    args.machine = machine_of(args, PlanError)
+        raise UsageError("--out must name a file, got an empty name")
+    args.machine = machine_of(args, UsageError)
     from .networks import check_options
     check_options(args.network, _network_options(args))
     import os
@@ -101,7 +100,7 @@ def cmd_plan(args) -> int:
         raise PlanError(f"the planner is not available in this installation ({exc})") from exc
     if args.pipeline is None and (args.micro_batches is not None or args.virtual_stages != "1"
                                   or args.optimizer_sharding != "auto"):
-        raise PlanError("--micro-batches, --optimizer-sharding and --virtual-stages need "
+        raise UsageError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
     if args.pipeline is not None and args.build_for_devices:
         raise PlanError("--build-for-devices is for single-stage plans: drop --pipeline, or "
@@ -224,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="plan a network and write a plan file")
     _add_network_args(p)
-    p.add_argument("--devices", type=positive_int, default=8, help="device count (default 8)")
+    p.add_argument("--devices", type=device_count, default=8,
+                   help="device count: 1, 2, 4 or a multiple of 8 (MindSpore's rule; default 8)")
     add_mindformers_arg(p)
     _add_hardware_args(p)
     p.add_argument("--memory", type=positive_float, metavar="GIB",
@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "[-p<P>][-mb<M>][-os<on|off>][-<hardware>][-mem<GiB>]"
                                  "[-<write-back>].plan.json; the bracketed parts only for "
                                  "options and settings given or not at their default)")
-    p.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto' "
+    p.add_argument("--pipeline", metavar="auto|P", type=auto_or_count, help="pipeline stages: a count or 'auto' "
                                                        "(outer search); --batch is the global batch")
     p.add_argument("--micro-batches", type=positive_int, metavar="M",
                    help="micro-batches per step with --pipeline (default: searched)")
@@ -308,8 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from .devices import DeviceCountError
+    from .networks.presets import ShapeError
+    from .networks.width_rules import WidthError
     try:
         return args.func(args)
+    except (UsageError, DeviceCountError, ShapeError, WidthError) as exc:   # bad input: as argparse's
+        if args.debug:
+            raise
+        parser.usage_error(args, str(exc).splitlines()[0])
     except BrokenPipeError:
         return _closed_stdout()
     except KeyboardInterrupt:

@@ -4,7 +4,7 @@ compiler in the CPU dry-run, predicted and inserted collectives side by side (mo
 from __future__ import annotations
 
 from .cli_options import (add_json_arg, add_size_args, given_options, network_options,
-                          non_negative_int, positive_int)
+                          device_count, non_negative_int)
 from .cli_output import console, emit_json, working
 
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
     ranks.add_argument("--all-ranks", action="store_true", help="compile every rank")
     p.add_argument("--network", help="network spec to check against (default: the plan's; "
                                       "required for a strategy file)")
-    p.add_argument("--devices", type=positive_int,
+    p.add_argument("--devices", type=device_count,
                    help="device count (strategy file only: FILE may also be a MindSpore "
                         "strategy checkpoint, e.g. from export)")
     add_size_args(p)

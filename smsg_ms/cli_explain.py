@@ -2,7 +2,8 @@
 ``--plot`` and ``--stays-best`` (moved out of :mod:`smsg_ms.cli`, which registers it)."""
 from __future__ import annotations
 
-from .cli_options import add_json_arg, add_pipeline_shape_args, positive_int
+from .cli_options import (add_json_arg, add_pipeline_shape_args, auto_or_count,
+                          positive_int)
 from .cli_output import check_writable, console, emit_json
 
 
@@ -27,7 +28,7 @@ def register(sub) -> None:
                         "its dp and tp")
     g = p.add_argument_group("the pipelined runner-up's search space (as given to plan; "
                              "default --pipeline auto)")
-    g.add_argument("--pipeline", metavar="auto|P", help="pipeline stages: a count or 'auto'")
+    g.add_argument("--pipeline", metavar="auto|P", type=auto_or_count, help="pipeline stages: a count or 'auto'")
     g.add_argument("--micro-batches", type=positive_int, metavar="M",
                    help="micro-batches per step (default: searched)")
     g.add_argument("--memory", type=float, metavar="GIB",

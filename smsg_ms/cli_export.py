@@ -55,7 +55,7 @@ def cmd_export(args) -> int:
     check_writable(args.out)
     network = args.network or plan.network
     with working(f"capturing {network}", args.json):
-        graph = capture_network(network, world=plan.built_for, **plan.options)
+        graph = capture_network(network, world=plan.built_for, **plan.build_options())
         write_strategy_ckpt(plan, graph, args.out)
     written = primitives_reading_parameters(plan, graph)
     left = sorted(set(plan.strategies) - set(written))

@@ -54,6 +54,11 @@ class OneLineParser(argparse.ArgumentParser):
             self._parser_of(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
+    def usage_error(self, parsed, message: str):
+        """Exit 2 with ``message`` in argparse's one line, pointing at the ``--help`` of the
+        subcommand ``parsed`` ran (:class:`UsageError` and the like, found after parsing)."""
+        self._parser_of(parsed).error(message)
+
     def _parser_of(self, parsed) -> argparse.ArgumentParser:
         """The sub-parser ``parsed.command`` names (self when none)."""
         for action in self._actions:
@@ -166,6 +171,36 @@ def positive_int(text: str) -> int:
     return value
 
 
+def auto_or_count(text: str) -> str:
+    """argparse type: ``auto`` or an integer >= 1, kept as text (``--pipeline``,
+    ``--virtual-stages``)."""
+    if text == "auto":
+        return text
+    try:
+        return str(positive_int(text))
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (give 'auto' or a count of at least 1)"
+                                         ) from None
+
+
+def device_count(text: str) -> int:
+    """argparse type: a device count MindSpore accepts (:func:`smsg_ms.devices.
+    check_device_count`: 1, 2, 4 or a multiple of 8), refused naming the nearest that work."""
+    from .devices import DeviceCountError, check_device_count
+
+    value = positive_int(text)
+    try:
+        check_device_count(value)
+    except DeviceCountError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+class UsageError(ValueError):
+    """Bad command-line input found after argparse (flags that do not go together, a number
+    another flag rules out): the CLI reports it as argparse does, one line, exit 2."""
+
+
 def add_json_arg(p: argparse.ArgumentParser) -> None:
     """``--json``: the command's result as JSON, alone on stdout."""
     p.add_argument("--json", action="store_true",
@@ -216,11 +251,12 @@ def check_flags(spec: str, given: dict) -> None:
     ``**kwargs`` takes every flag.
 
     Raises:
-        NetworkSpecError: a flag not taken, or a spec that does not resolve.
+        UsageError: a flag not taken (the CLI's exit 2, as argparse's unknown flags).
+        NetworkSpecError: a spec that does not resolve.
     """
     import inspect
 
-    from .networks import NetworkSpecError, resolve_spec
+    from .networks import resolve_spec
     from .networks.presets import WIDTH_FLAGS
 
     _, func = resolve_spec(spec)
@@ -230,8 +266,8 @@ def check_flags(spec: str, given: dict) -> None:
     bad = [flag_of(k) for k in given if k not in params]
     if bad:
         taken = [flag_of(k) for k in SIZE_FLAGS + tuple(WIDTH_FLAGS) if k in params]
-        raise NetworkSpecError(f"network '{spec}' takes no {', '.join(bad)} (its flags: "
-                               f"{', '.join(taken) or 'none of the size flags'})")
+        raise UsageError(f"network '{spec}' takes no {', '.join(bad)} (its flags: "
+                         f"{', '.join(taken) or 'none of the size flags'})")
 
 
 #: (network, preset) pairs whose note was printed (commands read the options more than once)
@@ -246,7 +282,7 @@ def network_options(args) -> dict:
 
     Raises:
         ShapeError: see :func:`smsg_ms.networks.presets.resolve_shape`.
-        NetworkSpecError: see :func:`check_flags`.
+        NetworkSpecError, UsageError: see :func:`check_flags`.
         smsg_ms.networks.width_rules.WidthError: widths a built-in cannot build (``--heads``
             not dividing ``--hidden``, ...), before any capture.
     """
@@ -325,7 +361,7 @@ def add_pipeline_shape_args(p: argparse.ArgumentParser) -> None:
                    "level3"), default="auto", help="MindSpore's enable_parallel_optimizer (on = "
                    "level1) or optimizer_level with --pipeline (default: off and levels searched)")
     p.add_argument("--virtual-stages", default="1", metavar="auto|V",
-                   type=lambda v: v if v == "auto" else str(positive_int(v)),
+                   type=auto_or_count,
                    help="virtual stages of an interleaved pipeline with --pipeline (default 1: "
                         "plain 1F1B; auto: searched)")
 

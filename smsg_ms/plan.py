@@ -173,7 +173,9 @@ class Plan:
         network: network name or spec.
         fingerprint: :meth:`OpGraph.fingerprint` of the captured graph.
         devices: device count the plan is for.
-        options: network options (batch, seq, layers ...) the graph was captured with.
+        options: network options (batch, seq, layers ...) as planned: ``batch`` is the global
+            batch, in a pipelined plan too, whose graph was captured at its micro-batch size
+            (``pipeline["micro_batch_size"]``; :meth:`build_options`).
         input_shapes: global shape of each data input.
         hardware: hardware preset name.
         decisions: one per primitive / unshardable operator, in graph order.
@@ -242,6 +244,16 @@ class Plan:
     def strategies(self) -> dict[str, list[list[int]]]:
         """``{primitive path: in_strategy}`` of every shardable decision."""
         return {d.name: d.strategy for d in self.decisions if d.shardable and d.strategy}
+
+    def build_options(self) -> dict[str, Any]:
+        """The network options the strategies' graph is built with: :attr:`options`, except a
+        pipelined plan's ``batch``, its micro-batch size (``pipeline["micro_batch_size"]``: the
+        global batch over the micro-batches). Plan files written before the global batch was
+        recorded hold the micro-batch in ``batch``: the same options come back."""
+        micro = (self.pipeline or {}).get("micro_batch_size")
+        if micro is None or "batch" not in self.options:
+            return dict(self.options)
+        return {**self.options, "batch": int(micro)}
 
     def to_dict(self) -> dict:
         """A deep copy as plain dicts and lists: ``dataclasses.asdict(self)``, computed without

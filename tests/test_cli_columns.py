@@ -86,7 +86,7 @@ def test_plan_tables_at_80_columns(work):
         print_summary(load_plan(str(folder / name)), Console(file=wide, width=200))
         assert_fits_80(narrow, wide.getvalue())
     # what the summary now says in words (module docstring of report/plan_notes.py)
-    assert "memory per device (largest stage:" in piped
+    assert "the largest of 2)" in piped       # --pipeline 2: 2 stages
     assert "why: MindSpore lays a Reshape out" in piped
     assert "input 0 (" in mlp and "data inputs: dataset_strategy" in mlp
     # --json carries the same: the largest stage of the record, the folded Reshapes

@@ -68,7 +68,7 @@ def test_training_script_path_marks_every_block(tmp_path):
     from smsg_ms.networks import build_network
 
     plan, loaded = _reloaded(tmp_path, 12, 16, 2)
-    built = build_network("llama", no_init=True, **loaded.options)
+    built = build_network("llama", no_init=True, **loaded.build_options())
     saved = ms.get_auto_parallel_context("pipeline_stages")
     try:
         ms.set_auto_parallel_context(pipeline_stages=2)

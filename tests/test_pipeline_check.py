@@ -167,7 +167,9 @@ def test_gradient_accumulation_one_stage_matches_mindspore():
     plan = plan_network_pipelined("llama", 8, global_batch=8, stages=1, micro_batches=m,
                                   optimizer_sharding=True, **GA_NET)
     rec = plan.pipeline
-    assert (rec["stages"], rec["micro_batches"], plan.options["batch"]) == (1, m, 2)
+    # the options hold the global batch 8, the graph is built for 8 / m = 2
+    assert (rec["stages"], rec["micro_batches"], plan.options["batch"]) == (1, m, 8)
+    assert plan.build_options()["batch"] == 2
     assert rec["bubble_fraction"] == 0
     report = check_plan(plan, [0])
     (rank,) = report.ranks

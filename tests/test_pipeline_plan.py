@@ -37,8 +37,10 @@ def test_plan_fills_pipeline_record(two_stage):
     _, plan = two_stage
     rec = plan.pipeline
     assert (rec["stages"], rec["micro_batches"], rec["devices_per_stage"]) == (2, 4, 4)
-    # llama's default global batch is 8: 4 micro-batches of 2; the stage graph is built for 2
-    assert rec["micro_batch_size"] == 2 and plan.options["batch"] == 2
+    # llama's default global batch is 8: 4 micro-batches of 2; the options record the global
+    # batch, the stage graph is built for 2
+    assert rec["micro_batch_size"] == 2 and plan.options["batch"] == 8
+    assert plan.build_options()["batch"] == 2
     assert plan.devices == 8
     # every strategy is for one stage's 4 devices
     assert all(1 <= eval_prod(s) <= 4 and 4 % eval_prod(s) == 0
@@ -214,7 +216,7 @@ def test_apply_plan_marks_stages(two_stage):
     from smsg_ms.networks import build_network
 
     _, plan = two_stage
-    built = build_network("llama", no_init=True, **plan.options)
+    built = build_network("llama", no_init=True, **plan.build_options())
     saved = ms.get_auto_parallel_context("pipeline_stages")
     try:
         ms.set_auto_parallel_context(pipeline_stages=1)

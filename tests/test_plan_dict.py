@@ -98,3 +98,19 @@ def test_non_json_values_fail_and_nan_never_reaches_a_file(tmp_path):
     plan = _plan()
     plan.decisions[0].extra = 1       # an attribute beyond the fields is not hashed
     assert plan.compute_hash() == _plan().compute_hash()
+
+
+def test_build_options_give_a_pipelined_plan_its_micro_batch():
+    """Issue #14 item 4: a pipelined plan's options record the global batch (16 in 4
+    micro-batches), the network is built at 16 / 4 = 4; a plan file written before (options
+    holding the micro-batch, 4) builds the same; a single-stage plan builds with its options."""
+    record = {"stages": 2, "micro_batches": 4, "global_batch": 16, "micro_batch_size": 4}
+    piped = Plan("llama", "f" * 64, 8, {"layers": 2, "batch": 16}, [[4, 128]], "a", [],
+                 pipeline=record)
+    assert piped.build_options() == {"layers": 2, "batch": 4}
+    assert piped.options == {"layers": 2, "batch": 16}     # not changed by the call
+    older = dataclasses.replace(piped, options={"layers": 2, "batch": 4})
+    assert older.build_options() == {"layers": 2, "batch": 4}
+    single = _plan()
+    assert single.build_options() == single.options and single.build_options() is not \
+        single.options

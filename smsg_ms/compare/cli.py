@@ -228,8 +228,8 @@ def _expert_parallel_delta(scorer, config, ep: int) -> dict | None:
 def _network_args(p, devices_required: bool = True) -> None:
     p.add_argument("network", nargs=None if devices_required else "?",
                    help="built-in name or package.module:function")
-    from ..cli_options import positive_int
-    p.add_argument("--devices", type=positive_int, required=devices_required,
+    from ..cli_options import device_count
+    p.add_argument("--devices", type=device_count, required=devices_required,
                    help="device count" + ("" if devices_required else
                                           " (score --config: must equal dp·tp·pp; compare "
                                           "--mindformers-config: default data_parallel·"

@@ -328,10 +328,10 @@ def plan_compile_job(plan: Plan, spec: str | None = None) -> dict:
     ``pipeline_compile`` for a plan whose record changes the training step (:func:`pipelined`)."""
     if pipelined(plan):
         return {"job": "pipeline_compile", "spec": spec or plan.network,
-                "options": plan.options, "pipeline": plan.pipeline,
+                "options": plan.build_options(), "pipeline": plan.pipeline,
                 "strategies": plan.strategies, "enable_alltoall": plan.enable_alltoall,
                 "out_strategies": plan.out_strategies}
-    return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.options,
+    return {"job": "plan_compile", "spec": spec or plan.network, "options": plan.build_options(),
             "strategies": plan.strategies, "dataset_strategy": plan.dataset_strategy,
             "pipeline": plan.pipeline, "write_back": plan.write_back,
             "enable_alltoall": plan.enable_alltoall, "out_strategies": plan.out_strategies}
@@ -351,7 +351,7 @@ def verify_network(plan: Plan, spec: str | None = None) -> list[str]:
 
     spec = spec or plan.network
     try:
-        graph = capture_network(spec, world=plan.built_for, **plan.options)
+        graph = capture_network(spec, world=plan.built_for, **plan.build_options())
     except CaptureError as exc:
         first = str(exc).splitlines()[0]
         if spec != plan.network and "takes no option" in first:   # another network's options

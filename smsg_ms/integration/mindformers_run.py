@@ -182,8 +182,8 @@ def apply_expert_parallel(plan: Plan, graph=None):
 
     if graph is None:
         from ..graph.capture import capture_network
-        graph = capture_network(plan.network, world=plan.built_for, **plan.options)
-    batch = int(plan.options.get("batch") or 1)
+        graph = capture_network(plan.network, world=plan.built_for, **plan.build_options())
+    batch = int(plan.build_options().get("batch") or 1)
     layout = expert_layout(graph, batch)
     if layout is None:
         return graph
@@ -423,7 +423,7 @@ def write_run_outputs(plan: Plan, config: str, plan_path: str, graph=None) -> di
     ckpt, yaml_path = output_paths(plan_path)
     if graph is None:
         from ..graph.capture import capture_network
-        graph = capture_network(plan.network, world=plan.built_for, **plan.options)
+        graph = capture_network(plan.network, world=plan.built_for, **plan.build_options())
     run = planned_run(data, plan, model_config, os.path.abspath(ckpt), graph)
     write_run_strategy_ckpt(plan, graph, int(model_config["num_hidden_layers"]), ckpt,
                             run["model"]["model_config"]["offset"])

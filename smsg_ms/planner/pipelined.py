@@ -2,7 +2,8 @@
 
 :func:`plan_network_pipelined` runs the outer search (:func:`smsg_ms.search.pipeline.plan_pipeline`)
 over stage plans (:class:`~smsg_ms.planner.stage_costs.StageCosts`) and returns the stage plan
-(strategies for ``devices / p`` devices, network options with ``batch`` = micro-batch size) with
+(strategies for ``devices / p`` devices, network options with ``batch`` = the global batch, the
+graph captured at the micro-batch size: :meth:`~smsg_ms.plan.Plan.build_options`) with
 ``Plan.pipeline`` filled from one :class:`PipelineRecord`. ``p = 1`` is the plain operator-level
 plan of the global batch, or of one micro-batch with gradient accumulation (``GradAccumulation``)
 when asked for or when the whole batch does not fit.
@@ -93,7 +94,8 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
 
     Returns:
         The stage plan: strategies for ``devices / p`` devices, ``devices`` = all devices,
-        ``options["batch"]`` = micro-batch size, ``pipeline`` = the outer search's record (plus
+        ``options["batch"]`` = the global batch (its graph built at ``pipeline["micro_batch_size"]``,
+        :meth:`~smsg_ms.plan.Plan.build_options`), ``pipeline`` = the outer search's record (plus
         ``global_batch``, ``boundary_shape``, ``boundary_dtype`` (``None`` for ``p = 1``),
         ``boundary_extra`` (the side tensors crossing the stage boundary beside it, ``[{"shape",
         "dtype"}]``, only when there are some: :func:`~smsg_ms.planner.stages.crossing_slices`) and
@@ -369,6 +371,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         if tied:    # unstaged, MindSpore rejects a parameter read on several stages
             plan.pipeline["shared_parameter_cells"] = tied
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
+    plan.options = dict(plan.options, batch=int(global_batch))   # the micro-batch: the record's
     return plan.seal()
 
 

@@ -234,7 +234,7 @@ def reproduce(plan, what: str = "the range where a plan stays best",
     the plan's hardware preset with the options every device used first (the planner's
     default), then those that leave devices idle (``exhaustive``). A ``--pipeline auto`` plan
     that chose one stage is a single-stage plan: its strategies are those of its stage plan on
-    all ``plan.devices`` devices at the micro-batch size its options hold (``batch``).
+    all ``plan.devices`` devices at its micro-batch size (:meth:`~smsg_ms.plan.Plan.build_options`).
 
     Raises:
         ValueError: a plan of two or more pipeline stages, or a plan the search does not
@@ -250,8 +250,8 @@ def reproduce(plan, what: str = "the range where a plan stays best",
 
     if plan.pipeline and int(plan.pipeline.get("stages", 1)) > 1:
         raise ValueError(f"{what} is computed for single-stage plans only (this plan is "
-                         "pipelined)")
-    graph = capture_network(plan.network, world=plan.built_for, **plan.options)
+                         "pipelined): plan the network without --pipeline to see it")
+    graph = capture_network(plan.network, world=plan.built_for, **plan.build_options())
     hardware = get_hardware(plan.hardware)
     wanted = {name: ([list(s) for s in strategy], plan.out_strategies.get(name))
               for name, strategy in plan.strategies.items()}

@@ -229,26 +229,37 @@ def grad_sync_collectives(plan: Plan) -> str:
 
 
 def _with_hidden_grad_sync(plan: Plan, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A single-stage plan's gradient sync row is the part the backward pass does not hide (the
-    cost model's overlap, :mod:`smsg_ms.cost.overlap`): it reads ``gradient sync (exposed)``,
-    followed by a row naming the collectives it overlaps, so a ``0 s`` is not read as no
-    synchronisation. A pipelined plan synchronises after its last micro-batch, not
-    overlapped: unchanged."""
+    """The gradient sync row is the part the backward pass does not hide (the cost model's
+    overlap, :mod:`smsg_ms.cost.overlap`, in a single-stage plan and in a pipelined plan's stage
+    plan alike): it reads ``gradient sync (exposed)`` in both (``... / micro-batch`` in a
+    pipelined plan, as its other stage-plan time rows). A single-stage plan's is followed by a
+    row naming the collectives it overlaps, so a ``0 s`` is not read as no synchronisation; a
+    pipelined plan synchronises after its last micro-batch, not overlapped (the super-step
+    counts it whole, :mod:`smsg_ms.cost.pipeline`): no such row."""
     label = LABELS["grad_sync"]
     present = grad_sync_collectives(plan)
-    if plan.pipeline or not present or label not in [r[0] for r in rows]:
-        return rows
     out = []
     for row in rows:
-        if row[0] == label:
-            out += [(f"{label} (exposed)", row[1]), (OVERLAPPED_LABEL, present)]
+        if row[0] in (label, f"{label} / micro-batch"):
+            out.append((row[0].replace(label, f"{label} (exposed)", 1), row[1]))
+            if present and not plan.pipeline:
+                out.append((OVERLAPPED_LABEL, present))
         else:
             out.append(row)
     return out
 
 
-#: the totals row of a pipelined plan's memory: its largest stage's (the one that must fit)
-LARGEST_STAGE_LABEL = "memory per device (largest stage: {stage} of {stages})"
+#: the totals row of a pipelined plan's memory: its largest stage's (the one that must fit);
+#: stages are numbered from 0, as in the stage table
+LARGEST_STAGE_LABEL = "memory per device (stage {stage}, the largest of {stages})"
+
+
+def largest_stage_label(stage: int, stages: int) -> str:
+    """The memory row's label of a pipelined plan: :data:`LARGEST_STAGE_LABEL`, or plain
+    ``memory per device`` for one stage (nothing to choose from)."""
+    if int(stages) <= 1:
+        return LABELS["memory_bytes"]
+    return LARGEST_STAGE_LABEL.format(stage=stage, stages=int(stages))
 
 
 def _with_largest_stage(plan: Plan, rows: list[tuple[str, str]], unit) -> list[tuple[str, str]]:
@@ -262,7 +273,7 @@ def _with_largest_stage(plan: Plan, rows: list[tuple[str, str]], unit) -> list[t
     if found is None:
         return rows
     stage, memory = found
-    label = LARGEST_STAGE_LABEL.format(stage=stage, stages=plan.pipeline["stages"])
+    label = largest_stage_label(stage, plan.pipeline["stages"])
     row = (label, fmt_bytes(memory, unit))
     at = next((i for i, r in enumerate(rows) if r[0].startswith(LABELS["memory_bytes"])),
               len(rows))
@@ -273,12 +284,21 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def fitted_title(title: str, width: int) -> tuple[str, int]:
+    """``(title folded into lines of at most width columns, its widest line)``: folded between
+    phrases (:func:`~smsg_ms.report.units.wrap`; a :func:`~smsg_ms.report.units.glue`-d phrase
+    stays on one line), the table as wide as that line so rich folds it no further."""
+    lines = wrap(title, width)
+    return "\n".join(lines), max(len(line) for line in lines)
+
+
 def print_summary(plan: Plan, console) -> None:
     """Print the ``plan`` command's summary to a ``rich.console.Console``."""
     from rich.table import Table
 
-    title = f"{plan.network}: {count(plan.devices, 'device')}, {plan.hardware}"
-    table = Table(title=title, min_width=len(title))
+    title, width = fitted_title(f"{plan.network}: {count(plan.devices, 'device')}, "
+                                f"{plan.hardware}", console.width)
+    table = Table(title=title, min_width=width)
     table.add_column("block", overflow="fold")
     table.add_column("primitive", overflow="fold")
     table.add_column("strategy", no_wrap=True)
@@ -289,9 +309,11 @@ def print_summary(plan: Plan, console) -> None:
     console.print(table)
     title = "predicted totals (per device, one training step)"
     if plan.pipeline:
-        title = (f"predicted totals (per device; step = 1F1B super-step, other rows: stage "
-                 f"plan on {stage_devices(plan)} devices, one micro-batch)")
-    totals = Table(title=title, min_width=len(title))
+        title = (f"predicted totals ({glue('per device;')} {glue('step = 1F1B super-step,')} "
+                 + glue(f"other rows: stage plan on {count(stage_devices(plan), 'device')},")
+                 + f" {glue('one micro-batch')})")
+    title, width = fitted_title(title, console.width)
+    totals = Table(title=title, min_width=width)
     # the labels keep their width; a long value (a reason for n/a) wraps instead
     totals.add_column("quantity", no_wrap=True)
     totals.add_column("value", justify="right", overflow="fold")
@@ -299,7 +321,7 @@ def print_summary(plan: Plan, console) -> None:
         totals.add_row(*row)
     console.print(totals)
     from .plan_notes import dataset_lines, unwritten_lines
-    for line in unwritten_lines(plan) + dataset_lines(plan):
+    for line in unwritten_lines(plan, width=console.width) + dataset_lines(plan):
         console.print(line, markup=False, highlight=False)
     print_pipeline(plan, console)
     console.print(f"plan hash: {plan.content_hash}")
@@ -371,11 +393,12 @@ def print_pipeline(plan: Plan, console) -> None:
     rec = plan.pipeline
     if not rec:
         return
-    title = (f"pipeline: {count(rec['stages'], 'stage')} x "
-             f"{count(rec.get('devices_per_stage', '?'), 'device')}, "
-             f"{count(rec['micro_batches'], 'micro-batch', 'micro-batches')} of "
-             f"{rec.get('micro_batch_size', '?')}")
-    table = Table(title=title, min_width=len(title))
+    title = "pipeline: " + glue(f"{count(rec['stages'], 'stage')} x "
+                                f"{count(rec.get('devices_per_stage', '?'), 'device')},") + " " \
+        + glue(f"{count(rec['micro_batches'], 'micro-batch', 'micro-batches')} of "
+               f"{rec.get('micro_batch_size', '?')}")
+    title, width = fitted_title(title, console.width)
+    table = Table(title=title, min_width=width)
     for col in ("stage", "blocks", "recompute"):
         table.add_column(col)
     for col in (STAGE_TIME_COLUMN, "memory / device"):
