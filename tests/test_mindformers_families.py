@@ -169,9 +169,11 @@ def test_deepseek_v3_router_built_for_eight_devices(work):
     at its ``infer_shape``, ``(8, 128, 256)``. Its routers' operators then have the 8-device
     shapes: the AllGathers MindSpore inserts in ``mlp-MoELayer/router-TopKRouter`` (8-, 2-
     and 4-way, 49 in all with the 37 others; 39 predicted captured on one device) are
-    predicted, count and bytes, and so are the experts' ``AlltoAllV`` bytes. MindSpore's
-    compile is the oracle. Rows still apart (``docs/networks.md``): backward AllReduces and
-    ReduceScatters, not asserted."""
+    predicted, count and bytes, and so are the experts' ``AlltoAllV`` bytes, and the backward
+    AllReduces: the two loss numerators' only (none for the auxiliary losses, whose gradient
+    is a constant, nor for the ``AssignAdd``-only ``afb_reduce_mean``; 6 predicted before).
+    MindSpore's compile is the oracle. Row still apart (``docs/networks.md``): backward
+    ReduceScatters (36 / 39, the rotary slices), not asserted."""
     import json
 
     plan = smsg(["plan", "smsg_ms.networks.families:mf_deepseek_v3", "--devices", "8",
@@ -187,6 +189,28 @@ def test_deepseek_v3_router_built_for_eight_devices(work):
     assert all(r["ok"] for r in gathers), gathers
     a2a = [r for key, r in rows.items() if key[0] == "AlltoAllV"]
     assert len(a2a) == 2 and all(r["ok"] for r in a2a), a2a
+    back = rows[("AllReduce", "backward", 8)]
+    assert (back["predicted"], back["inserted"]) == (2, 2) and back["ok"], back
+
+
+def test_qwen3_moe_built_for_eight_devices_checks(work):
+    """``plan --build-for-devices`` on Qwen3-MoE: its residual stream planned on the batch, the
+    layer-0 residual ``embeddings + dropout(attention)`` gathers both inputs alike; MindSpore's
+    compile has one backward ReduceScatter for the two (19 predicted / 18 inserted before,
+    ``docs/networks.md``). MindSpore's compile is the oracle: every row agrees."""
+    import json
+
+    plan = smsg(["plan", "smsg_ms.networks.families:mf_qwen3_moe", "--devices", "8",
+                 "--build-for-devices", "--out", "qwen3_moe_built.json"], work)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    check = smsg(["check", "qwen3_moe_built.json", "--json"], work)
+    rank = json.loads(check.stdout)["ranks"][0]
+    assert rank["error"] is None, check.stderr[-2000:]
+    rows = {(r["collective"], r["phase"], r["group"]): r for r in rank["collectives"]}
+    scatter = rows[("ReduceScatter", "backward", 8)]
+    assert (scatter["predicted"], scatter["inserted"]) == (18, 18), scatter
+    bad = [r for r in rank["collectives"] if not r["ok"]]
+    assert not bad, bad
 
 
 _FILL_SCRIPT = """

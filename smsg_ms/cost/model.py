@@ -18,6 +18,7 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
+from .gradient_flow import data_dependent_gradients
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
@@ -147,15 +148,18 @@ class CostModel:
 
     def carries_gradient(self, name: str) -> bool:
         """Whether the backward pass gives tensor ``name`` a gradient: a trained parameter or a
-        tensor computed from one. A backward collective on any other tensor (a mask, a loss's
-        token count) is never emitted (the dry-run of mindformers' LLaMA shows none)."""
+        tensor computed from one, whose gradient depends on the data
+        (:func:`.gradient_flow.data_dependent_gradients`). A backward collective on any other
+        tensor (a mask, a loss's token count; one only ``AssignAdd`` reads; an auxiliary loss
+        with a constant gradient) is never emitted (the dry-runs of mindformers' LLaMA and
+        DeepSeek-V3 show none)."""
         if self._with_grad is None:
             out = {n for n, t in self.graph.tensors.items()
                    if t.kind == "parameter" and t.requires_grad}
             for op in self.graph.ops:  # topological order
                 if any(n in out for n in op.inputs):
                     out.update(op.outputs)
-            self._with_grad = out
+            self._with_grad = out & data_dependent_gradients(self.graph)
         return name in self._with_grad
 
     def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=(), variant=None) -> OpCost:

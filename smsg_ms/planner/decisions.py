@@ -24,6 +24,8 @@ from .variables import (PlanVariable, op_signature, planned_edges, strategy_key,
                         variable_index)
 
 INF = math.inf
+#: operators whose bprop gives ``dout`` itself to each input (of its shape)
+DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt"})
 
 
 def data_parallel_choice(problem: SearchProblem, variables: list[PlanVariable], graph: OpGraph,
@@ -187,17 +189,26 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             got = structural[skey] = (src, dst, src == dst,
                                       pair_ids.setdefault(pair, len(pair_ids)), pair)
         src, dst, equal, pair_id, pair = got
-        # MindSpore's CSE merges equal redistributions of one tensor: count each once
+        if equal:
+            continue
+        # MindSpore's CSE merges equal redistributions of one tensor: count each once; and
+        # the bprops of two inputs of one Add redistributed alike, each ``dout`` redistributed
+        # back: the backward part once per such Add (Qwen3-MoE's residual, docs/networks.md)
         key = (tname, pair_id)
-        if equal or key in seen:
+        if key in seen:
             continue
         seen.add(key)
         tensor = graph.tensors[tname]
+        add_key = (dst_id, pair_id, tuple(tensor.shape))
+        again = graph.ops[dst_id].type in DOUT_TO_EACH_INPUT and add_key in seen
+        seen.add(add_key)
         # the collectives depend on shape, dtype and normal forms only (names are set below)
         same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
         for coll in made[same]:
+            if again and coll.phase == "backward":
+                continue
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})

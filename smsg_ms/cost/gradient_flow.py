@@ -1,0 +1,66 @@
+"""Which tensors of a captured network get a gradient that depends on the data.
+
+MindSpore's compiled training step has no backward collective on a tensor whose gradient is
+nothing or a constant: ``GradOperation`` builds no bprop for an output the loss does not read
+(the router's ``afb_reduce_mean``, whose output feeds ``AssignAdd`` only), and the bprop of a
+forward ``AllReduce`` (``grad_comm_ops.py``: ``AllReduce(dout)``) is folded away when ``dout``
+is a constant (the MoE auxiliary loss ``reduce_mean_aux_2d``: the step's sens, 1, times the
+constant coefficients of ``mul_noshard`` and the additions into the returned loss). Dry-run of
+mindformers' DeepSeek-V3 at 8 devices (``docs/networks.md``): of the 6 backward AllReduces of
+its 6 reductions to a scalar or a ``(E,)`` vector, only the two loss numerators' (their
+gradient ``1/denominator``) are in the compiled graph.
+
+The gradient is propagated from the network's outputs against the operators' order: an output
+of one element (a network that returns its own loss: the training wrapper's mean of it is the
+loss itself) starts constant, any other output data-dependent (the loss of the outputs reads
+them). An operator passes its outputs' gradient on unchanged in kind to an input it is linear
+in with constant coefficients (:data:`LINEAR`; ``Mul``/``Div`` by constants); any other
+operator makes it data-dependent.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from ..graph.model import OpGraph
+
+#: operators whose bprop for every input is ``dout`` reshaped, summed, sliced or scaled by a
+#: constant (``mindspore/ops/_grad_experimental``): no forward value enters the gradient
+LINEAR = frozenset({
+    "Add", "AddExt", "AddN", "Sub", "SubExt", "Neg", "Muls", "Divs",
+    "Reshape", "Cast", "ExpandDims", "Squeeze", "Transpose", "Identity", "Flatten",
+    "BroadcastTo", "Tile", "Concat", "StridedSlice", "Split", "SplitWithSize",
+    "ReduceSum", "ReduceMean", "SumExt", "MeanExt",
+})
+#: linear in the inputs listed when every other input is a constant
+_SCALED = {"Mul": (0, 1), "Div": (0,), "RealDiv": (0,)}
+
+CONSTANT, VARYING = 1, 2
+
+
+def _input_kind(graph: OpGraph, op, index: int, out_kind: int) -> int:
+    """Kind of the gradient ``op`` gives its input ``index`` from its outputs' ``out_kind``."""
+    if op.type in LINEAR:
+        return out_kind
+    if index in _SCALED.get(op.type, ()):
+        others = [n for i, n in enumerate(op.inputs) if i != index]
+        if all(graph.tensors[n].kind == "constant" for n in others):
+            return out_kind
+    return VARYING
+
+
+def data_dependent_gradients(graph: OpGraph) -> set[str]:
+    """Names of the tensors whose gradient depends on the data (see the module docstring);
+    tensors the outputs do not read, or read with a constant gradient, are not in it."""
+    kind: dict[str, int] = {}
+    for name in graph.outputs:
+        shape = graph.tensors[name].shape
+        kind[name] = CONSTANT if prod(int(d) for d in shape) == 1 else VARYING
+    for op in reversed(graph.ops):          # topological order, reversed
+        out_kind = max((kind.get(n, 0) for n in op.outputs), default=0)
+        if not out_kind:
+            continue
+        for i, name in enumerate(op.inputs):
+            if graph.tensors[name].kind == "constant":
+                continue
+            kind[name] = max(kind.get(name, 0), _input_kind(graph, op, i, out_kind))
+    return {n for n, k in kind.items() if k == VARYING}
