@@ -145,8 +145,10 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     seen_after = False
     side: set[int] = set()      # a side block's operators and the functional calls after them
     in_side = False
+    named = {"%s.%d" % bp for bp in (block_prefix(op.prim_path) for op in graph.ops
+                                     if op.prim_path) if bp is not None}
     for op in graph.ops:
-        bp = block_prefix(op.prim_path) if op.prim_path else parameter_block(graph, op)
+        bp = block_prefix(op.prim_path) if op.prim_path else parameter_block(graph, op, named)
         if op.prim_path:
             in_side = side_container(op.prim_path)     # model.mtp.layers.0…, model.mtp.reshape
         if in_side:
@@ -183,14 +185,15 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     return names, out
 
 
-def parameter_block(graph: OpGraph, op) -> tuple[str, int] | None:
+def parameter_block(graph: OpGraph, op, named: set[str]) -> tuple[str, int] | None:
     """``(container, index)`` of the repeated block whose parameters the functional call ``op``
     reads (``nn.MultiheadAttention``'s ``ops.matmul`` of ``blocks.1.attn.in_proj_weight``):
     a cell's parameters are read in its ``construct``, which runs on that cell's stage
     (``PipelineTransformer``: an operator's stage is the stage of the cell graph it is called
-    in). ``None`` when it reads none, or parameters of several blocks."""
+    in). Only blocks in ``named`` (``"container.index"`` of the primitive paths) count.
+    ``None`` when it reads none, or parameters of several blocks."""
     found = {block_prefix(n) for n in op.inputs if graph.tensors[n].kind == "parameter"}
-    found.discard(None)
+    found = {bp for bp in found if bp is not None and "%s.%d" % bp in named}
     return found.pop() if len(found) == 1 else None
 
 
