@@ -370,6 +370,9 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
             {p["name"] for p in plan.pipeline.get("shared_parameters", [])}, best.stages)
         if tied:    # unstaged, MindSpore rejects a parameter read on several stages
             plan.pipeline["shared_parameter_cells"] = tied
+        told = graph_stages(plan, costs.graph(b), stage.variables)
+        if told:    # stages the decisions' names do not tell
+            plan.pipeline["decision_stages"] = told
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     plan.options = dict(plan.options, batch=int(global_batch))   # the micro-batch: the record's
     return plan.seal()
@@ -487,11 +490,31 @@ def pipelined_totals(stage_totals: dict, super_step: float) -> dict:
     return out
 
 
+def graph_stages(plan: Plan, graph, variables) -> dict[str, int]:
+    """The record's ``decision_stages``: ``{decision name: stage}`` of the decisions whose stage
+    :func:`stage_of_decision` cannot tell from their names, by :func:`.stages.block_of_ops` of
+    the stage plan's ``graph`` (``variables``: its search variables): the functional calls
+    that open a block (:func:`.stages.block_heads`) or read a later block's parameters, and
+    the operators run with a later block's inputs (:func:`.stages.not_before_inputs`). A
+    decision whose operators lie on several stages keeps its name's stage. ``{}`` where the
+    names tell every stage."""
+    stage_of = list(plan.pipeline["stage_of_block"].values())
+    _, block = block_of_ops(graph)
+    by_name = stage_of_decision(plan)
+    out = {}
+    for var in variables:
+        stages = {int(stage_of[block[op.id]]) for op in var.ops}
+        if len(stages) == 1 and var.name in by_name and by_name[var.name] not in stages:
+            out[var.name] = stages.pop()
+    return out
+
+
 def stage_of_decision(plan: Plan) -> dict[str, int]:
     """Stage of every decision of a pipelined plan (decisions are in graph order): by its block;
     an operator outside blocks takes the stage of the block before it (functional calls inside a
     block, such as ConvNeXt's layer scale ``gamma * x``, and the operators after the last
-    block), the first stage before any block: the rule of :func:`.stages.block_of_ops`."""
+    block), the first stage before any block: the rule of :func:`.stages.block_of_ops`, but
+    where the record's ``decision_stages`` (:func:`graph_stages`) says otherwise."""
     record = plan.pipeline or {}
     stage_of = record.get("stage_of_block", {})
     units = {cell: stage_of[runs_with] for cells in record.get("split_blocks", {}).values()
@@ -507,8 +530,10 @@ def stage_of_decision(plan: Plan) -> dict[str, int]:
             if unit is not None:        # a block's cell that runs with another block
                 current = units[unit]
         out[d.name] = current
+    out.update(record.get("decision_stages", {}))
     return out
 
 
-__all__ = ["PREFETCH_FROM_DEVICES", "PipelineRecord", "candidate_pairs", "plan_network_pipelined",
+__all__ = ["PREFETCH_FROM_DEVICES", "PipelineRecord", "candidate_pairs", "graph_stages",
+           "plan_network_pipelined",
            "plan_pipelined_with", "pipelined_totals", "stage_of_decision"]

@@ -145,8 +145,10 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     seen_after = False
     side: set[int] = set()      # a side block's operators and the functional calls after them
     in_side = False
+    named = {"%s.%d" % bp for bp in (block_prefix(op.prim_path) for op in graph.ops
+                                     if op.prim_path) if bp is not None}
     for op in graph.ops:
-        bp = block_prefix(op.prim_path) if op.prim_path else None
+        bp = block_prefix(op.prim_path) if op.prim_path else parameter_block(graph, op, named)
         if op.prim_path:
             in_side = side_container(op.prim_path)     # model.mtp.layers.0…, model.mtp.reshape
         if in_side:
@@ -172,14 +174,66 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
     for i in range(len(graph.ops) - 1, -1, -1):
         following[i] = nxt
         nxt = indexed[i] if indexed[i] is not None else nxt
+    heads = block_heads(graph, raw, indexed, following)
     last, out, previous = len(names) - 1, {}, None
     for i, op in enumerate(graph.ops):
-        v = raw[op.id]
+        v = following[i] if i in heads else raw[op.id]
         if v is None and previous is not None:
             v = last if following[i] is None else following[i]
         out[op.id] = last if op.id in side else (0 if v is None else v)
         previous = indexed[i] if indexed[i] is not None else previous
     return names, out
+
+
+def parameter_block(graph: OpGraph, op, named: set[str]) -> tuple[str, int] | None:
+    """``(container, index)`` of the repeated block whose parameters the functional call ``op``
+    reads (``nn.MultiheadAttention``'s ``ops.matmul`` of ``blocks.1.attn.in_proj_weight``):
+    a cell's parameters are read in its ``construct``, which runs on that cell's stage
+    (``PipelineTransformer``: an operator's stage is the stage of the cell graph it is called
+    in). Only blocks in ``named`` (``"container.index"`` of the primitive paths) count.
+    ``None`` when it reads none, or parameters of several blocks."""
+    found = {block_prefix(n) for n in op.inputs if graph.tensors[n].kind == "parameter"}
+    found = {bp for bp in found if bp is not None and "%s.%d" % bp in named}
+    return found.pop() if len(found) == 1 else None
+
+
+def block_heads(graph: OpGraph, raw: dict, indexed: list, following: list) -> set[int]:
+    """Positions of the functional calls after a block's last operator that open the next
+    block's ``construct`` (``x1, x2 = ops.split(x)`` of the block's input).
+
+    MindSpore runs an operator on the stage of the cell whose ``construct`` calls it
+    (``PipelineTransformer``), but a reused cell's functional calls all carry the first
+    instance's scope, so the capture cannot tell a block's last calls from the next block's
+    first ones. A block's ``construct`` returns its output: between two blocks the border is
+    where the fewest tensors cross, latest on a tie (a returned ``x + mix(z)`` crosses alone;
+    the ``split`` of it would add its two halves). Each run of functional calls (``raw`` =
+    the block before, ``following`` = a later block) is cut there; the calls after the cut
+    are returned."""
+    last_at = {b: i for i, b in enumerate(indexed) if b is not None}
+    last_use: dict[str, int] = {}
+    for op in graph.ops:
+        for n in op.inputs:
+            last_use[n] = op.id
+    heads: set[int] = set()
+    for b, end in last_at.items():
+        run = []
+        for i in range(end + 1, len(graph.ops)):
+            op = graph.ops[i]
+            if raw[op.id] != b or indexed[i] is not None or following[i] in (None, b):
+                break
+            run.append(i)
+        if not run:
+            continue
+        crossing, best, best_at = 0, 0, 0      # tensors crossing, relative to the run's start
+        for k, i in enumerate(run):
+            op = graph.ops[i]
+            crossing -= sum(1 for n in set(op.inputs) if last_use.get(n) == i
+                            and graph.tensors[n].producer is not None)
+            crossing += sum(1 for n in op.outputs if last_use.get(n, -1) > i)
+            if crossing <= best:
+                best, best_at = crossing, k + 1
+        heads.update(run[best_at:])
+    return heads
 
 
 def slice_shape(shape, layout) -> tuple[int, ...]:
