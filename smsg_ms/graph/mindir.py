@@ -424,6 +424,11 @@ class _Walker:
         alias[out_name] = out_name
         for t in data_inputs:
             tensors[t].consumers.append(op_id)
+        if phase == "forward" and not path:   # a functional read of a weight passed in
+            cell = cell_path_of_scope(node.domain, self.wrappers)
+            for t in set(data_inputs):
+                if tensors[t].kind == "parameter" and t.rpartition(".")[0] != cell:
+                    tensors[t].foreign_reads += 1
         call_index = self.calls.get(path, 0) if path else 0
         if path:
             self.calls[path] = call_index + 1
