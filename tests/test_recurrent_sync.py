@@ -5,7 +5,9 @@ compiler (CPU dry-run, 8 devices).
 ``nn.GRU`` (:func:`smsg_ms.networks.recurrent.build_gru`, 3 steps): its ``_DynamicRNNBase``
 receives each weight once as a call argument, so MindSpore's graph loads it once and
 ``DoInsertMirrorOps`` (``step_parallel.cc``) gives each of the 3 reads its own
-``_MirrorOperator``: 4 weights x 3 steps = 12 AllReduces (the plan predicted 4 before). The
+``_MirrorOperator``: 4 weights x 3 steps = 12 AllReduces (the plan predicted 4 before). Its
+``ops.Stack()(outputs)`` of a Python list reads the list's tensors (``make_list`` is plumbing,
+as ``MakeList``), so the Stack family lays it out (one AllGather too few before). The
 control (:func:`~smsg_ms.networks.recurrent.build_loop`) reads ``self.w`` in each of 3 steps,
 one Load per read, and MindSpore shares one AllReduce. Expected counts: MindSpore's compile of
 the plan (``check``).
@@ -22,6 +24,8 @@ def _grad_sync(spec, captured):
     plan = plan_graph(captured(spec), 8, network=spec, progress=False)
     rank = check_plan(plan, [0]).ranks[0]
     assert rank.error is None, rank.error
+    bad = [(row.key, row.predicted, row.inserted) for row in rank.rows if not row.ok]
+    assert not bad, f"(key, predicted, inserted): {bad}"
     row = next(r for r in rank.rows if r.key == KEY)
     return row.predicted, row.inserted
 
