@@ -197,7 +197,7 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             made[same] = model.redistribution(tensor, src, dst)
         colls = made[same]
         if key in seen:   # MindSpore's CSE: one per distinct redistribution of one tensor
-            if not gathers_inner_dimension(src, dst):
+            if graph.ops[dst_id].prim_path or not gathers_inner_dimension(src, dst):
                 continue
             colls = [c for c in colls if c.phase == "backward"]
         seen.add(key)
@@ -235,7 +235,10 @@ def gathers_inner_dimension(src, dst) -> bool:
     equal chains) but one ReduceScatter per consumer in the backward pass (each chain's
     ``Grad_Split``/``Concat`` reaches its own ReduceScatter before the gradients are added);
     a gather of dimension 0 alone (BERT's LayerNorm output read by q, k and v) is shared
-    forward and backward (the gradients are added first: one ReduceScatter)."""
+    forward and backward (the gradients are added first: one ReduceScatter), and so is an
+    inner gather read by cell primitives (LLaMA's embedding output, hidden cut, read by
+    ``attention_norm`` and ``add_attn``): the caller applies this to functional readers only
+    (no ``prim_path``), the one case seen; a rule read from the dry-run, not from the source."""
     return any(i > 0 and a > b for i, (a, b) in enumerate(zip(src.cuts, dst.cuts)))
 
 
