@@ -1,5 +1,4 @@
-"""Gradient AllReduces of a weight read in every step of a recurrence, and the backward of a
-tensor gathered once for several readers, against MindSpore's
+"""Gradient AllReduces of a weight read in every step of a recurrence, against MindSpore's
 compiler (CPU dry-run, 8 devices).
 
 ``nn.GRU`` (:func:`smsg_ms.networks.recurrent.build_gru`, 3 steps): its ``_DynamicRNNBase``
@@ -49,17 +48,3 @@ def test_only_foreign_functional_reads_are_counted(captured):
     loop = captured("smsg_ms.networks.recurrent:build_loop")
     assert [t.foreign_reads for t in loop.parameters()] == [0]
 
-
-def test_inner_dimension_gather_has_a_reduce_scatter_per_reader(captured, shared_capture):
-    """``nn.MultiheadAttention`` (:mod:`smsg_ms.networks.self_attention`): its swapped input,
-    cut on dimension 1, is gathered once for the q, k and v projections in the forward pass
-    but reduce-scattered once per projection in the backward pass (MindSpore's compile: more
-    ReduceScatters than AllGathers); the plan predicted one of each before."""
-    spec = "smsg_ms.networks.self_attention:build"
-    plan = plan_graph(captured(spec), 8, network=spec, progress=False)
-    rank = check_plan(plan, [0]).ranks[0]
-    assert rank.error is None, rank.error
-    bad = [(row.key, row.predicted, row.inserted) for row in rank.rows if not row.ok]
-    assert not bad, f"(key, predicted, inserted): {bad}"
-    inserted = {row.key: row.inserted for row in rank.rows}
-    assert inserted[("ReduceScatter", "backward", 8)] > inserted[("AllGather", "forward", 8)]

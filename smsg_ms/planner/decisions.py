@@ -187,21 +187,17 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             got = structural[skey] = (src, dst, src == dst,
                                       pair_ids.setdefault(pair, len(pair_ids)), pair)
         src, dst, equal, pair_id, pair = got
-        if equal:
-            continue
+        # MindSpore's CSE merges equal redistributions of one tensor: count each once
         key = (tname, pair_id)
+        if equal or key in seen:
+            continue
+        seen.add(key)
         tensor = graph.tensors[tname]
         # the collectives depend on shape, dtype and normal forms only (names are set below)
         same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
-        colls = made[same]
-        if key in seen:   # MindSpore's CSE: one per distinct redistribution of one tensor
-            if graph.ops[dst_id].prim_path or not gathers_inner_dimension(src, dst):
-                continue
-            colls = [c for c in colls if c.phase == "backward"]
-        seen.add(key)
-        for coll in colls:
+        for coll in made[same]:
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
@@ -224,22 +220,6 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                                        "tensor": read.tensor.name, "redistribution": True,
                                        "loss": True})
     return out
-
-
-def gathers_inner_dimension(src, dst) -> bool:
-    """Does moving from layout ``src`` to ``dst`` gather a dimension other than the first
-    (an AllGather on dimension 0, then MindSpore's Split and Concat to put the slices in
-    place: ``tensor_redistribution``'s ``ConcatByAxis``)? The dry-run of
-    ``nn.MultiheadAttention``'s ``x.swapaxes(0, 1)`` (batch cut on dimension 1) read by the q,
-    k and v projections: one AllGather in the forward pass (CSE merges the three consumers'
-    equal chains) but one ReduceScatter per consumer in the backward pass (each chain's
-    ``Grad_Split``/``Concat`` reaches its own ReduceScatter before the gradients are added);
-    a gather of dimension 0 alone (BERT's LayerNorm output read by q, k and v) is shared
-    forward and backward (the gradients are added first: one ReduceScatter), and so is an
-    inner gather read by cell primitives (LLaMA's embedding output, hidden cut, read by
-    ``attention_norm`` and ``add_attn``): the caller applies this to functional readers only
-    (no ``prim_path``), the one case seen; a rule read from the dry-run, not from the source."""
-    return any(i > 0 and a > b for i, (a, b) in enumerate(zip(src.cuts, dst.cuts)))
 
 
 def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choice: list[int],
