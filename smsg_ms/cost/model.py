@@ -35,7 +35,7 @@ from .operators import reshape
 from .operators.base import (Einsum, TensorSide, build_layouts, divides, einsum_cost,
                              letter_cuts, reduce_scatter_variant)
 from .redistribution import redistribute
-from .shared_parameters import borrowed_inputs, kept_whole_by
+from .shared_parameters import borrowed_inputs, kept_whole_by, self_synced_inputs
 
 #: fp32 optimizer states per parameter element.
 OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "momentum": 1, "sgd": 0}
@@ -107,13 +107,14 @@ class CostModel:
                                                     self._shapes(op.outputs))
         return self._specs[op.id]
 
-    def _side(self, name: str, borrowed: bool = False) -> TensorSide:
+    def _side(self, name: str, borrowed: bool = False, syncs: bool = False) -> TensorSide:
         """The tensor as an operator sees it; the output of a pass-through operator (a Cast,
         :func:`~smsg_ms.cost.operators.passes_layout_through`) of a parameter is that
         parameter (MindSpore gives the parameter its consumer's layout through the Cast and
         synchronises its gradient there: the dry-run's RMSNorm weights); so is an expert weight
         of mindformers' MoE reaching a GroupedMatmul through Cast and Reshape. ``borrowed``: a
-        parameter another operator pays for (:mod:`.shared_parameters`)."""
+        parameter another operator pays for (:mod:`.shared_parameters`); ``syncs``: whose
+        gradient this operator synchronises all the same."""
         t = self.graph.tensors[name]
         if t.producer is not None and \
                 operators.passes_layout_through(self.graph.ops[t.producer].type):
@@ -127,7 +128,7 @@ class CostModel:
             if src is not None and src.name in self._morph_weights:
                 t = src
         return TensorSide(DTYPE_BYTES.get(t.dtype, 4), t.kind, t.requires_grad, t.name,
-                          owner=not borrowed)
+                          owner=not borrowed, syncs=syncs)
 
     def borrowed_inputs(self, op: OpNode) -> tuple[int, ...]:
         """Input positions of ``op`` holding a parameter that another operator pays for
@@ -141,7 +142,8 @@ class CostModel:
         got = self._op_sides.get(key)
         if got is None or got[0] is not spec:
             borrowed = self.borrowed_inputs(op)
-            ins = [self._side(n, i in borrowed)
+            own = self_synced_inputs(self.graph, op.id) if borrowed else ()
+            ins = [self._side(n, i in borrowed, i in own)
                    for i, (n, x) in enumerate(zip(op.inputs, spec.inputs)) if x is not None]
             got = self._op_sides[key] = (spec, ins, [self._side(n) for n in op.outputs])
         return list(got[1]), list(got[2])

@@ -66,6 +66,33 @@ def borrowed_inputs(graph: OpGraph, op_id: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def synced_per_reader(graph: OpGraph, parameter: str) -> bool:
+    """Does every reader of ``parameter`` get its own gradient AllReduce? Yes when it has
+    several readers, all read it directly (no Cast) and all are functional operators outside
+    the cell owning it (:attr:`~smsg_ms.graph.model.TensorInfo.foreign_reads`): the weight was
+    passed once as a call argument (``nn.GRU``/``nn.RNN``'s ``_DynamicRNNBase`` gets its
+    weights once and reads them in every unrolled step). MindSpore's auto-monad loads a
+    parameter once per node of the calling graph that uses it, so such a weight has one
+    ``Load`` feeding every reader; ``DoInsertMirrorOps`` (``frontend/parallel/step_parallel.cc``)
+    shares a ``_MirrorOperator`` only through ``FindCNode`` on the parameter's own users, which
+    happens when the parameter has several users (``is_shared_param``: the mirror goes before
+    the Load); with one Load each reader gets a mirror of its own. Seen in the dry-run: nn.GRU
+    over 12 steps, 12 AllReduces per weight; the same weight read in each step by
+    ``self.w`` (a Load per read) gets one."""
+    t = graph.tensors[parameter]
+    users = readers(graph, parameter)
+    return (t.kind == "parameter" and len(users) > 1 and t.foreign_reads >= len(users)
+            and all(parameter in graph.ops[i].inputs for i in users))
+
+
+def self_synced_inputs(graph: OpGraph, op_id: int) -> tuple[int, ...]:
+    """Positions of the :func:`borrowed_inputs` of operator ``op_id`` whose gradient it
+    nevertheless synchronises itself (:func:`synced_per_reader`)."""
+    op = graph.ops[op_id]
+    return tuple(i for i in borrowed_inputs(graph, op_id)
+                 if synced_per_reader(graph, op.inputs[i]))
+
+
 def kept_whole(graph: OpGraph, name: str) -> bool:
     """Does MindSpore's batch-parallel default leave tensor ``name`` whole as a parameter? Only
     a parameter that requires a gradient: ``ExtractInputParameterByNode``

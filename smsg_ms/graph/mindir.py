@@ -16,7 +16,7 @@ from typing import Any
 
 from .model import OpGraph, OpNode, TensorInfo
 
-PLUMBING = {"Load", "UpdateState", "Depend", "MakeTuple", "TupleGetItem", "MakeList",
+PLUMBING = {"Load", "UpdateState", "Depend", "MakeTuple", "TupleGetItem", "MakeList", "make_list",
             "ListGetItem", "Return", "TensorMove"}
 #: Attributes MindSpore adds to every primitive that say nothing about the operator's maths.
 _NOISE_ATTRS = {"smsg_path", "smsg_uid", "input_names", "output_names", "side_effect_propagate",
@@ -357,7 +357,7 @@ class _Walker:
         if op_type in PLUMBING:
             if op_type in ("Load", "Depend", "TensorMove"):  # TensorMove: a copy (reused cells)
                 alias[out_name] = args[0]
-            elif op_type in ("MakeTuple", "MakeList"):
+            elif op_type in ("MakeTuple", "MakeList", "make_list"):  # make_list: a Python list
                 alias[out_name] = tuple(args)
             elif op_type in ("TupleGetItem", "ListGetItem"):
                 src, idx = args[0], constants.get(args[1], 0)
@@ -424,6 +424,11 @@ class _Walker:
         alias[out_name] = out_name
         for t in data_inputs:
             tensors[t].consumers.append(op_id)
+        if phase == "forward" and not path:   # a functional read of a weight passed in
+            cell = cell_path_of_scope(node.domain, self.wrappers)
+            for t in set(data_inputs):
+                if tensors[t].kind == "parameter" and t.rpartition(".")[0] != cell:
+                    tensors[t].foreign_reads += 1
         call_index = self.calls.get(path, 0) if path else 0
         if path:
             self.calls[path] = call_index + 1

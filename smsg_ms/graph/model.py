@@ -62,6 +62,9 @@ class TensorInfo:
             ``mindspore.Symbol``): ``[axis, divisor]`` pairs, the divisor MindSpore guarantees
             (1 for ``None``; :mod:`smsg_ms.networks.dynamic_inputs`). ``shape`` keeps the example's
             size for the cost. Left out of the JSON form when empty.
+        foreign_reads: for parameters, forward reads by functional operators whose cell (scope)
+            is not the cell owning the parameter (its name's prefix): the parameter reached them
+            as a call argument (``nn.GRU``'s recurrence). Left out of the JSON form when 0.
     """
 
     name: str
@@ -73,6 +76,7 @@ class TensorInfo:
     requires_grad: bool = True
     parallel_optimizer: bool = True
     dynamic: list = field(default_factory=list)
+    foreign_reads: int = 0
 
     @property
     def numel(self) -> int | None:
@@ -97,6 +101,8 @@ def _tensor_dict(t: TensorInfo) -> dict:
         del out["parallel_optimizer"]      # the default: JSON as before the field existed
     if not out["dynamic"]:
         del out["dynamic"]
+    if not out["foreign_reads"]:
+        del out["foreign_reads"]
     return out
 
 

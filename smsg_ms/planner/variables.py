@@ -22,7 +22,7 @@ from ..cost.operators import passes_layout_through, priced_by_own_rule, shard_re
 #: MindSpore's attribute of a primitive whose layout only the network sets: its ``shard()`` is
 #: refused (``frontend/parallel/ops_info/self_define_shard_info.cc``), so it is never written back
 SELF_DEFINE_SHARD = "self_define_shard"
-from ..cost.shared_parameters import borrowed_inputs
+from ..cost.shared_parameters import borrowed_inputs, self_synced_inputs
 from ..graph.model import OpGraph, OpNode, sorted_json
 from ..search.problem import SearchProblem
 from .errors import PlanningError
@@ -87,7 +87,8 @@ def op_signature(graph: OpGraph, op: OpNode, sides: dict | None = None) -> tuple
     ins = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.inputs])
     outs = tuple([get(n) or sides.setdefault(n, _tensor_side(graph, n)) for n in op.outputs])
     return (op.type, _attrs_json(op.attrs), op.shardable, ins, outs,
-            tuple([op.inputs.index(n) for n in op.inputs]), borrowed_inputs(graph, op.id))
+            tuple([op.inputs.index(n) for n in op.inputs]), borrowed_inputs(graph, op.id),
+            self_synced_inputs(graph, op.id))
 
 
 def _gradient_flags(model, ops: list[OpNode]) -> tuple:

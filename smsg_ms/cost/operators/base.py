@@ -338,13 +338,15 @@ def group_span(spec: Einsum, cuts: dict, devices, in_group) -> tuple:
 class TensorSide:
     """What costing needs to know of one tensor: dtype bytes and role. ``owner`` is ``False``
     for a parameter another operator pays for (memory, gradient sync:
-    :mod:`smsg_ms.cost.shared_parameters`)."""
+    :mod:`smsg_ms.cost.shared_parameters`); ``syncs``: such a parameter whose gradient this
+    operator still synchronises (:func:`~smsg_ms.cost.shared_parameters.synced_per_reader`)."""
 
     nbytes_per_elem: int
     kind: str          # input, parameter, constant, activation
     requires_grad: bool = True
     name: str = ""
     owner: bool = True
+    syncs: bool = False     # not the owner, yet synchronises its own gradient (shared_parameters)
 
     @property
     def needs_grad(self) -> bool:
@@ -404,13 +406,15 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
         return {**local, **{ch: div(size, cuts.get(ch, 1)) for ch, size in over.items()}}
 
     for idx, (letters, side) in enumerate(zip(strat_inputs, ins)):
-        if side.kind != "parameter" or not side.owner:
+        if side.kind != "parameter" or not (side.owner or side.syncs):
             continue
         n = numel(letters, local_in(idx))
-        memory["parameter"] += n * side.nbytes_per_elem
+        if side.owner:
+            memory["parameter"] += n * side.nbytes_per_elem
         if side.requires_grad:
-            memory["gradient"] += n * side.nbytes_per_elem
-            memory["optimizer"] += n * 4 * optimizer_states
+            if side.owner:
+                memory["gradient"] += n * side.nbytes_per_elem
+                memory["optimizer"] += n * 4 * optimizer_states
             shards = prod(cuts.get(ch, 1) for ch in letters)
             group = div(devices, shards)
             mine = set(letters)
