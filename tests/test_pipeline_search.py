@@ -97,28 +97,33 @@ def _synthetic(rng: random.Random, n_layers: int):
     return costs
 
 
-def _brute_force(costs, devices, batch, limit, links, stages=None):
-    best = None
+def _every_cut(costs, devices, batch, stages=None):
+    """Every ``(p, m, sharding, bounds, recompute flags, layers)``: stage counts dividing
+    ``devices`` (or ``stages``), micro-batches dividing ``batch`` with ``m >= p``, each
+    contiguous cut of the chain into ``p`` stages and each recompute choice per layer."""
     for p in stages or divisors(devices):
-        for m in divisors(batch):
-            if m < p:
-                continue
+        for m in (m for m in divisors(batch) if m >= p):
             layers = costs(devices // p, batch // m)
             L = len(layers)
             if p > L:
                 continue
             for sh in (False, True):
                 for cut in itertools.combinations(range(1, L), p - 1):
-                    bounds = (0,) + cut + (L,)
                     for rc in itertools.product([False, True], repeat=L):
-                        stages = [stage_cost(layers, bounds[s], bounds[s + 1], s, p,
-                                             recompute=list(rc[bounds[s]:bounds[s + 1]]),
-                                             sharding=sh, links=links) for s in range(p)]
-                        if any(c.memory_bytes > limit for c in stages):
-                            continue
-                        step = super_step_seconds(stages, m)
-                        if best is None or step < best[0] - 1e-12:
-                            best = (step, p, m, sh, bounds, rc)
+                        yield p, m, sh, (0,) + cut + (L,), rc, layers
+
+
+def _brute_force(costs, devices, batch, limit, links, stages=None):
+    best = None
+    for p, m, sh, bounds, rc, layers in _every_cut(costs, devices, batch, stages):
+        stages_ = [stage_cost(layers, bounds[s], bounds[s + 1], s, p,
+                              recompute=list(rc[bounds[s]:bounds[s + 1]]),
+                              sharding=sh, links=links) for s in range(p)]
+        if any(c.memory_bytes > limit for c in stages_):
+            continue
+        step = super_step_seconds(stages_, m)
+        if best is None or step < best[0] - 1e-12:
+            best = (step, p, m, sh, bounds, rc)
     return best
 
 
@@ -251,24 +256,15 @@ def _shared_brute_force(costs, devices, batch, links, stages=None) -> dict:
     from smsg_ms.cost.pipeline import chunks_cost
 
     best = {}
-    for p in stages or divisors(devices):
-        for m in (m for m in divisors(batch) if m >= p):
-            layers = costs(devices // p, batch // m)
-            L = len(layers)
-            if p > L:
-                continue
-            for sh in (False, True):
-                for cut in itertools.combinations(range(1, L), p - 1):
-                    bounds = (0,) + cut + (L,)
-                    stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
-                    for rc in itertools.product([False, True], repeat=L):
-                        stages = [chunks_cost(layers, [(bounds[s], bounds[s + 1])], s, p,
-                                              recompute=list(rc[bounds[s]:bounds[s + 1]]),
-                                              sharding=sh, links=links, micro_batches=m,
-                                              stage_of=stage_of) for s in range(p)]
-                        step = super_step_seconds(stages, m)
-                        if step < best.get((p, m, sh), float("inf")):
-                            best[(p, m, sh)] = step
+    for p, m, sh, bounds, rc, layers in _every_cut(costs, devices, batch, stages):
+        stage_of = [s for s in range(p) for _ in range(bounds[s], bounds[s + 1])]
+        priced = [chunks_cost(layers, [(bounds[s], bounds[s + 1])], s, p,
+                              recompute=list(rc[bounds[s]:bounds[s + 1]]), sharding=sh,
+                              links=links, micro_batches=m, stage_of=stage_of)
+                  for s in range(p)]
+        step = super_step_seconds(priced, m)
+        if step < best.get((p, m, sh), float("inf")):
+            best[(p, m, sh)] = step
     return best
 
 
