@@ -42,9 +42,9 @@ def _reaches_outputs(graph, name: str) -> bool:
 
 
 def test_gradient_iff_a_trained_parameter_is_upstream(graph):
-    """...and the loss reads the tensor through an operator that makes its gradient data (the
-    returned loss itself, 1 element, gets the step's constant sens: no backward collective;
-    :mod:`smsg_ms.cost.gradient_flow`; LLaMA's loss is ``numerator / denominator``)."""
+    """...and the loss reads the tensor (the returned loss itself, 1 element, gets the step's
+    constant sens: a gradient, but a constant one, whose backward AllReduce MindSpore folds;
+    :mod:`smsg_ms.cost.gradient_flow`)."""
     from smsg_ms.cost.model import CostModel
 
     model = CostModel(graph, 8)
@@ -53,9 +53,11 @@ def test_gradient_iff_a_trained_parameter_is_upstream(graph):
     assert mask and not any(model.carries_gradient(t) for t in mask)
     for op in graph.ops:
         for t in op.outputs:
-            want = (bool(_upstream_parameters(graph, t)) and t not in graph.outputs
-                    and _reaches_outputs(graph, t))
+            want = bool(_upstream_parameters(graph, t)) and (
+                t in graph.outputs or _reaches_outputs(graph, t))
             assert model.carries_gradient(t) == want, op.label
+    losses = [t for t in graph.outputs if model.carries_gradient(t)]
+    assert losses and all(model.constant_gradient(t) for t in losses)
 
 
 def test_no_backward_collective_on_a_tensor_without_gradient(graph):

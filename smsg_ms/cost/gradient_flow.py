@@ -51,6 +51,12 @@ def _input_kind(graph: OpGraph, op, index: int, out_kind: int) -> int:
 def data_dependent_gradients(graph: OpGraph) -> set[str]:
     """Names of the tensors whose gradient depends on the data (see the module docstring);
     tensors the outputs do not read, or read with a constant gradient, are not in it."""
+    return {n for n, k in gradient_kinds(graph).items() if k == VARYING}
+
+
+def gradient_kinds(graph: OpGraph) -> dict[str, int]:
+    """``{tensor name: CONSTANT or VARYING}`` of every tensor the outputs read (see the module
+    docstring); a tensor they do not read (no gradient at all) is left out."""
     kind: dict[str, int] = {}
     for name in graph.outputs:
         shape = graph.tensors[name].shape
@@ -63,4 +69,4 @@ def data_dependent_gradients(graph: OpGraph) -> set[str]:
             if graph.tensors[name].kind == "constant":
                 continue
             kind[name] = max(kind.get(name, 0), _input_kind(graph, op, i, out_kind))
-    return {n for n, k in kind.items() if k == VARYING}
+    return kind

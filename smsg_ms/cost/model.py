@@ -18,7 +18,7 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
-from .gradient_flow import data_dependent_gradients
+from .gradient_flow import data_dependent_gradients, gradient_kinds
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
@@ -150,19 +150,30 @@ class CostModel:
 
     def carries_gradient(self, name: str) -> bool:
         """Whether the backward pass gives tensor ``name`` a gradient: a trained parameter or a
-        tensor computed from one, whose gradient depends on the data
-        (:func:`.gradient_flow.data_dependent_gradients`). A backward collective on any other
-        tensor (a mask, a loss's token count; one only ``AssignAdd`` reads; an auxiliary loss
-        with a constant gradient) is never emitted (the dry-runs of mindformers' LLaMA and
+        tensor computed from one that the outputs read (:func:`.gradient_flow.gradient_kinds`).
+        A backward collective on any other tensor (a mask, a loss's token count; one only
+        ``AssignAdd`` reads) is never emitted (the dry-runs of mindformers' LLaMA and
         DeepSeek-V3 show none)."""
+        self._gradient_sets()
+        return name in self._with_grad[0]
+
+    def constant_gradient(self, name: str) -> bool:
+        """Whether tensor ``name``'s gradient is a constant (an auxiliary loss added into the
+        returned loss): MindSpore folds a backward ``AllReduce`` of it away (DeepSeek-V3's
+        dry-run), while the ``ReduceScatter`` of a gathered tensor's gradient stays
+        (``tests/test_reshape_chain_plan.py``)."""
+        self._gradient_sets()
+        return name in self._with_grad[0] and name not in self._with_grad[1]
+
+    def _gradient_sets(self) -> None:
         if self._with_grad is None:
             out = {n for n, t in self.graph.tensors.items()
                    if t.kind == "parameter" and t.requires_grad}
             for op in self.graph.ops:  # topological order
                 if any(n in out for n in op.inputs):
                     out.update(op.outputs)
-            self._with_grad = out & data_dependent_gradients(self.graph)
-        return name in self._with_grad
+            self._with_grad = (out & set(gradient_kinds(self.graph)),
+                               out & data_dependent_gradients(self.graph))
 
     def _cost(self, op: OpNode, spec: Einsum, cuts: dict, notes=(), variant=None) -> OpCost:
         """One option; ``variant``: :func:`~.operators.base.reduce_scatter_variant`'s
@@ -179,7 +190,8 @@ class CostModel:
         # no bprop collective without a gradient, or inside a cell with its own bprop
         bprop = not op.attrs.get("smsg_custom_bprop")
         colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
-                 and (c[3] != "backward" or (bprop and self.carries_gradient(c[4])))]
+                 and (c[3] != "backward" or (bprop and self.carries_gradient(c[4]) and not (
+                     c[0] == "AllReduce" and self.constant_gradient(c[4]))))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
                       colls, raw["memory"], list(spec.notes) + list(notes),
                       out_strategy=out_strategy)
