@@ -240,10 +240,12 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     Minimises ``max_s ((m + p − 1) · t_s + g_s)`` with every stage's memory ≤ ``memory_limit``
     (bytes per device), by dynamic programming over the chain: ``D_s[j] = min_i max(D_{s−1}[i],
     c_s(i, j))``, ``O(p·L²)`` with vectorised rows. ``g_s`` holds the once-per-step Send/Receive
-    pair of each parameter the stage shares with another (:attr:`LayerCost.shared`): exact
-    where at most two stages read it; where more do, the first of them pays one pair per other
-    reading stage, which the interval alone does not tell, so the objective is then a lower
-    bound and :func:`plan_pipeline` prices the cut it returns exactly.
+    pair of each parameter the stage shares with another (:attr:`LayerCost.shared`). Where
+    more than two stages read it, the first of them pays one pair per other reading stage,
+    which the interval alone does not tell: one such group of parameters is cut exactly by
+    :func:`~smsg_ms.search.shared_cut.cut_with_sender`; with two or more groups each stage is
+    charged one pair per group, a lower bound, and :func:`plan_pipeline` prices the cut it
+    returns exactly.
 
     Returns:
         ``(objective seconds, starts, recompute flags)`` or ``None`` when nothing fits.
