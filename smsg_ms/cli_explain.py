@@ -35,7 +35,12 @@ def register(sub) -> None:
                    help="per-device memory limit in GiB (default: the preset's)")
     add_pipeline_shape_args(g)
     add_json_arg(p)
-    p.set_defaults(func=cmd_explain)
+    p.set_defaults(func=cmd_explain,
+                   space_defaults={k: p.get_default(k) for k in _SPACE_FLAGS})
+
+
+#: ``explain``'s flags of the pipelined runner-up's search space, in ``plan``'s order
+_SPACE_FLAGS = ("pipeline", "micro_batches", "optimizer_sharding", "virtual_stages", "memory")
 
 
 def cmd_explain(args) -> int:
@@ -120,11 +125,8 @@ def _pipelined_runner_up(args, plan):
     """
     from .planner.pipeline_runner_up import NotReproducedError, own_spaces, pipelined_runner_up
 
-    given = [f"--{k.replace('_', '-')} {v}" for k, v, default in (
-        ("pipeline", args.pipeline, None), ("micro_batches", args.micro_batches, None),
-        ("optimizer_sharding", args.optimizer_sharding, "auto"),
-        ("virtual_stages", args.virtual_stages, "1"), ("memory", args.memory, None))
-        if v != default]
+    given = [f"--{k.replace('_', '-')} {getattr(args, k)}" for k in _SPACE_FLAGS
+             if getattr(args, k) != args.space_defaults[k]]
     if given:
         space = _pipeline_space(args, plan)
         return " ".join(given), space, pipelined_runner_up(plan, space)
@@ -146,17 +148,21 @@ def _pipeline_space(args, plan):
     ``--virtual-stages`` is left at 1).
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: a bad ``--pipeline``."""
-    from .integration.plan_io import PlanError
+        smsg_ms.cli_options.UsageError: a ``--pipeline`` that does not divide the plan's
+            devices, ``--micro-batches`` that do not divide its global batch."""
+    from .cli_options import UsageError
     from .planner import PlanningOptions
 
     stages = args.pipeline or "auto"
     if stages != "auto":
-        try:
-            stages = int(stages)
-        except ValueError:
-            raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
-                            f"{args.pipeline!r}") from None
+        stages = int(stages)
+        if plan.devices % stages:
+            raise UsageError(f"--pipeline {stages} does not divide the plan's {plan.devices} "
+                             "devices: give a divisor of it or 'auto'")
+    batch = plan.pipeline.get("global_batch")
+    if args.micro_batches and isinstance(batch, int) and batch % args.micro_batches:
+        raise UsageError(f"--micro-batches {args.micro_batches} does not divide the plan's "
+                         f"global batch {batch}: give a divisor of it")
     v = args.virtual_stages
     chosen_v = int(plan.pipeline.get("virtual_stages", 1))
     return PlanningOptions(memory_gib=args.memory, stages=stages,

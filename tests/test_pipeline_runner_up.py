@@ -243,3 +243,23 @@ def test_explain_finds_the_plans_own_search_space(gpt_plan, tmp_path, shared_cap
     text = " ".join(out.getvalue().split())
     assert ("runner-up configuration: none (search space --pipeline 2 --micro-batches 2 "
             f"--optimizer-sharding {fixed}: it holds the chosen configuration alone") in text
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--pipeline", "3"], "--pipeline 3 does not divide the plan's 8 devices"),
+    (["--pipeline", "16"], "--pipeline 16 does not divide the plan's 8 devices"),
+    (["--micro-batches", "3"], "--micro-batches 3 does not divide the plan's global batch"),
+])
+def test_explain_refuses_a_search_space_the_plan_cannot_have(gpt_plan, tmp_path, capsys,
+                                                             flags, words):
+    """A space flag that contradicts the plan file (stages not dividing its devices,
+    micro-batches not dividing its global batch) is bad input: one line, exit 2, before any
+    capture."""
+    from smsg_ms.cli import main
+
+    assert gpt_plan.devices == 8 and gpt_plan.pipeline["global_batch"] % 3
+    path = tmp_path / "gpt.plan.json"
+    path.write_text(gpt_plan.to_json())
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", str(path), "--runner-up", *flags])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err

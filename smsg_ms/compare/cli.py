@@ -281,5 +281,5 @@ def register(subparsers) -> None:
                      "devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
                      "optimizer_shard, layers, hidden, heads, seq, vocab): the same rows with "
                      "step_seconds and error added, CSV to stdout or --out")
-    s.add_argument("--out", help="with --configs: write the CSV here instead of stdout")
+    s.add_argument("-o", "--out", help="with --configs: write the CSV here instead of stdout")
     s.set_defaults(func=cmd_score)

@@ -134,16 +134,18 @@ class _Chain:
     options: list               # per multiset: Pareto recompute options
     sends: np.ndarray           # (L+1, L+1) send seconds of a stage [i, j)
     shared: np.ndarray          # (L+1, L+1) once-per-step shared-parameter seconds of [i, j)
+                                # (a widely shared group cut exactly is left out)
     kinds: list
     kind_of: list[int]
 
 
 def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per,
             memo: dict | None = None, stages: int | None = None,
-            micro_batches: int | None = None) -> _Chain:
+            micro_batches: int | None = None, shared: np.ndarray | None = None) -> _Chain:
     """Per-interval tables of the chain; with ``stages``, only the intervals a cut into that
     many stages can use: ``[0, L)`` for one stage, those starting at 0 or ending at ``L`` for
-    two (the others get multiset id −1, as an empty interval)."""
+    two (the others get multiset id −1, as an empty interval). ``shared``: the
+    :attr:`_Chain.shared` matrix when the caller built it (else every shared parameter's)."""
     L = len(layers)
     kinds: list[LayerCost] = []
     index: dict = {}
@@ -207,8 +209,10 @@ def _tables(layers: Sequence[LayerCost], sharding: bool, links: Links, bytes_per
     in_row = np.zeros(L + 1)
     in_row[1:L] = in_send[1:L]
     sends = np.triu(out_col[None, :] + in_row[:, None], 1)
+    if shared is None:
+        shared = shared_seconds_matrix(shared_readers(layers), L, links)
     return _Chain(ms_index, uniq @ k_base, uniq @ k_grad, uniq @ k_static, uniq @ k_act, options,
-                  sends, shared_seconds_matrix(layers, links), kinds, kind_of)
+                  sends, shared, kinds, kind_of)
 
 
 
@@ -254,8 +258,12 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     L, p = len(layers), stages
     if p > L:
         return None
+    readers = shared_readers(layers)
+    group = widely_shared(readers) if p >= 3 else None
+    skip = group[0] if group is not None else frozenset()
     chain = _tables(layers, sharding, links, bytes_per, memo, stages=p,
-                    micro_batches=micro_batches)
+                    micro_batches=micro_batches,
+                    shared=shared_seconds_matrix(readers, L, links, skip=skip))
     if recompute:
         rec, pick = _min_recompute(chain, p, memory_limit)
     else:
@@ -270,27 +278,26 @@ def cut_chain(layers: Sequence[LayerCost], stages: int, micro_batches: int, *, m
     valid = chain.ms_index >= 0
     U = np.where(valid, chain.ms_index, 0)
 
-    def stage_matrix(k: int, shared: np.ndarray) -> np.ndarray:
-        """``[i, j)`` as a stage with ``k`` micro-batches in flight: its objective (s)."""
-        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U] + shared
+    def stage_matrix(k: int) -> np.ndarray:
+        """``[i, j)`` as a stage with ``k`` micro-batches in flight: its objective (s), the
+        group of widely shared parameters left out."""
+        c = slots * (chain.base[U] + rec[k][U] + chain.sends) + chain.grad[U] + chain.shared
         return np.where(valid, c, INF)
 
-    group = widely_shared(layers) if p >= 3 else None
     if group is not None:
-        names, readers = group
-        rest = shared_seconds_matrix(layers, links, skip=names)
+        names, at = group
         pair = sum(shared_pair_seconds(links, nbytes)
-                   for name, (nbytes, _) in shared_readers(layers).items() if name in names)
-        starts = cut_with_sender(lambda k: stage_matrix(k, rest), readers, pair, L, p)
-        if starts is None:
+                   for name, (nbytes, _) in readers.items() if name in names)
+        found = cut_with_sender(stage_matrix, at, pair, L, p)
+        if found is None:
             return None
-        objective, starts = starts
+        objective, starts = found
         return objective, starts, _flags(chain, pick, starts, L, p)
     back = []
     best = None
     for s in range(p):
         k = p - s
-        c = stage_matrix(k, chain.shared)
+        c = stage_matrix(k)
         if s == 0:
             best = c[0].copy()
             back.append(np.zeros(L + 1, dtype=np.int64))

@@ -26,17 +26,18 @@ def shared_readers(layers: Sequence[LayerCost]) -> dict[str, tuple[float, list[i
     return readers
 
 
-def shared_seconds_matrix(layers: Sequence[LayerCost], links: Links,
-                    skip: frozenset = frozenset()) -> np.ndarray:
-    """``(L+1, L+1)``: seconds once per step of the parameters a stage ``[i, j)`` shares with
+def shared_seconds_matrix(readers: dict[str, tuple[float, list[int]]], L: int, links: Links,
+                          skip: frozenset = frozenset()) -> np.ndarray:
+    """``(L+1, L+1)``: seconds once per step of the parameters a stage ``[i, j)`` of a chain of
+    ``L`` layers shares with
     layers outside it, one Send/Receive pair per parameter read both inside and outside
     (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds` of one stage priced alone: exact
     where two stages read it, a lower bound where more do, since the first of them pays one
-    pair per other reading stage, which only the whole cut tells)."""
-    L = len(layers)
+    pair per other reading stage, which only the whole cut tells). ``readers``:
+    :func:`shared_readers`; the parameters in ``skip`` are left out."""
     out = np.zeros((L + 1, L + 1))
     ii, jj = np.triu_indices(L + 1, 1)
-    for name, (nbytes, at) in shared_readers(layers).items():
+    for name, (nbytes, at) in readers.items():
         if name in skip:
             continue
         inside = np.zeros(L + 1, dtype=np.int64)
@@ -46,14 +47,16 @@ def shared_seconds_matrix(layers: Sequence[LayerCost], links: Links,
         out[ii[crosses], jj[crosses]] += shared_pair_seconds(links, nbytes)
     return out
 
-def widely_shared(layers: Sequence[LayerCost]) -> tuple[frozenset, list[int]] | None:
-    """The parameters read by three layers or more, when they all have the same readers (one
+
+def widely_shared(readers: dict[str, tuple[float, list[int]]]) -> tuple[frozenset, list[int]] | None:
+    """Of :func:`shared_readers`, the parameters read by three layers or more, when they all
+    have the same readers (one
     group, e.g. GPT's embedding with multi-token prediction, or ALBERT's weights shared by
     every block): ``(their names, the reading layers' indices)``; ``None`` when there is none
     or more than one such group (then the cut search charges one pair per stage, a lower
     bound for the first reading stage)."""
     groups: dict[tuple, list[str]] = {}
-    for name, (_, at) in shared_readers(layers).items():
+    for name, (_, at) in readers.items():
         if len(set(at)) >= 3:
             groups.setdefault(tuple(sorted(set(at))), []).append(name)
     if len(groups) != 1:
