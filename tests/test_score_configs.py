@@ -184,6 +184,19 @@ def test_csv_rows_scored_and_errors_kept():
         score_csv("gpt", io.StringIO("devices,tp\n8,1\n"), io.StringIO(), **SMALL)
 
 
+def test_csv_header_of_a_spreadsheet_export_is_read():
+    """A byte-order mark and blanks around the column names (a spreadsheet's CSV export) name
+    the same columns: the row is priced as the plain header's row is."""
+    plain = io.StringIO()
+    score_csv("gpt", io.StringIO("devices,global_batch,micro_batch,tp,dp,pp\n8,8,1,4,2,1\n"),
+              plain, **SMALL)
+    exported = io.StringIO()
+    rows, errors = score_csv("gpt", io.StringIO("\ufeffdevices , global_batch,micro_batch,tp,"
+                                                "dp,pp\n8,8,1,4,2,1\n"), exported, **SMALL)
+    assert (rows, errors) == (1, 0)
+    assert exported.getvalue() == plain.getvalue()
+
+
 def test_cli_score_config_one_line_error():
     proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", "score", "gpt", "--config",
                            "dp=2,tp=4,pp=1,micro_batch=1"], capture_output=True, text=True,

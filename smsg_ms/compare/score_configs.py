@@ -471,11 +471,15 @@ def score_csv(spec: str, src, dst, *, hardware="ascend910b", **network_options) 
     """Read configuration rows from the open text file ``src`` (CSV with a header), write them to
     ``dst`` with ``step_seconds`` and ``error`` columns added. Returns ``(rows, errors)``.
 
+    Column names are read without blanks around them or a leading byte-order mark.
+
     Raises:
         ConfigError: the header lacks a column of :data:`CSV_COLUMNS`.
     """
     reader = csv.DictReader(src)
-    header = list(reader.fieldnames or [])
+    # a spreadsheet's export: a byte-order mark before the first name, blanks around names
+    header = [name.lstrip("\ufeff").strip() for name in reader.fieldnames or []]
+    reader.fieldnames = header
     lacking = [c for c in CSV_COLUMNS if c not in header]
     if lacking:
         raise ConfigError(f"configuration CSV lacks the column(s) {', '.join(lacking)} (needs "
