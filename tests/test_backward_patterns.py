@@ -86,3 +86,17 @@ def test_gathers_of_one_split_that_disagree_on_the_output_scatter_back_per_reade
     assert rows[("AllGather", "forward", 8)] == (2, 2), rows
     assert rows[("ReduceScatter", "backward", 8)] == (2, 2), rows
     assert report.ok, rows
+
+
+def test_a_later_allgather_of_each_readers_chain_scatters_back_per_reader():
+    """``smsg_ms.networks.two_step_gathers:build``: ``h`` cut ``(8, 1)`` read by two
+    operators cut ``(1, 4)``, each read a 2-way then a 4-way AllGather. ``MergeComm`` shares
+    the first (both read ``h``, and agree); the second reads its own chain's first, so each
+    read keeps its 4-way ReduceScatter: one 2-way and two 4-way in the backward (one 4-way
+    predicted before). Oracle: MindSpore's dry-run compile. (Its gradient-sync row, 2
+    predicted / 1 inserted 2-way AllReduces, differs for another reason, not asserted.)"""
+    report, rows = _check_rows("smsg_ms.networks.two_step_gathers:build")
+    assert rows[("AllGather", "forward", 2)] == (1, 1), rows
+    assert rows[("AllGather", "forward", 4)] == (1, 1), rows
+    assert rows[("ReduceScatter", "backward", 2)] == (1, 1), rows
+    assert rows[("ReduceScatter", "backward", 4)] == (2, 2), rows
