@@ -247,7 +247,9 @@ def _more_edges_backward(out: dict, more_edges: dict, chains: dict) -> None:
     redistributed (tensor, layout pair): MindSpore inserts a chain per edge and its
     ``MergeComm`` pass shares only the first AllGather of chains whose AllGathers of one source
     all agree (:mod:`.merge_comm`); CSE after autodiff merges the forward chains, not the
-    backward ones. A tensor without a source operator keeps one backward part."""
+    backward ones. Kept at one backward part (not checked against a compile): a tensor without
+    a source operator (a weight; a data input has no gradient) and a chain that does not start
+    with an AllGather (an AlltoAll, ``enable_alltoall``)."""
     merged = merge_comm.merged_sources(g for _, g in chains.values() if g is not None)
     for key, readers in more_edges.items():
         colls, gather = chains[key]
