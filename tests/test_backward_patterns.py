@@ -56,3 +56,47 @@ def test_an_add_of_two_inputs_gathered_alike_scatters_back_once():
     assert rows[("AllGather", "forward", 8)] == (2, 2), rows
     assert rows[("ReduceScatter", "backward", 8)] == (1, 1), rows
     assert report.ok, rows
+
+
+def _check_rows(spec: str, **options):
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.planner import plan_network
+
+    plan = plan_network(spec, 8, progress=False, **options)
+    report = check_plan(plan, [0])
+    assert [r.error for r in report.ranks] == [None]
+    return report, {r.key: (r.predicted, r.inserted) for r in report.ranks[0].rows}
+
+
+def test_gathers_of_one_split_that_disagree_on_the_output_scatter_back_per_reader():
+    """``smsg_ms.networks.split_gathers:build`` (DeepSeek-V3's ``q_nope, q_pe = split(q)``,
+    ``q_pe`` read twice, in small): both outputs of the Split gathered, ``b`` for two readers.
+    MindSpore's ``MergeComm`` keys the three AllGathers by the Split and finds two output
+    indices (``get_item_index``), so it merges none: ``b``'s two chains each get their
+    ReduceScatter, three in all (two before the rule). With ``a`` not gathered, ``b``'s two
+    AllGathers agree and are merged: one ReduceScatter for ``b``, one for ``a * w3`` (cut on
+    ``seq``) gathered into the batch-cut Add. Oracle: MindSpore's dry-run compile (its
+    ``merge_comm`` IR dump shows the three AllGathers of the first case unmerged)."""
+    spec = "smsg_ms.networks.split_gathers:build"
+    report, rows = _check_rows(spec)
+    assert rows[("AllGather", "forward", 8)] == (2, 2), rows
+    assert rows[("ReduceScatter", "backward", 8)] == (3, 3), rows
+    assert report.ok, rows
+    report, rows = _check_rows(spec, gather_both=False)
+    assert rows[("AllGather", "forward", 8)] == (2, 2), rows
+    assert rows[("ReduceScatter", "backward", 8)] == (2, 2), rows
+    assert report.ok, rows
+
+
+def test_a_later_allgather_of_each_readers_chain_scatters_back_per_reader():
+    """``smsg_ms.networks.two_step_gathers:build``: ``h`` cut ``(8, 1)`` read by two
+    operators cut ``(1, 4)``, each read a 2-way then a 4-way AllGather. ``MergeComm`` shares
+    the first (both read ``h``, and agree); the second reads its own chain's first, so each
+    read keeps its 4-way ReduceScatter: one 2-way and two 4-way in the backward (one 4-way
+    predicted before). Oracle: MindSpore's dry-run compile. (Its gradient-sync row, 2
+    predicted / 1 inserted 2-way AllReduces, differs for another reason, not asserted.)"""
+    report, rows = _check_rows("smsg_ms.networks.two_step_gathers:build")
+    assert rows[("AllGather", "forward", 2)] == (1, 1), rows
+    assert rows[("AllGather", "forward", 4)] == (1, 1), rows
+    assert rows[("ReduceScatter", "backward", 2)] == (1, 1), rows
+    assert rows[("ReduceScatter", "backward", 4)] == (2, 2), rows

@@ -172,8 +172,11 @@ def test_deepseek_v3_router_built_for_eight_devices(work):
     predicted, count and bytes, and so are the experts' ``AlltoAllV`` bytes, and the backward
     AllReduces: the two loss numerators' only (none for the auxiliary losses, whose gradient
     is a constant, nor for the ``AssignAdd``-only ``afb_reduce_mean``; 6 predicted before).
-    MindSpore's compile is the oracle. Row still apart (``docs/networks.md``): backward
-    ReduceScatters (36 / 39, the rotary slices), not asserted."""
+    MindSpore's compile is the oracle. And the backward ReduceScatters (36 predicted / 39
+    inserted before :mod:`smsg_ms.planner.merge_comm`): the rotary ``strideslice`` reads
+    ``q_pe`` twice, and MindSpore's ``MergeComm`` merges none of the AllGathers of the
+    attention's Split (``q_nope`` is gathered too, another ``get_item_index``), so each read
+    gets its own ReduceScatter: every row agrees."""
     import json
 
     plan = smsg(["plan", "smsg_ms.networks.families:mf_deepseek_v3", "--devices", "8",
@@ -191,6 +194,9 @@ def test_deepseek_v3_router_built_for_eight_devices(work):
     assert len(a2a) == 2 and all(r["ok"] for r in a2a), a2a
     back = rows[("AllReduce", "backward", 8)]
     assert (back["predicted"], back["inserted"]) == (2, 2) and back["ok"], back
+    scatter = rows[("ReduceScatter", "backward", 8)]
+    assert (scatter["predicted"], scatter["inserted"]) == (39, 39) and scatter["ok"], scatter
+    assert json.loads(check.stdout)["ok"], rows
 
 
 def test_qwen3_moe_built_for_eight_devices_checks(work):

@@ -19,6 +19,7 @@ from ..graph.morph_regions import MORPH_ATTR
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
 from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
+from . import merge_comm
 from .loss import loss_reads
 from .variables import (PlanVariable, op_signature, planned_edges, strategy_key, tensor_names,
                         variable_index)
@@ -171,6 +172,9 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
     # operator shapes, so the D9 check)
     structural: dict[tuple, tuple] = {}
     pair_ids: dict[tuple, int] = {}
+    # (tensor, pair) → its collectives and first AllGather; the variables of its other edges
+    chains: dict[tuple, tuple] = {}
+    more_edges: dict[tuple, list[int]] = defaultdict(list)
     for src_id, src_t, dst_id, tname, idx in edges:
         if src_id in through or dst_id in through:
             continue
@@ -195,23 +199,28 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
         # the bprops of two inputs of one Add redistributed alike, each ``dout`` redistributed
         # back: the backward part once per such Add (Qwen3-MoE's residual, docs/networks.md)
         key = (tname, pair_id)
-        if key in seen:
-            continue
-        seen.add(key)
         tensor = graph.tensors[tname]
         add_key = (dst_id, pair_id, tuple(tensor.shape))
+        if key in seen:
+            # another consumer edge: a chain of its own, whose backward MergeComm may not share
+            if not (graph.ops[dst_id].type in DOUT_TO_EACH_INPUT and add_key in seen):
+                more_edges[key].append(v)
+            continue
+        seen.add(key)
         again = graph.ops[dst_id].type in DOUT_TO_EACH_INPUT and add_key in seen
         seen.add(add_key)
         # the collectives depend on shape, dtype and normal forms only (names are set below)
         same = (tuple(tensor.shape), tensor.dtype, model.carries_gradient(tname)) + pair
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
+        chains[key] = (made[same], merge_comm.first_gather(graph, tname, made[same]))
         for coll in made[same]:
             if again and coll.phase == "backward":
                 continue
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
+    _more_edges_backward(out, more_edges, chains)
     for first, others in input_reads(graph, where):
         for read in [first] + others:
             colls = read_collectives(model, first, read, variables, choice)
@@ -231,6 +240,27 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                                        "tensor": read.tensor.name, "redistribution": True,
                                        "loss": True})
     return out
+
+
+def _more_edges_backward(out: dict, more_edges: dict, chains: dict) -> None:
+    """Add to ``out`` the backward collectives of the consumer edges after the first of each
+    redistributed (tensor, layout pair): MindSpore inserts a chain per edge and its
+    ``MergeComm`` pass shares only the first AllGather of chains whose AllGathers of one source
+    all agree (:mod:`.merge_comm`); CSE after autodiff merges the forward chains, not the
+    backward ones. Kept at one backward part (not checked against a compile): a tensor without
+    a source operator (a weight; a data input has no gradient) and a chain that does not start
+    with an AllGather (an AlltoAll, ``enable_alltoall``)."""
+    merged = merge_comm.merged_sources(g for _, g in chains.values() if g is not None)
+    for key, readers in more_edges.items():
+        colls, gather = chains[key]
+        if gather is None:
+            continue
+        extra = merge_comm.another_edge_backward(colls, gather.source in merged)
+        for v in readers:
+            for coll in extra:
+                out[v].append({"kind": coll.kind, "group": int(coll.group),
+                               "phase": coll.phase, "bytes": float(coll.full_bytes),
+                               "tensor": key[0], "redistribution": True})
 
 
 def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choice: list[int],
