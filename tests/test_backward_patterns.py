@@ -93,10 +93,28 @@ def test_a_later_allgather_of_each_readers_chain_scatters_back_per_reader():
     operators cut ``(1, 4)``, each read a 2-way then a 4-way AllGather. ``MergeComm`` shares
     the first (both read ``h``, and agree); the second reads its own chain's first, so each
     read keeps its 4-way ReduceScatter: one 2-way and two 4-way in the backward (one 4-way
-    predicted before). Oracle: MindSpore's dry-run compile. (Its gradient-sync row, 2
-    predicted / 1 inserted 2-way AllReduces, differs for another reason, not asserted.)"""
+    predicted before). Oracle: MindSpore's dry-run compile. Its gradient sync: ``w1`` and
+    ``w2`` (cut ``(1, 4)``, 2 replicas) have one gradient, ``dc * h`` (the Add gives both
+    products the same ``dout``, and both read the one gathered ``h``): one 2-way AllReduce,
+    which both ``ApplyMomentum`` read in the compiled graph (two predicted before)."""
     report, rows = _check_rows("smsg_ms.networks.two_step_gathers:build")
     assert rows[("AllGather", "forward", 2)] == (1, 1), rows
     assert rows[("AllGather", "forward", 4)] == (1, 1), rows
     assert rows[("ReduceScatter", "backward", 2)] == (1, 1), rows
     assert rows[("ReduceScatter", "backward", 4)] == (2, 2), rows
+    assert rows[("AllReduce", "grad_sync", 2)] == (1, 1), rows
+    assert report.ok, rows
+
+
+def test_weights_with_one_gradient_expression_share_their_allreduce():
+    """``smsg_ms.networks.twin_dense:build``: ``(x @ w1 + b1) + (y @ w2 + b2)``, every weight
+    and bias replicated 2 ways. MindSpore's CSE (after autodiff) merges equal gradient
+    expressions and then their mirror AllReduces: with ``y = relu(x)`` the biases' gradients
+    are equal (3 AllReduces for 4 weights), with ``y = x`` the matrices' too (2); a ``Sub``
+    gives the second layer ``-dout`` (4). Oracle: MindSpore's dry-run compile of each (the
+    counts by hand from the above agree)."""
+    spec = "smsg_ms.networks.twin_dense:build"
+    for options, syncs in (({}, 3), ({"same_input": True}, 2), ({"combine": "sub"}, 4)):
+        report, rows = _check_rows(spec, **options)
+        assert rows[("AllReduce", "grad_sync", 2)] == (syncs, syncs), (options, rows)
+        assert report.ok, (options, rows)

@@ -20,9 +20,10 @@ from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
 from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
 from . import merge_comm
+from .twin_gradients import merge_shared_syncs
 from .loss import loss_reads
-from .variables import (PlanVariable, op_signature, planned_edges, strategy_key, tensor_names,
-                        variable_index)
+from .variables import (PlanVariable, chosen_costs, op_signature, planned_edges, strategy_key,
+                        tensor_names, variable_index)
 
 INF = math.inf
 #: operators whose bprop gives ``dout`` itself to each input (of its shape)
@@ -426,6 +427,8 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
     for op_id, calls in _own_dispatch(graph, model.devices).items():
         if op_id in where:
             decisions[where[op_id][0]].collectives.extend(calls)
+    # weights with equal gradient expressions: one AllReduce after MindSpore's CSE
+    merge_shared_syncs(graph, chosen_costs(variables, choice), model.normalized, decisions, where)
     into_loss = 0.0
     for read in reads:
         extra = read.seconds(model, read.source(variables, choice[read.variable]))
