@@ -26,7 +26,9 @@ gets
 * from anything else, or from more than one read: a key of its own (not merged).
 
 Not modelled: longer chains of operators outside :data:`BPROP_READS`, a weight read twice, a
-broadcast ``Add``; the cost model still prices each weight's AllReduce (the planner's
+broadcast ``Add``, an optimizer-sharded weight (its AllGather is its own; only its gradient's
+ReduceScatter would be shared: not checked against a compile, and the dropped ``grad_sync``
+entry takes both out of ``check``'s per-stage prediction); the cost model still prices each weight's AllReduce (the planner's
 objective is a sum per operator; only the plan's predicted collectives are merged).
 """
 from __future__ import annotations
