@@ -111,10 +111,12 @@ def test_weights_with_one_gradient_expression_share_their_allreduce():
     and bias replicated 2 ways. MindSpore's CSE (after autodiff) merges equal gradient
     expressions and then their mirror AllReduces: with ``y = relu(x)`` the biases' gradients
     are equal (3 AllReduces for 4 weights), with ``y = x`` the matrices' too (2); a ``Sub``
-    gives the second layer ``-dout`` (4). Oracle: MindSpore's dry-run compile of each (the
-    counts by hand from the above agree)."""
+    gives the second layer ``-dout`` (4); biases added by broadcast ``Add`` operators after
+    the sum get the one ``dout`` summed over the rows (3). Oracle: MindSpore's dry-run compile
+    of each (the counts by hand from the above agree)."""
     spec = "smsg_ms.networks.twin_dense:build"
-    for options, syncs in (({}, 3), ({"same_input": True}, 2), ({"combine": "sub"}, 4)):
+    for options, syncs in (({}, 3), ({"same_input": True}, 2), ({"combine": "sub"}, 4),
+                           ({"biases": "added"}, 3)):
         report, rows = _check_rows(spec, **options)
         assert rows[("AllReduce", "grad_sync", 2)] == (syncs, syncs), (options, rows)
         assert report.ok, (options, rows)

@@ -17,19 +17,23 @@ The gradient of a tensor is keyed structurally (:func:`gradient_keys`), against 
 order: equal keys mean equal expressions after CSE. A tensor read by one operator input only
 gets
 
-* from an ``Add`` (:data:`~smsg_ms.planner.decisions.DOUT_TO_EACH_INPUT`) of its own shape:
-  the Add's output gradient, redistributed back from the Add's input layout to the tensor's
-  own (the same for both inputs);
+* from an ``Add`` (:data:`~smsg_ms.planner.decisions.DOUT_TO_EACH_INPUT`): the Add's output
+  gradient itself where the tensor has the output's shape and dtype and needs no
+  redistribution into the Add; else that gradient summed to the tensor's shape (a broadcast
+  bias) and redistributed back from the Add's input layout to the tensor's own (equal for
+  inputs of one shape and layouts);
 * from an operator of :data:`BPROP_READS`: a key of the operator's type, attributes, strategy,
   input index, the forward tensors the bprop of that input reads (the same tensor, redistributed
   alike, is one node after CSE) and the output's gradient key;
 * from anything else, or from more than one read: a key of its own (not merged).
 
-Not modelled: longer chains of operators outside :data:`BPROP_READS`, a weight read twice, a
-broadcast ``Add``, an optimizer-sharded weight (its AllGather is its own; only its gradient's
-ReduceScatter would be shared: not checked against a compile, and the dropped ``grad_sync``
-entry takes both out of ``check``'s per-stage prediction); the cost model still prices each weight's AllReduce (the planner's
-objective is a sum per operator; only the plan's predicted collectives are merged).
+Weights merge when their keys, shapes, dtypes and layouts (so the mirror's group) are equal.
+
+Not modelled: longer chains of operators outside :data:`BPROP_READS`, a weight read twice, an
+optimizer-sharded weight (its AllGather is its own, only its gradient's ReduceScatter would be
+shared: not checked against a compile, and the dropped ``grad_sync`` entry takes both out of
+``check``'s per-stage prediction). The cost model still prices each weight's AllReduce (the
+planner's objective is a sum per operator): only the plan's predicted collectives are merged.
 """
 from __future__ import annotations
 
@@ -90,10 +94,15 @@ def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
                     or len(tensor.consumers) != 1:
                 key[name] = own
                 continue
-            back = (tensor.shape, tensor.dtype, layout_out(name), normalized(cost.in_layouts[i]))
-            if op.type in _DOUT_TO_EACH_INPUT and \
-                    tuple(tensor.shape) == tuple(graph.tensors[op.outputs[0]].shape):
-                key[name] = ("dout", out_key) + back
+            source, into = layout_out(name), normalized(cost.in_layouts[i])
+            back = (tuple(tensor.shape), tensor.dtype, source, into)
+            if op.type in _DOUT_TO_EACH_INPUT:
+                out = graph.tensors[op.outputs[0]]
+                same = back[:2] == (tuple(out.shape), out.dtype)
+                if same and source in (None, into):
+                    key[name] = out_key             # dout itself, not redistributed
+                else:                               # reduced to the shape, redistributed back
+                    key[name] = ("dout", out_key) + back
             elif i in BPROP_READS.get(op.type, {}):
                 reads = tuple((j, op.inputs[j], normalized(cost.in_layouts[j]))
                               for j in BPROP_READS[op.type][i])
@@ -111,9 +120,12 @@ def shared_syncs(graph: OpGraph, costs: dict, normalized) -> dict[str, str]:
     keys = gradient_keys(graph, costs, normalized)
     groups: dict[tuple, list[str]] = defaultdict(list)
     for name, tensor in graph.tensors.items():
-        if tensor.kind == "parameter" and tensor.requires_grad and name in keys \
-                and keys[name][0] != "own":
-            groups[keys[name]].append(name)
+        if tensor.kind != "parameter" or not tensor.requires_grad or name not in keys \
+                or len(tensor.consumers) != 1 or tensor.consumers[0] not in costs:
+            continue            # ("own", name) keys are another tensor's only through Adds
+        reader = graph.ops[tensor.consumers[0]]
+        layout = normalized(costs[reader.id].in_layouts[reader.inputs.index(name)])
+        groups[(keys[name], tuple(tensor.shape), tensor.dtype, layout)].append(name)
     order = {name: i for i, name in enumerate(graph.tensors)}
     out = {}
     for names in groups.values():
