@@ -101,19 +101,20 @@ def test_qwen3_moe_plan_checks(work):
 
 
 def test_qwen3_moe_pipelined_lm_loss_alone_is_explained(work):
-    """``mf_qwen3_moe`` trains on the LM loss alone; its MoE layers pass the router's auxiliary
+    """``mf_qwen3_moe(all_losses=False)`` (``user_factories.qwen3_moe_lm_loss_alone``) trains on
+    the LM loss alone; its MoE layers pass the router's auxiliary
     loss (``extra_loss``) from layer to layer, so it crosses the stage boundary unused and its
     gradient is a constant, whose backward Send MindSpore 2.10's 1F1B scheduler cannot place
     ("The pointer[fg_cnode] is null", ``GetCellBySend``). The rejection names that cause and
     the remedy, brackets kept (rich markup ate ``[fg_cnode]`` before)."""
-    plan = smsg(["plan", "smsg_ms.networks.families:mf_qwen3_moe", "--devices", "8",
+    plan = smsg(["plan", "user_factories:qwen3_moe_lm_loss_alone", "--devices", "8",
                  "--pipeline", "2", "--micro-batches", "2", "--out", "qwen3_moe_p2.json"], work)
     assert plan.returncode == 0, plan.stderr[-2000:]
     check = smsg(["check", "qwen3_moe_p2.json", "--rank", "4"], work)
     assert check.returncode != 0
     out = " ".join(check.stdout.split())
     assert "The pointer[fg_cnode] is null" in out, out[-3000:]
-    assert "GetCellBySend" in out and "all_losses=True" in out, out[-3000:]
+    assert "GetCellBySend" in out and "mf_qwen3_moe does by default" in out, out[-3000:]
 
 
 def test_qwen3_moe_all_losses_pipelined_send_receive(work):

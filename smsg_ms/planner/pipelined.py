@@ -79,7 +79,9 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
             every process), ``stage_solve_seconds`` (their CPU seconds, cost model included,
             this process), ``workers`` (processes that solved stage plans),
             ``worker_seconds`` (CPU seconds of the other processes), ``captures`` (calls of
-            the capture) and ``micro_batch_sizes`` (graphs used).
+            the capture), ``micro_batch_sizes`` (graphs used) and ``stage_sizes_built_for``
+            (the devices per stage the network was captured built for, ``[]`` where it does
+            not read the world size).
         workers: processes evaluating the stage plans of the candidate (devices per stage,
             micro-batch size) pairs ahead of the search (:mod:`smsg_ms.planner.workers`; same
             plan byte for byte). Default: :func:`~smsg_ms.planner.workers.default_workers`
@@ -347,7 +349,8 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                      + (costs.solve_seconds if again else 0.0),
                      workers=prefetched["workers"], worker_seconds=prefetched["worker_seconds"],
                      captures=costs.graphs.captures,
-                     micro_batch_sizes=costs.graphs.micro_batch_sizes)
+                     micro_batch_sizes=costs.graphs.micro_batch_sizes,
+                     stage_sizes_built_for=costs.graphs.built_for_sizes)
     if not results:
         why = f" ({reasons[-1]})" if reasons else ""
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.3g} GiB per device, even with "

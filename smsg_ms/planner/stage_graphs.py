@@ -87,6 +87,12 @@ class StageGraphs:
         return sum(f.captures for f in self.all_families())
 
     @property
+    def built_for_sizes(self) -> list[int]:
+        """The stage sizes captured built for, sorted (``[]`` for a network that does not
+        read the world size)."""
+        return sorted(self.families) if self.reads_world else []
+
+    @property
     def micro_batch_sizes(self) -> list[int]:
         """Micro-batch sizes of the graphs made, every family together, sorted."""
         return sorted({b for f in self.all_families() for b in f.graphs})
