@@ -233,7 +233,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     limit = settings.memory_limit(hw)
     recompute = settings.recompute
     costs = StageCosts(spec, hw, capture=capture, replace_strategies=settings.replace_strategies,
-                       build_for_devices=build_for_devices, **network_options)
+                       build_for_devices=build_for_devices, devices=devices, **network_options)
     first = costs
     links = links_of(hw)
     # the first stage count's graph (auto: one stage, always a candidate); the blocks and the

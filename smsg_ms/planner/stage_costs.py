@@ -26,8 +26,10 @@ class StageCosts:
                  devices: int | None = None, capture=None, effort=None,
                  replace_strategies: bool = False, build_for_devices: bool = True,
                  **network_options):
-        """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
-        plan so that every stage of the even cut fits, ``p = devices / d``
+        """``devices``: all devices (a stage of ``d < devices`` devices is one of ``p =
+        devices / d`` stages: :func:`.stages.stage_cost_model`'s ``pipelined``; default: not
+        known, every stage costed as one stage). ``stage_limit`` (bytes per device) with
+        ``devices``: solve each stage plan so that every stage of the even cut fits
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
         ``spec`` with ``network_options``, built for each stage's devices unless
@@ -72,8 +74,11 @@ class StageCosts:
         """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
         stage is solved)."""
         if (d, b) not in self.models:
+            # a stage of 2+ stages (fewer devices than all): MindSpore's pipelined compile
+            # keeps the backward AllReduce of a constant gradient
+            pipelined = self.devices is not None and d < self.devices
             self.models[(d, b)] = stage_cost_model(self.graph(d, b), d, self.hardware,
-                                                   self.replace_strategies)
+                                                   self.replace_strategies, pipelined)
         return self.models[(d, b)]
 
     def solution(self, d: int, b: int) -> StageSolution:
