@@ -226,8 +226,11 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
             cfg.parallel_config.use_seq_parallel = True
     cfg.parallel_config.pipeline_stage = stages
     for key, value in (parallel or {}).items():
-        if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)):
-            continue    # a capture on fewer devices, or no experts: ep 1
+        if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)
+                                         or declared()):
+            # a capture on fewer devices, or built for more than it has (the plan's capture,
+            # at ep 1: the plan prices the experts' layout itself), or no experts: ep 1
+            continue
         setattr(cfg.parallel_config, key, value)
     with model_parallel_groups_skipped():
         model = register.get_instance_from_cfg(cfg.to_dict(), kinds.MODELS,
