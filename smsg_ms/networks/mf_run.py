@@ -216,7 +216,7 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
         # model-parallel groups are not created and its parallel linears refuse
         # model_parallel > 1 without them ("Tensor model parallel group is not initialized"),
         # while a data-parallel size alone would keep Morph layouts over fewer devices than
-        # the plan's: built for one device, as without --build-for-devices (the compile on
+        # the plan's: built for one device, as --no-build-for-devices (the compile on
         # the plan's devices builds dp and mp as below)
         per_stage = dp = 1
     cfg.parallel_config.data_parallel = dp
