@@ -70,12 +70,12 @@ def measure(costs, d: int, b: int) -> dict:
     from smsg_ms.search.chain import TooWide, frontiers
 
     solve = importlib.import_module("smsg_ms.search.solve")
-    graph = costs.graph(b)
+    graph = costs.graph(d, b)
     model = costs.model(d, b)
     c0 = time.process_time()
     costs.compute_floor(d, b)
     c1 = time.process_time()
-    problem, variables = build_problem(graph, model, signatures=costs.op_signatures(b))
+    problem, variables = build_problem(graph, model, signatures=costs.op_signatures(d, b))
     c2 = time.process_time()
     p, _, hint, _, _ = solve._solver_form(problem,
                                           repeated_variable_groups(graph, problem, variables))

@@ -68,7 +68,8 @@ def _plan_settings(args) -> dict:
         settings["hardware"] = os.path.splitext(os.path.basename(settings["hardware"]))[0]
     settings["devices_per_node"] = args.devices_per_node
     settings["replace_strategies"] = "replaced" if args.replace_strategies else None
-    settings["build_for_devices"] = "built" if args.build_for_devices else None
+    # built for the plan's devices is the default: only the opt-out is named
+    settings["build_for_devices"] = None if args.build_for_devices else "unbuilt"
     return settings
 
 
@@ -102,9 +103,6 @@ def cmd_plan(args) -> int:
                                   or args.optimizer_sharding != "auto"):
         raise UsageError("--micro-batches, --optimizer-sharding and --virtual-stages need "
                         "--pipeline (use --pipeline 1 for one stage)")
-    if args.pipeline is not None and args.build_for_devices:
-        raise PlanError("--build-for-devices is for single-stage plans: drop --pipeline, or "
-                        "drop --build-for-devices")
     graph = None
     if args.pipeline is None:
         from .graph.capture import capture_network
@@ -209,7 +207,7 @@ def _plan_pipelined(args):
                                   else int(args.virtual_stages),
                                   time_limit=args.time_limit,
                                   replace_strategies=args.replace_strategies,
-                                  **options)
+                                  build_for_devices=args.build_for_devices, **options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -248,10 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace-strategies", action="store_true",
                    help="plan anew the primitives whose strategy the network's own shard() "
                         "sets (default: kept as fixed choices where they fit the devices)")
-    p.add_argument("--build-for-devices", action="store_true",
-                   help="capture the network built for the plan's --devices (a network that "
-                        "reads the world size while built, mindformers' parallel_core models: "
-                        "data_parallel; one stage only; default: the capture's one device)")
+    p.add_argument("--build-for-devices", action=argparse.BooleanOptionalAction, default=True,
+                   help="(default) capture the network built for the plan's devices per "
+                        "stage (--devices / stages), as MindSpore's compile builds it: a "
+                        "network that reads the world size while built (mindformers' "
+                        "parallel_core models: data_parallel) is captured once per stage size; "
+                        "one that does not is captured as before (--no-build-for-devices: "
+                        "built for the capture's one device, file name -unbuilt)")
     add_json_arg(p)
     p.set_defaults(func=cmd_plan)
 

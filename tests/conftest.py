@@ -11,8 +11,24 @@ from smsg_ms.graph import capture as _capture_module
 _CAPTURE = _capture_module.capture_network
 
 
-@functools.lru_cache(maxsize=None)
+#: (spec, options without ``world``) → graph of the specs whose capture built for a ``world``
+#: did not read it: the same graph for every ``world`` or none (``built_for`` None)
+_UNREAD: dict = {}
+
+
 def _captured(spec: str, items: tuple):
+    plain = (spec, tuple(sorted((k, v) for k, v in items if k != "world")))
+    if plain in _UNREAD:
+        return _UNREAD[plain]
+    graph = _captured_once(spec, items)
+    if graph.built_for is None and any(k == "world" for k, _ in items):
+        # built for a world it did not read: any world (or none) captures the same graph
+        _UNREAD[plain] = graph
+    return graph
+
+
+@functools.lru_cache(maxsize=None)
+def _captured_once(spec: str, items: tuple):
     return _CAPTURE(spec, **dict(items))
 
 

@@ -120,3 +120,26 @@ def test_weights_with_one_gradient_expression_share_their_allreduce():
         report, rows = _check_rows(spec, **options)
         assert rows[("AllReduce", "grad_sync", 2)] == (syncs, syncs), (options, rows)
         assert report.ok, (options, rows)
+
+
+def test_a_pipeline_stage_keeps_the_backward_allreduce_of_a_constant_gradient():
+    """``smsg_ms.networks.stage_aux:build`` (mindformers' MoE auxiliary loss summed into the
+    loss, in small) on 2 stages of 4 devices, 2 micro-batches: each block's ``mean(h)`` of the
+    batch-cut activation and the network's ``mean(x_L)`` are a forward AllReduce each, with a
+    constant gradient. The pipelined compile keeps their backward AllReduce (Qwen3-MoE's and
+    DeepSeek-V3's ``check 8 p2``: 2 and 4 predicted, 4 and 6 inserted, before). By hand, per
+    micro-batch: stage 0 has layer 0's mean (1 forward, 1 backward), stage 1 layer 1's and the
+    output's (2 and 2); times 2 micro-batches. Oracle: the dry-run."""
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.integration.pipeline import ranks_per_stage
+    from smsg_ms.planner import plan_network_pipelined
+
+    plan = plan_network_pipelined("smsg_ms.networks.stage_aux:build", 8, global_batch=32,
+                                  stages=2, micro_batches=2)
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    for rank, want in zip(report.ranks, (2, 4)):
+        rows = {r.key: (r.predicted, r.inserted) for r in rank.rows}
+        assert rows[("AllReduce", "forward", 4)] == (want, want), rows
+        assert rows[("AllReduce", "backward", 4)] == (want, want), rows
+    assert report.ok

@@ -164,7 +164,8 @@ def test_default_plan_names_carry_non_default_settings():
     assert name("--hardware", "h100", "--memory", "80") == "llama-8dev-h100-mem80.plan.json"
     assert name("--write-back", "propagate") == "llama-8dev-propagate.plan.json"
     assert name("--memory", "7.5") == "llama-8dev-mem7-5.plan.json"
-    assert name("--build-for-devices") == "llama-8dev-built.plan.json"
+    assert name("--build-for-devices") == "llama-8dev.plan.json"     # the default
+    assert name("--no-build-for-devices") == "llama-8dev-unbuilt.plan.json"
     names = {name(), name("--pipeline", "2"), name("--pipeline", "auto"),
              name("--hardware", "h100"), name("--memory", "80"), name("--write-back", "propagate"),
              name("--pipeline", "2", "--micro-batches", "4"),

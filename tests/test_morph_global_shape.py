@@ -41,12 +41,13 @@ def test_a_plan_for_eight_devices_predicts_mindspores_collectives():
     from smsg_ms.integration.check import check_plan
     from smsg_ms.planner import plan_graph, plan_network
 
-    plan = plan_network(SPEC, 8, progress=False, build_for_devices=True)
+    plan = plan_network(SPEC, 8, progress=False)     # built for its devices: the default
     assert plan.built_for == 8 and '"built_for": 8' in plan.to_json()
     report = check_plan(plan, [0])
     assert [r.error for r in report.ranks] == [None]
     assert report.ok, [(r.key, r.predicted, r.inserted) for r in report.ranks[0].rows]
-    # captured for one device, as before: MindSpore's compile differs from the prediction
+    # captured for one device (plan_network(..., build_for_devices=False), plan
+    # --no-build-for-devices): MindSpore's compile differs from the prediction
     before = plan_graph(capture_network(SPEC), 8, progress=False, network=SPEC, options={})
     assert before.built_for is None and "built_for" not in before.to_json()
     report = check_plan(before, [0])

@@ -47,3 +47,12 @@ def mindformers_llama_default_rope(batch: int = 4, seq: int = 64):
     ids = ms.Tensor(np.zeros((batch, seq), np.int32))
     return {"net": net, "inputs": (ids,),
             "train_inputs": (ms.Tensor(np.zeros((batch, seq + 1), np.int32)),)}
+
+
+def qwen3_moe_lm_loss_alone(batch: int = 16, seq: int = 64):
+    """smsg-ms's Qwen3-MoE family spec trained on its LM loss alone (not on the sum of its
+    losses, as mindformers' training and the spec by default do): the router's auxiliary loss
+    crosses a pipeline stage boundary unused."""
+    from smsg_ms.networks.families import mf_qwen3_moe
+
+    return mf_qwen3_moe(batch, seq, all_losses=False)

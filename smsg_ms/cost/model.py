@@ -63,6 +63,9 @@ class CostModel:
             devices).
         replace_strategies: plan anew the primitives whose strategy the network's own
             ``shard()`` sets (by default their one option, :mod:`smsg_ms.cost.kept_layout`).
+        fold_constant_gradients: no backward ``AllReduce`` of a tensor whose gradient is a
+            constant (:meth:`constant_gradient`), as MindSpore compiles one stage (default);
+            ``False``: a stage of a pipeline of two stages or more, where MindSpore keeps it.
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses (a ``ValueError``).
@@ -71,7 +74,8 @@ class CostModel:
 
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
                  optimizer: str = "adam", *, enable_alltoall: bool | None = None,
-                 fully_use_devices: bool = False, replace_strategies: bool = False):
+                 fully_use_devices: bool = False, replace_strategies: bool = False,
+                 fold_constant_gradients: bool = True):
         check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
@@ -86,6 +90,7 @@ class CostModel:
             enable_alltoall = wants_alltoall(graph)
         self.enable_alltoall = bool(enable_alltoall)
         self.fully_use_devices = fully_use_devices
+        self.fold_constant_gradients = fold_constant_gradients
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
         self._op_sides: dict[tuple, tuple] = {}     # _sides' memo: (op id, spec id) -> sides
@@ -161,7 +166,9 @@ class CostModel:
         """Whether tensor ``name``'s gradient is a constant (an auxiliary loss added into the
         returned loss): MindSpore folds a backward ``AllReduce`` of it away (DeepSeek-V3's
         dry-run), while the ``ReduceScatter`` of a gathered tensor's gradient stays
-        (``tests/test_reshape_chain_plan.py``)."""
+        (``tests/test_reshape_chain_plan.py``). Not folded where ``fold_constant_gradients``
+        is off: a stage of a pipeline, whose compile keeps that ``AllReduce`` (Qwen3-MoE's
+        aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``)."""
         self._gradient_sets()
         return name in self._with_grad[0] and name not in self._with_grad[1]
 
@@ -191,7 +198,8 @@ class CostModel:
         bprop = not op.attrs.get("smsg_custom_bprop")
         colls = [Collective(*c) for c in raw["collectives"] if c[1] != 1
                  and (c[3] != "backward" or (bprop and self.carries_gradient(c[4]) and not (
-                     c[0] == "AllReduce" and self.constant_gradient(c[4]))))]
+                     c[0] == "AllReduce" and self.fold_constant_gradients
+                     and self.constant_gradient(c[4]))))]
         return OpCost(spec.strategy(cuts), in_l, out_l, raw["flops_fwd"], raw["flops_bwd"],
                       colls, raw["memory"], list(spec.notes) + list(notes),
                       out_strategy=out_strategy)

@@ -140,7 +140,8 @@ class BatchTemplate:
             ops.append(replace(op, inputs=list(op.inputs), outputs=list(op.outputs),
                                attrs=_instantiate(tmpl, batch) if tmpl is not None
                                else op.attrs))
-        return OpGraph(ops, tensors, list(g.inputs), list(g.outputs), g.name, list(g.warnings))
+        return OpGraph(ops, tensors, list(g.inputs), list(g.outputs), g.name, list(g.warnings),
+                       built_for=g.built_for)
 
 
 def _check_batch(name: str, v) -> None:

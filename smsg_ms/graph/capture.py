@@ -220,7 +220,7 @@ KNOWN_SOURCES = {
                      "gradient is a constant (mindformers' MoE auxiliary loss extra_loss when "
                      "the network trains on the LM loss alone); train on a loss that uses every "
                      "tensor a stage passes on (mindformers' training sums the LM and auxiliary "
-                     "losses: smsg_ms.networks.families:mf_qwen3_moe with all_losses=True), or "
+                     "losses, as smsg_ms.networks.families:mf_qwen3_moe does by default), or "
                      "stop passing the unused tensor from block to block",
 }
 
@@ -338,7 +338,7 @@ def capture_network(spec: str, devices: int = 1, world: int | None = None,
     _check_spec(spec, options)
     try:
         job = {"job": "capture", "spec": spec, "options": options}
-        if world is not None and world != devices:
+        if world is not None:       # even the compile's: whether the network read it
             job["world"] = int(world)
         result = run_child(job, devices=devices)
     except DryRunError as exc:

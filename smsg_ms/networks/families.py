@@ -197,13 +197,14 @@ def mf_qwen3(batch: int = 16, seq: int = 64):
                       "mindformers.models.qwen3.Qwen3ForCausalLM", batch, seq)
 
 
-def mf_qwen3_moe(batch: int = 16, seq: int = 64, all_losses: bool = False):
-    """mindformers ``Qwen3MoeForCausalLM`` (4 experts, top 2). ``all_losses``: train on the sum
-    of the LM loss and the auxiliary losses (the router's load-balancing ``extra_loss``), as
-    mindformers' training step does; the LM loss alone leaves the auxiliary loss that crosses a
-    pipeline stage boundary unused, and MindSpore 2.10 refuses its constant gradient's Send
-    (``docs/networks.md``, "Qwen3-MoE pipelined"). Default off: with all losses the router's
-    auxiliary loss adds AllGathers the single-stage check does not predict yet."""
+def mf_qwen3_moe(batch: int = 16, seq: int = 64, all_losses: bool = True):
+    """mindformers ``Qwen3MoeForCausalLM`` (4 experts, top 2). ``all_losses`` (default): train
+    on the sum of the LM loss and the auxiliary losses (the router's load-balancing
+    ``extra_loss``), as mindformers' training step does (``wrapper/wrapper.py``,
+    ``MFTrainOneStepCell.grads_for_mcore`` and its pipeline cell: ``lm_loss + aux_loss +
+    indexer_loss + mtp_loss``, every loss given a sensitivity); ``False``: the LM loss alone,
+    which leaves the auxiliary loss that crosses a pipeline stage boundary unused, and MindSpore
+    2.10 refuses its constant gradient's Send (``docs/networks.md``, "Qwen3-MoE pipelined")."""
     return _mcore_llm("mindformers.models.qwen3_moe.Qwen3MoeConfig",
                       "mindformers.models.qwen3_moe.Qwen3MoeForCausalLM", batch, seq,
                       moe=("num_experts",), sum_losses=all_losses)

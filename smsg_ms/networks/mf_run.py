@@ -188,6 +188,7 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     from .external import require_package
     from .families import (import_object, model_parallel_groups_skipped, token_ids,
                            with_labels, world_size)
+    from .world import declared
 
     data = load_run_config(config)
     mc = sized_model_config(model_config_of(data, config), **sizes)
@@ -210,6 +211,14 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
     # size that divides the batch, the rest of the stage's devices model-parallel
     per_stage = max(world_size() // stages, 1)
     dp = math.gcd(per_stage, batch)
+    if dp < per_stage and declared():
+        # built on one device for more (a capture built for the plan's devices): mindformers'
+        # model-parallel groups are not created and its parallel linears refuse
+        # model_parallel > 1 without them ("Tensor model parallel group is not initialized"),
+        # while a data-parallel size alone would keep Morph layouts over fewer devices than
+        # the plan's: built for one device, as --no-build-for-devices (the compile on
+        # the plan's devices builds dp and mp as below)
+        per_stage = dp = 1
     cfg.parallel_config.data_parallel = dp
     if dp < per_stage:
         cfg.parallel_config.model_parallel = per_stage // dp
@@ -217,8 +226,11 @@ def _build(config: str, batch: int | None, sizes: dict, parallel: dict | None):
             cfg.parallel_config.use_seq_parallel = True
     cfg.parallel_config.pipeline_stage = stages
     for key, value in (parallel or {}).items():
-        if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)):
-            continue    # a capture on fewer devices, or no experts: ep 1
+        if key == "expert_parallel" and (per_stage % int(value) or not is_moe(mc)
+                                         or declared()):
+            # a capture on fewer devices, or built for more than it has (the plan's capture,
+            # at ep 1: the plan prices the experts' layout itself), or no experts: ep 1
+            continue
         setattr(cfg.parallel_config, key, value)
     with model_parallel_groups_skipped():
         model = register.get_instance_from_cfg(cfg.to_dict(), kinds.MODELS,

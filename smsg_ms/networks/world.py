@@ -6,7 +6,11 @@ the router's ``reshape(scores, (dp, -1, E))`` and its ``dp``-sized statistics
 (``transformer/moe/router.py``). A capture compiles on one device, so a network built from
 MindSpore's group size would have ``dp = 1`` there and ``dp = devices`` in the plan's compile:
 other shapes, other operators. :func:`built_for` makes the specs of this package
-(:func:`world_size`) see the plan's device count instead, for the duration of a build.
+(:func:`world_size`) see the plan's device count instead, for the duration of a build: the
+devices of one stage (``devices / stages``; a network reads ``world_size() //
+pipeline_stages`` and the capture compiles one stage), by default in ``smsg-ms plan``
+(``--no-build-for-devices`` opts out; :mod:`smsg_ms.planner.stage_graphs` for the pipeline
+search).
 """
 from __future__ import annotations
 

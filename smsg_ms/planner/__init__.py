@@ -12,7 +12,8 @@ Modules (each one job; ``docs/architecture.md``):
 * :mod:`.write_back`: the plan's write-back mode;
 * :mod:`.single_stage`: :func:`plan_graph`, :func:`plan_network` (orchestration);
 * :mod:`.stages`, :mod:`.stage_costs`, :mod:`.stage_memory`: the stage plan of a pipeline
-  and what the outer search reads of it;
+  and what the outer search reads of it; :mod:`.stage_graphs`: its graphs, built for each
+  stage size where the network reads the world size;
 * :mod:`.workers`: stage plans solved in forked processes;
 * :mod:`.pipelined`: :func:`plan_network_pipelined` (the outer pipeline search).
 """

@@ -107,9 +107,11 @@ def pipelined_runner_up(plan, settings: PlanningOptions | None = None, *,
     if settings.virtual_stages is None and chosen["virtual_stages"] not in VIRTUAL_STAGES:
         settings = replace(settings, virtual_stages=chosen["virtual_stages"])
     options = {k: v for k, v in plan.options.items() if k != "batch"}
+    # built for its stages' devices as the plan was (a network that reads the world size
+    # records it: built_for; one that does not captures the same either way)
     again = plan_pipelined_with(plan.network, plan.devices, int(record["global_batch"]),
                                 settings, capture=capture, network_options=options,
-                                unpruned=True)
+                                unpruned=True, build_for_devices=plan.built_for is not None)
     got = chosen_configuration(again.pipeline)
     step, step_again = float(record["step_seconds"]), float(again.pipeline["step_seconds"])
     if got != chosen or abs(step_again - step) > 1e-9 * max(abs(step), 1e-30):
@@ -152,7 +154,8 @@ def runner_up_plan(plan, runner: dict, settings: PlanningOptions | None = None, 
                    virtual_stages=int(runner["virtual_stages"]))
     options = {k: v for k, v in plan.options.items() if k != "batch"}
     out = plan_pipelined_with(plan.network, plan.devices, int(plan.pipeline["global_batch"]),
-                              held, capture=capture, network_options=options)
+                              held, capture=capture, network_options=options,
+                              build_for_devices=plan.built_for is not None)
     step = float(runner["step_seconds"])
     if abs(float(out.pipeline["step_seconds"]) - step) > 1e-9 * max(abs(step), 1e-30):
         raise ValueError(f"the runner-up configuration ({_describe(runner)}) planned alone "

@@ -53,7 +53,7 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                            optimizer_sharding: bool | str | None = None, recompute: bool = True,
                            virtual_stages: int | None = 1, capture=None, stats: dict | None = None, workers: int | None = None,
                            time_limit: float = DEFAULT_SECONDS, replace_strategies: bool = False,
-                           **network_options) -> Plan:
+                           build_for_devices: bool = True, **network_options) -> Plan:
     """Plan ``spec`` on ``devices`` with pipeline stages, micro-batches, optimizer sharding and
     recompute chosen by :func:`smsg_ms.search.pipeline.plan_pipeline`.
 
@@ -73,12 +73,15 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
             recompute: allow ``Cell.recompute()`` of blocks (searched) or never.
         virtual_stages: virtual stages of an interleaved pipeline (default 1: plain 1F1B;
             ``None``: searched over :data:`~smsg_ms.planner.options.VIRTUAL_STAGES`).
-        capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks).
+        capture: ``batch -> OpGraph`` replacing the capture of ``spec`` (a cache; benchmarks;
+            not built per stage size).
         stats: when a dict, filled with ``stage_solves`` (operator-level stage solves, in
             every process), ``stage_solve_seconds`` (their CPU seconds, cost model included,
             this process), ``workers`` (processes that solved stage plans),
             ``worker_seconds`` (CPU seconds of the other processes), ``captures`` (calls of
-            the capture) and ``micro_batch_sizes`` (graphs used).
+            the capture), ``micro_batch_sizes`` (graphs used) and ``stage_sizes_built_for``
+            (the devices per stage the network was captured built for, ``[]`` where it does
+            not read the world size).
         workers: processes evaluating the stage plans of the candidate (devices per stage,
             micro-batch size) pairs ahead of the search (:mod:`smsg_ms.planner.workers`; same
             plan byte for byte). Default: :func:`~smsg_ms.planner.workers.default_workers`
@@ -90,6 +93,12 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
         replace_strategies: plan anew the primitives whose strategy the network's own
             ``shard()`` sets, in every stage (default: kept,
             :attr:`PlanningOptions.replace_strategies`).
+        build_for_devices: capture the network built for each stage's ``devices / p`` devices
+            (default), as MindSpore's compile with ``p`` stages on ``devices`` builds it
+            (mindformers' ``data_parallel``): once per stage size where the network reads the
+            world size (:class:`~smsg_ms.planner.stage_graphs.StageGraphs`), the chosen one
+            recorded as the plan's ``built_for``; a network that does not read it is captured
+            as before. ``False``: built for the capture's one device.
         network_options: other network options (``seq``, ``layers`` ...).
 
     Returns:
@@ -116,12 +125,14 @@ def plan_network_pipelined(spec: str, devices: int, *, global_batch: int,
                                virtual_stages=virtual_stages, workers=workers, time_limit=time_limit,
                                replace_strategies=replace_strategies)
     return plan_pipelined_with(spec, devices, global_batch, settings, capture=capture,
-                               stats=stats, network_options=network_options)
+                               stats=stats, network_options=network_options,
+                               build_for_devices=build_for_devices)
 
 
 def plan_pipelined_with(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                         *, capture=None, stats: dict | None = None,
-                        network_options: dict | None = None, unpruned: bool = False) -> Plan:
+                        network_options: dict | None = None, unpruned: bool = False,
+                        build_for_devices: bool = True) -> Plan:
     """:func:`plan_network_pipelined` with its settings as one :class:`PlanningOptions` (the
     cyclic garbage collector paused, as in :func:`smsg_ms.planner.plan_graph`: the stage
     solves allocate many small acyclic objects).
@@ -130,11 +141,13 @@ def plan_pipelined_with(spec: str, devices: int, global_batch: int, settings: Pl
     ``(stages, micro-batches)`` pairs, no incumbent between the one-stage and the pipelined
     search), so the record's ``runner_up`` is the exact second-best configuration
     (:mod:`smsg_ms.planner.pipeline_runner_up`). Same chosen configuration (the pruning is
-    exact); the record's ``candidates`` count, hence the content hash, may differ."""
+    exact); the record's ``candidates`` count, hence the content hash, may differ.
+    ``build_for_devices``: as :func:`plan_network_pipelined`."""
     check_device_count(devices)
     with collector_paused():
         return _plan(spec, devices, global_batch, settings, capture=capture, stats=stats,
-                     network_options=dict(network_options or {}), unpruned=unpruned)
+                     network_options=dict(network_options or {}), unpruned=unpruned,
+                     build_for_devices=build_for_devices)
 
 
 def _stage_counts(devices: int, global_batch: int, settings: PlanningOptions) -> list[int]:
@@ -202,7 +215,8 @@ def _borders(graph) -> tuple[list[str], set[int]]:
 
 
 def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions, *, capture,
-          stats, network_options: dict, unpruned: bool = False) -> Plan:
+          stats, network_options: dict, unpruned: bool = False,
+          build_for_devices: bool = True) -> Plan:
     from ..cost.hardware import get_hardware
     from ..search.effort import Effort
     from ..search.pipeline import NoFeasiblePipeline, plan_pipeline
@@ -219,15 +233,18 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     limit = settings.memory_limit(hw)
     recompute = settings.recompute
     costs = StageCosts(spec, hw, capture=capture, replace_strategies=settings.replace_strategies,
-                       **network_options)
+                       build_for_devices=build_for_devices, devices=devices, **network_options)
     first = costs
     links = links_of(hw)
-    bytes_per = bytes_per_element(costs.graph(global_batch // (micro_batches or 1)))
+    # the first stage count's graph (auto: one stage, always a candidate); the blocks and the
+    # element size do not depend on the devices a stage is built for
+    d0, b0 = devices // p_list[0], global_batch // (micro_batches or 1)
+    bytes_per = bytes_per_element(costs.graph(d0, b0))
     if stages == "auto":
-        names, refused = _borders(costs.graph(global_batch // (micro_batches or 1)))
+        names, refused = _borders(costs.graph(d0, b0))
         p_list = [p for p in p_list if p <= len(names) and p - 1 <= len(names) - 1 - len(refused)]
     elif int(stages) > 1:
-        names, refused = _borders(costs.graph(global_batch // (micro_batches or 1)))
+        names, refused = _borders(costs.graph(d0, b0))
         blocks = len(names)
         if int(stages) > blocks:
             raise PipelinePlanningError(
@@ -320,7 +337,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         # the fastest stage plans do not fit: plan every stage within the memory limit
         # the time limit is shared by the memory-limited stage solves, one per candidate pair
         pairs = max(1, len(candidate_pairs(devices, global_batch, p_list, micro_batches)))
-        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.family,
+        lean = StageCosts(spec, hw, stage_limit=limit, devices=devices, capture=costs.graphs,
                           effort=Effort(settings.time_limit / pairs),
                           replace_strategies=settings.replace_strategies, **network_options)
         costs, results = lean, search(lean)
@@ -331,8 +348,9 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                      stage_solve_seconds=first.solve_seconds
                      + (costs.solve_seconds if again else 0.0),
                      workers=prefetched["workers"], worker_seconds=prefetched["worker_seconds"],
-                     captures=costs.family.captures,
-                     micro_batch_sizes=sorted(costs.family.graphs))
+                     captures=costs.graphs.captures,
+                     micro_batch_sizes=costs.graphs.micro_batch_sizes,
+                     stage_sizes_built_for=costs.graphs.built_for_sizes)
     if not results:
         why = f" ({reasons[-1]})" if reasons else ""
         raise NoFeasiblePipeline(f"no plan fits in {limit / 2**30:.3g} GiB per device, even with "
@@ -341,7 +359,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
     best = min(results, key=lambda r: (r.step_seconds, r.stages))
     d, b = best.devices_per_stage, best.micro_batch_size
     stage = costs.solution(d, b)   # same problem as plan_graph's: no second solve or build
-    plan = plan_graph_with(costs.graph(b), d,
+    plan = plan_graph_with(costs.graph(d, b), d,
                            # propagation with pipeline stages: not checked
                            PlanningOptions(hardware=hw, memory_gib=math.inf, progress=False,
                                            write_back="shard",
@@ -355,22 +373,22 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                       costs.stage_limit).as_plan_dict()
     if best.stages > 1:
         from .param_only import parameter_only
-        once = set(parameter_only(costs.graph(b)))
+        once = set(parameter_only(costs.graph(d, b)))
         hit = sorted({c["tensor"] for dec in plan.decisions for c in dec.collectives
                       if c.get("phase") == "forward" and c.get("tensor") in once})
         if hit:     # forward redistributions of these run once per step, not per micro-batch
             plan.pipeline["once_per_step"] = hit
         from .param_only import first_stage_cells
-        first = first_stage_cells(costs.graph(b), list(plan.pipeline["stage_of_block"]))
+        first = first_stage_cells(costs.graph(d, b), list(plan.pipeline["stage_of_block"]))
         if first:   # staged on stage 0 so that MindSpore merges the micro-batch copies there
             plan.pipeline["first_stage_cells"] = first
         from .param_only import shared_parameter_cells
         tied = shared_parameter_cells(
-            costs.graph(b), list(plan.pipeline["stage_of_block"]),
+            costs.graph(d, b), list(plan.pipeline["stage_of_block"]),
             {p["name"] for p in plan.pipeline.get("shared_parameters", [])}, best.stages)
         if tied:    # unstaged, MindSpore rejects a parameter read on several stages
             plan.pipeline["shared_parameter_cells"] = tied
-        told = graph_stages(plan, costs.graph(b), stage.variables)
+        told = graph_stages(plan, costs.graph(d, b), stage.variables)
         if told:    # stages the decisions' names do not tell
             plan.pipeline["decision_stages"] = told
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)

@@ -152,12 +152,13 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
 def plan_network(spec: str, devices: int, *, hardware="ascend910b", memory_gib=None,
                  progress: bool | None = None, write_back: str = "auto",
                  time_limit: float = DEFAULT_SECONDS, replace_strategies: bool = False,
-                 build_for_devices: bool = False, **network_options) -> Plan:
+                 build_for_devices: bool = True, **network_options) -> Plan:
     """Capture ``spec`` (built-in name or ``package.module:function``) and plan it; the
     strategies the network's own ``shard()`` sets are kept unless ``replace_strategies``.
-    ``build_for_devices``: the network is built for ``devices`` in the capture
+    ``build_for_devices`` (default): the network is built for ``devices`` in the capture
     (``capture_network``'s ``world``; recorded as the plan's ``built_for`` when it reads the
-    world size).
+    world size, as mindformers' ``parallel_core`` models do; a network that does not read it
+    captures the same graph); ``False``: built for the capture's one device.
 
     Raises:
         smsg_ms.devices.DeviceCountError, PlanningError, smsg_ms.graph.capture.CaptureError,

@@ -14,39 +14,45 @@ class StageCosts:
     """``layer_costs(d, b)`` for :func:`plan_pipeline`, with captures and solutions cached.
 
     Returns ``None`` where the network cannot be planned on ``d`` devices with micro-batch ``b``
-    (MindSpore's device counts, an operator without a valid strategy). Graphs by micro-batch size
-    come from a :class:`smsg_ms.graph.batch_scale.BatchFamily`: two captures, the other batch
-    sizes derived by rescaling the batch axis (exact for batch-linear graphs, else captured).
-    ``solves`` counts the operator-level stage solves.
+    (MindSpore's device counts, an operator without a valid strategy). Graphs come from a
+    :class:`~smsg_ms.planner.stage_graphs.StageGraphs`: built for the stage's ``d`` devices when
+    the network reads the world size (one family per ``d``), else one family for every ``d``;
+    by micro-batch size from a :class:`smsg_ms.graph.batch_scale.BatchFamily`: two captures, the
+    other batch sizes derived by rescaling the batch axis (exact for batch-linear graphs, else
+    captured). ``solves`` counts the operator-level stage solves.
     """
 
     def __init__(self, spec: str, hardware, *, stage_limit: float | None = None,
                  devices: int | None = None, capture=None, effort=None,
-                 replace_strategies: bool = False, **network_options):
-        """``stage_limit`` (bytes per device) with ``devices`` (all devices): solve each stage
-        plan so that every stage of the even cut fits, ``p = devices / d``
+                 replace_strategies: bool = False, build_for_devices: bool = True,
+                 **network_options):
+        """``devices``: all devices (a stage of ``d < devices`` devices is one of ``p =
+        devices / d`` stages: :func:`.stages.stage_cost_model`'s ``pipelined``; default: not
+        known, every stage costed as one stage). ``stage_limit`` (bytes per device) with
+        ``devices``: solve each stage plan so that every stage of the even cut fits
         (:func:`smsg_ms.planner.stage_memory.solve_stage_within`); default: no limit. ``capture``:
         ``batch -> OpGraph`` (default: :func:`smsg_ms.graph.capture.capture_network` of
-        ``spec`` with ``network_options``), or a ``BatchFamily`` to share. ``effort``: the
+        ``spec`` with ``network_options``, built for each stage's devices unless
+        ``build_for_devices`` is ``False``), a ``BatchFamily`` or a ``StageGraphs`` to share
+        (a given capture or family is not built per stage size). ``effort``: the
         work limit of each stage solve (memory-limited, or too wide to eliminate)
         (:class:`smsg_ms.search.effort.Effort`; default: the search's). ``replace_strategies``:
         the stage plans plan anew the strategies the network's own ``shard()`` sets (default:
         kept)."""
-        from ..graph.batch_scale import BatchFamily
+        from .stage_graphs import StageGraphs
 
         self.spec, self.hardware = spec, hardware
         self.stage_limit, self.devices, self.effort = stage_limit, devices, effort
         self.replace_strategies = replace_strategies
         self.options = {k: v for k, v in network_options.items() if k != "batch"}
-        if isinstance(capture, BatchFamily):
-            self.family = capture
-        else:
-            self.family = BatchFamily(capture or self._capture)
+        self.graphs = (capture if isinstance(capture, StageGraphs)
+                       else StageGraphs(spec, self.options, capture, build_for_devices))
         self.solutions: dict[tuple[int, int], StageSolution] = {}
         self.models: dict[tuple[int, int], object] = {}
-        self.signatures: dict[int, list] = {}
-        self.op_sigs: dict[int, dict[int, tuple]] = {}
-        self.structures: dict[int, tuple] = {}
+        # by (StageGraphs.key(d), b): shared by every d where the graphs do not depend on it
+        self.signatures: dict[tuple, list] = {}
+        self.op_sigs: dict[tuple, dict[int, tuple]] = {}
+        self.structures: dict[tuple, tuple] = {}
         self.solves = 0
         self.solve_seconds = 0.0         # CPU seconds of this process in the stage solves
         # pairs solved in other processes (store_prefetched)
@@ -56,20 +62,23 @@ class StageCosts:
         self.cuts: dict[tuple, tuple | None] = {}    # search.pipeline.cut_key -> cut_chain
         self.bounds: dict[tuple[int, int], float] = {}   # lower bounds of inexact choices
 
-    def _capture(self, b: int) -> OpGraph:
-        from ..graph.capture import capture_network
+    def graph(self, d: int, b: int) -> OpGraph:
+        """The graph of a stage of ``d`` devices at micro-batch ``b``."""
+        return self.graphs.graph(d, b)
 
-        return capture_network(self.spec, batch=b, **self.options)
-
-    def graph(self, b: int) -> OpGraph:
-        return self.family(b)
+    def _key(self, d: int, b: int) -> tuple:
+        self.graph(d, b)            # captured first: the key depends on what it read
+        return (self.graphs.key(d), b)
 
     def model(self, d: int, b: int):
         """The stage plan's cost model on ``d`` devices at micro-batch ``b`` (cached until the
         stage is solved)."""
         if (d, b) not in self.models:
-            self.models[(d, b)] = stage_cost_model(self.graph(b), d, self.hardware,
-                                                   self.replace_strategies)
+            # a stage of 2+ stages (fewer devices than all): MindSpore's pipelined compile
+            # keeps the backward AllReduce of a constant gradient
+            pipelined = self.devices is not None and d < self.devices
+            self.models[(d, b)] = stage_cost_model(self.graph(d, b), d, self.hardware,
+                                                   self.replace_strategies, pipelined)
         return self.models[(d, b)]
 
     def solution(self, d: int, b: int) -> StageSolution:
@@ -78,9 +87,9 @@ class StageCosts:
             from .variables import group_variables
 
             model = self.model(d, b)
-            variables = group_variables(self.graph(b), model, True,
-                                         signatures=self.op_signatures(b))
-            self.solutions[(d, b)] = StageSolution(self.graph(b), d, model, variables,
+            variables = group_variables(self.graph(d, b), model, True,
+                                         signatures=self.op_signatures(d, b))
+            self.solutions[(d, b)] = StageSolution(self.graph(d, b), d, model, variables,
                                                    list(self.choices[(d, b)]),
                                                    bound=self.bounds.get((d, b)))
             self.models.pop((d, b), None)
@@ -89,13 +98,13 @@ class StageCosts:
             start = time.process_time()
             model = self.model(d, b)
             if self.stage_limit is None:
-                self.solutions[(d, b)] = solve_stage(self.graph(b), d, self.hardware, model,
-                                                     self.op_signatures(b), self.effort)
+                self.solutions[(d, b)] = solve_stage(self.graph(d, b), d, self.hardware, model,
+                                                     self.op_signatures(d, b), self.effort)
             else:
                 from .stage_memory import solve_stage_within
                 self.solutions[(d, b)] = solve_stage_within(
-                    self.graph(b), d, self.hardware, self.devices // d, self.stage_limit,
-                    model=model, signatures=self.op_signatures(b), effort=self.effort)
+                    self.graph(d, b), d, self.hardware, self.devices // d, self.stage_limit,
+                    model=model, signatures=self.op_signatures(d, b), effort=self.effort)
             self.models.pop((d, b), None)
             self.solve_seconds += time.process_time() - start
         return self.solutions[(d, b)]
@@ -119,23 +128,26 @@ class StageCosts:
                 self.bounds[(d, b)] = bound
         self.cuts.update(cuts or {})
 
-    def structure(self, b: int) -> tuple:
-        """``(block_of_ops(graph), weight_dependent(graph))`` of the graph at micro-batch
-        ``b``: what :func:`layer_costs_of` reads of the graph alone, computed once."""
-        if b not in self.structures:
-            graph = self.graph(b)
-            self.structures[b] = (block_of_ops(graph), weight_dependent(graph))
-        return self.structures[b]
+    def structure(self, d: int, b: int) -> tuple:
+        """``(block_of_ops(graph), weight_dependent(graph))`` of the graph of ``d`` devices at
+        micro-batch ``b``: what :func:`layer_costs_of` reads of the graph alone, computed once
+        (for every ``d`` where the graph does not depend on it)."""
+        key = self._key(d, b)
+        if key not in self.structures:
+            graph = self.graph(d, b)
+            self.structures[key] = (block_of_ops(graph), weight_dependent(graph))
+        return self.structures[key]
 
-    def op_signatures(self, b: int) -> dict[int, tuple]:
-        """:func:`smsg_ms.planner.variables.op_signatures` of the graph at micro-batch ``b``
-        (computed
-        once, shared by the stage plans of every device count)."""
+    def op_signatures(self, d: int, b: int) -> dict[int, tuple]:
+        """:func:`smsg_ms.planner.variables.op_signatures` of the graph of ``d`` devices at
+        micro-batch ``b`` (computed once, shared by the stage plans of every device count
+        where the graph does not depend on it)."""
         from .variables import op_signatures
 
-        if b not in self.op_sigs:
-            self.op_sigs[b] = op_signatures(self.graph(b))
-        return self.op_sigs[b]
+        key = self._key(d, b)
+        if key not in self.op_sigs:
+            self.op_sigs[key] = op_signatures(self.graph(d, b))
+        return self.op_sigs[key]
 
     def compute_floor(self, d: int, b: int) -> float:
         """Lower bound (s) on ``Σ (forward_seconds + backward_seconds)`` over the layers of
@@ -156,20 +168,21 @@ class StageCosts:
         """
         if (d, b) in self.floors:
             return self.floors[(d, b)]
-        graph = self.graph(b)
-        if b not in self.signatures:
+        graph = self.graph(d, b)
+        key = self._key(d, b)
+        if key not in self.signatures:
             groups: dict[tuple, list] = {}
-            sigs = self.op_signatures(b)
+            sigs = self.op_signatures(d, b)
             for op in graph.ops:
                 groups.setdefault(sigs[op.id], [op, 0])[1] += 1
-            self.signatures[b] = [tuple(v) for v in groups.values()]
+            self.signatures[key] = [tuple(v) for v in groups.values()]
         try:
             model = self.model(d, b)
             floor = sum(n * min(sum(model.compute_seconds(c))
                                + sum(model.collective_seconds(x) for x in c.collectives
                                      if x.phase != "grad_sync")
                                for c in model.options(op))
-                       for op, n in self.signatures[b])
+                       for op, n in self.signatures[key])
         except ValueError:
             floor = 0.0
         # kept: a pair's model is dropped once it is solved, and the searches ask again
@@ -183,6 +196,6 @@ class StageCosts:
         if (d, b) in self.layers:
             return self.layers[(d, b)]
         try:
-            return layer_costs_of(self.solution(d, b), self.structure(b))
+            return layer_costs_of(self.solution(d, b), self.structure(d, b))
         except (PlanningError, NoFeasiblePlan, ValueError):
             return None

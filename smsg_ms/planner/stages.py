@@ -255,17 +255,21 @@ class StageSolution:
     bound: float | None = None  # proven lower bound (s) when solved at a work limit, else None
 
 
-def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies: bool = False):
+def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies: bool = False,
+                     pipelined: bool = False):
     """The :class:`~smsg_ms.cost.model.CostModel` of a stage plan, as
     :func:`smsg_ms.planner.plan_graph` builds it (``replace_strategies``: plan anew the
-    strategies the network's own ``shard()`` sets)."""
+    strategies the network's own ``shard()`` sets); ``pipelined``: a stage of two stages or
+    more, whose compile keeps the backward ``AllReduce`` of a constant gradient
+    (``CostModel``'s ``fold_constant_gradients`` off)."""
     from ..cost.hardware import get_hardware
     from ..cost.model import CostModel
     from .options import EXHAUSTIVE_UP_TO
 
     return CostModel(graph, devices, get_hardware(hardware),
                      fully_use_devices=devices > EXHAUSTIVE_UP_TO,
-                     replace_strategies=replace_strategies)
+                     replace_strategies=replace_strategies,
+                     fold_constant_gradients=not pipelined)
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware, model=None,

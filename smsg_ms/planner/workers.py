@@ -259,12 +259,16 @@ def prefetch(costs, pairs: list[tuple[int, int]], workers: int | None = None,
         return info
     # the captures happen here, before forking, in the search's order (same anchors); the
     # graphs rescaled from them are made where they are needed, unless rescaling fails
-    sizes_b = list(dict.fromkeys(b for _, b in sorted(todo, key=lambda db: -db[1])))
-    for b in sizes_b[:3]:
-        costs.graph(b)
-    if costs.family.rescale_error is not None or costs.family.template is None:
-        for b in sizes_b:
-            costs.graph(b)
+    # (per stage size where the network is built for it: StageGraphs)
+    for d in dict.fromkeys(d for d, _ in todo):
+        sizes_b = list(dict.fromkeys(b for dd, b in sorted(todo, key=lambda db: -db[1])
+                                     if dd == d or costs.graphs.key(d) is None))
+        for b in sizes_b[:3]:
+            costs.graph(d, b)
+        family = costs.graphs.family(d)
+        if family.rescale_error is not None or family.template is None:
+            for b in sizes_b:
+                costs.graph(d, b)
     ctx = multiprocessing.get_context("fork")
     taken = ctx.Array("b", [0] * len(todo))
     board = _Board(ctx, todo, cut_args) if cut_args is not None else None

@@ -1,0 +1,60 @@
+"""A chain of blocks that add an auxiliary loss into the returned loss, as mindformers' MoE
+routers add their load-balancing loss (``extra_loss``) and its training step sums it into the
+loss: the auxiliary terms' gradient is a constant.
+
+Block ``layers.{i}``: ``h = ReLU(x @ w_i)`` (MatMul, ``w_i (hidden, hidden)``, the batch cut
+``dp`` ways by the network's own ``shard()``, ``dp`` = world size / pipeline stages as in
+:mod:`.world_blocks`), ``aux' = aux +
+0.01 · mean(h)`` (ReduceMean over every axis, kept ``(1, 1)``; Mul by a constant; Add); it
+returns ``(h, aux')``. The network returns ``mean(x_L) + aux_L`` (``(1, 1)``, its own loss), so
+both means have a constant gradient. With the batch cut each mean is a forward ``AllReduce``;
+MindSpore folds the backward ``AllReduce`` of a constant gradient away in a one-stage compile,
+and keeps it in a pipelined one (``docs/networks.md``, "Constant gradients in a pipeline").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def build(batch: int = 16, hidden: int = 32, layers: int = 2):
+    """``{"net", "inputs"}``: input ``x (batch, hidden)`` float32; primitive paths
+    ``layers.{i}.matmul``, ``layers.{i}.relu``, ``layers.{i}.aux_mean``,
+    ``layers.{i}.aux_scale``, ``layers.{i}.aux_add``; ``out_mean``, ``add``."""
+    import mindspore as ms
+    from mindspore import Parameter, nn
+    from mindspore.ops import operations as P  # noqa: N812
+
+    from .world import world_size
+
+    dp = max(world_size() // int(ms.get_auto_parallel_context("pipeline_stages")), 1)
+
+    class Block(nn.Cell):
+        def __init__(self, i: int):
+            super().__init__()
+            self.w = Parameter(ms.Tensor(np.full((hidden, hidden), 0.01, np.float32)),
+                               name=f"w{i}")
+            self.matmul = P.MatMul().shard(((dp, 1), (1, 1)))
+            self.relu = P.ReLU().shard(((dp, 1),))
+            self.aux_mean = P.ReduceMean(keep_dims=True).shard(((dp, 1),))
+            self.aux_scale = P.Mul()
+            self.aux_add = P.Add()
+
+        def construct(self, x, aux):
+            h = self.relu(self.matmul(x, self.w))
+            return h, self.aux_add(aux, self.aux_scale(self.aux_mean(h, (0, 1)), 0.01))
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.CellList([Block(i) for i in range(layers)])
+            self.zero = ms.Tensor(np.zeros((1, 1), np.float32))
+            self.out_mean = P.ReduceMean(keep_dims=True).shard(((dp, 1),))
+            self.add = P.Add()
+
+        def construct(self, x):
+            aux = self.zero
+            for block in self.layers:
+                x, aux = block(x, aux)
+            return self.add(self.out_mean(x, (0, 1)), aux)
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, hidden), np.float32)),)}
