@@ -1,0 +1,66 @@
+"""Patterns found in the second held-out trial (docs/networks.md, "Held-out trial,
+2026-12-07"), against MindSpore's compiler (CPU dry-run).
+
+Networks: :mod:`smsg_ms.networks.const_mask`.
+
+* A causal mask built in ``construct`` from constants alone (``triu(ones((s, s)), 1)``),
+  pipelined on 2 stages of 4 devices with 2 micro-batches: MindSpore computes it once per
+  stage and step (every micro-batch's copy reads the same constants and is merged), so its
+  forward AllGather (the mask ``(8, 8)`` float32 laid out batch-parallel by default, gathered
+  whole where each block subtracts it) is inserted once on each stage, not once per
+  micro-batch; before, the plan counted 2 per stage (``smsg_ms.planner.param_only``: only
+  tensors made from a trained weight were merged). Expected: MindSpore's compile (``check``).
+* A network that returns several losses (a tuple): the check's default loss (the mean of the
+  output) refused it in MindSpore's type inference ("Failed calling ReduceMean with
+  x=Tuple[...]") and the rejection then blamed operators without a sharding rule; the mean is
+  now summed over the outputs (:mod:`smsg_ms.networks.default_loss`) and the hint is left off
+  a type error.
+"""
+from __future__ import annotations
+
+from smsg_ms.integration.check import check_plan, unknown_operators_hint
+from smsg_ms.integration.pipeline import ranks_per_stage
+from smsg_ms.planner import plan_graph, plan_network_pipelined
+from smsg_ms.planner.param_only import parameter_only
+
+SPEC = "smsg_ms.networks.const_mask:build"
+LOSSES = "smsg_ms.networks.const_mask:build_losses"
+
+
+def test_a_constant_mask_is_computed_without_a_micro_batch(captured):
+    graph = captured(SPEC, batch=4)
+    triu = [op for op in graph.ops if op.type == "Triu"]
+    assert triu and all(n in parameter_only(graph) for op in triu for n in op.outputs)
+    emb = next(op for op in graph.ops if op.type == "Gather")
+    assert not set(emb.outputs) & set(parameter_only(graph))
+
+
+def test_the_constant_masks_gather_runs_once_per_stage_and_step(capture_of, shared_capture):
+    plan = plan_network_pipelined(SPEC, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(SPEC))
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    assert report.ok, [(r.stage, [(x.key, x.predicted, x.inserted) for x in r.rows + r.p2p
+                                  if not x.ok]) for r in report.ranks]
+    graph = capture_of(SPEC)(4)
+    triu = {n for op in graph.ops if op.type == "Triu" for n in op.outputs}
+    scaled = {n for op in graph.ops if set(op.inputs) <= triu for n in op.outputs}  # · 1e4
+    assert set(plan.pipeline["once_per_step"]) == scaled   # its gather: once per step
+    # gathered at block 0's Sub for both blocks; block 1, on stage 1, gathers its own copy
+    assert plan.pipeline["recomputed_reads"] == {t: [1] for t in scaled}
+
+
+def test_a_network_returning_several_losses_checks(captured, shared_capture):
+    plan = plan_graph(captured(LOSSES), 8, network=LOSSES, progress=False)
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
+                                              for r in rank.rows]
+
+
+def test_a_type_error_gets_no_sharding_hint(captured):
+    plan = plan_graph(captured(LOSSES), 8, network=LOSSES, progress=False)
+    assert "no sharding rule" in unknown_operators_hint(plan, "RuntimeError: x")  # GatherD...
+    assert unknown_operators_hint(
+        plan, "MindSpore could not compile TrainOneStepCell: TypeError: Failed calling "
+              "ReduceMean with \"x=Tuple[Tensor[Float32]*3]\".") == ""
