@@ -64,3 +64,13 @@ def test_a_type_error_gets_no_sharding_hint(captured):
     assert unknown_operators_hint(
         plan, "MindSpore could not compile TrainOneStepCell: TypeError: Failed calling "
               "ReduceMean with \"x=Tuple[Tensor[Float32]*3]\".") == ""
+
+
+def test_a_constructor_writing_its_own_weight_builds():
+    """mindcv ConViT's pattern (``w.data[i, j] = v`` in the constructor): built again with its
+    weights allocated, as for a constructor that reads one (before: "network ... failed to
+    build: RuntimeError: The pointer[device_address] is null")."""
+    from smsg_ms.graph.capture import capture_network
+
+    graph = capture_network("smsg_ms.networks.weight_write:build")
+    assert {op.prim_path for op in graph.ops} >= {"fc.matmul", "head.matmul"}
