@@ -74,3 +74,19 @@ def test_a_constructor_writing_its_own_weight_builds():
 
     graph = capture_network("smsg_ms.networks.weight_write:build")
     assert {op.prim_path for op in graph.ops} >= {"fc.matmul", "head.matmul"}
+
+
+def test_einsum_is_refused_in_one_line_naming_the_call_and_what_to_do():
+    """MindSpore's own message ("The pointer[next_distribute_operator] is null") names neither
+    the operator nor a way out; the capture's one line adds the user's line from MindSpore's
+    "Traceback of Net Construct Code" and what the failing pass means."""
+    import pytest
+
+    from smsg_ms.graph.capture import CaptureError, capture_network
+
+    with pytest.raises(CaptureError) as err:
+        capture_network("smsg_ms.networks.einsum_call:build")
+    text = str(err.value)
+    assert "\n" not in text and "next_distribute_operator" in text
+    assert "einsum_call.py:" in text and "ops.einsum(" in text
+    assert "no sharding rule" in text and "BatchMatMul" in text
