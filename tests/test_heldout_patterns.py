@@ -90,3 +90,45 @@ def test_einsum_is_refused_in_one_line_naming_the_call_and_what_to_do():
     assert "\n" not in text and "next_distribute_operator" in text
     assert "einsum_call.py:" in text and "ops.einsum(" in text
     assert "no sharding rule" in text and "BatchMatMul" in text
+
+
+def test_gathers_on_an_inner_axis_match_mindspore(captured, shared_capture):
+    """``Gather(y, idx, 2)`` of an activation with data-input indices, and a functional
+    ``ops.gather(y, keep, 1)`` (MindSpore's default: table whole, indices cut). Before, both
+    fell back to the generic batch-parallel layout (table's dimension 0 cut): on the held-out
+    network (nets.gather_bmm, the Gather primitive alone) the plan predicted none of the 2
+    AllGathers and 2 ReduceScatters MindSpore inserted around it."""
+    from smsg_ms.cost import operators
+
+    spec = "smsg_ms.networks.gather_axis:build"
+    graph = captured(spec)
+    gathers = [op for op in graph.ops if op.type == "Gather"]
+    assert len(gathers) == 2
+    for op in gathers:
+        shapes = ([graph.tensors[t].shape for t in op.inputs],
+                  [graph.tensors[t].shape for t in op.outputs])
+        d = operators.describe(op, *shapes)
+        assert d is not None and d.default_input == 1
+        table, idx = d.inputs[:2]
+        axis = op.attrs.get("axis", op.attrs.get("input2"))
+        assert table[axis] in d.fixed                       # the gathered axis is never cut
+        assert d.outputs[0] == table[:axis] + idx + table[axis + 1:]
+    plan = plan_graph(graph, 8, network=spec, progress=False)
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
+                                              for r in rank.rows]
+
+
+def test_dataset_strategy_has_one_shard_number_set_by_the_longest_input():
+    """MindSpore's ``VirtualDatasetInfo::CheckStrategy`` (``virtual_dataset_info.cc``): cut
+    inputs share one shard number and the input of the most dimensions is cut by it. Before,
+    :mod:`smsg_ms.networks.gather_axis` planned ``((1, 1, 1, 1), (4,))`` and MindSpore refused
+    it ("If using shard, the max length input must be shard")."""
+    from smsg_ms.planner.data_inputs import accepted_dataset
+
+    assert accepted_dataset([(1, 1, 1, 1), (4,)]) == [(1, 1, 1, 1), (1,)]
+    assert accepted_dataset([(8, 1, 1), (4,), (8,)]) == [(8, 1, 1), (1,), (8,)]
+    assert accepted_dataset([(4, 1), (1, 8, 1)]) == [(1, 1), (1, 8, 1)]   # longest decides
+    assert accepted_dataset([(2, 1), (1, 4)]) == [(2, 1), (1, 1)]         # first of the longest
+    assert accepted_dataset([(), (8, 1)]) == [(), (8, 1)]

@@ -378,6 +378,8 @@ class CostModel:
             first = next((x for i, x in enumerate(spec.inputs)
                           if x and not (i < len(op.inputs)
                                         and kept_whole_by(self.graph, op, op.inputs[i]))), "")
+            if spec.default_input is not None:   # the operator's own batch strategy
+                first = spec.inputs[spec.default_input] or ""
             cuts = {}
             if first and first[0] in spec.cuttable():
                 cut = batch_parallel_cut(n, [spec.sizes[first[0]]])

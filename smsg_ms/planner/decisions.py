@@ -18,7 +18,8 @@ from ..graph.model import OpGraph
 from ..graph.morph_regions import MORPH_ATTR
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
-from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
+from .data_inputs import (accepted_dataset, dataset_cuts, input_reads, read_collectives,
+                          read_seconds)
 from .loss import loss_reads
 from .variables import (PlanVariable, op_signature, planned_edges, strategy_key, tensor_names,
                         variable_index)
@@ -212,9 +213,11 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
             out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
+    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, others in input_reads(graph, where):
         for read in [first] + others:
-            colls = read_collectives(model, first, read, variables, choice)
+            colls = read_collectives(model, first, read, variables, choice,
+                                     accepted[first.tensor.name])
             key = (read.tensor.name, tuple((c.kind, c.group, c.phase, c.full_bytes)
                                            for c in colls))
             if not colls or key in seen:     # MindSpore's CSE: one per distinct redistribution
@@ -339,7 +342,8 @@ def _block_of(name: str) -> str | None:
 def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: list[int],
                       where: dict):
     """Cuts of each data input (MindSpore ``dataset_strategy``): its first reader's, with one cut
-    dimension at most (:func:`~smsg_ms.planner.data_inputs.dataset_cuts`); replicated for an
+    dimension at most (:func:`~smsg_ms.planner.data_inputs.dataset_cuts`), one shard number
+    across the inputs (:func:`~smsg_ms.planner.data_inputs.accepted_dataset`); replicated for an
     input no planned operator reads (``where``:
     :func:`~smsg_ms.planner.variables.variable_index`)."""
     firsts = {first.tensor.name: first for first, _ in input_reads(graph, where)}
@@ -348,7 +352,7 @@ def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: lis
         first = firsts.get(name)
         out.append(list(dataset_cuts(first.layout(variables, choice[first.variable]).cuts))
                    if first is not None else [1] * len(graph.tensors[name].shape))
-    return out
+    return [list(c) for c in accepted_dataset(out)]
 
 
 def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
@@ -404,9 +408,10 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
             into_loss += extra
     from_data = 0.0
+    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, _ in input_reads(graph, where):   # the first reader's split of its data input
         extra = read_seconds(model, first, first, variables, choice[first.variable],
-                             choice[first.variable])
+                             choice[first.variable], accepted[first.tensor.name])
         if extra:
             bd = decisions[first.variable].breakdown
             bd["redistribution"] = bd.get("redistribution", 0.0) + extra

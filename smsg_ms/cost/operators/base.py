@@ -112,6 +112,10 @@ class Einsum:
     #: letters the strategy cuts but the inputs keep whole (Tile's copies: the cut splits the
     #: multiple, ``tile_info.cc``); only the outputs are cut by them
     whole_in_inputs: str = ""
+    #: the input whose first dimension MindSpore's default for a strategy-less instance cuts,
+    #: every other input whole (the operator's own ``GenerateBatchStrategies``: Gather's
+    #: indices, ``gather_info.cc``); ``None``: the base rule (the first input not kept whole)
+    default_input: int | None = None
 
     def scatter_active(self, cuts: dict) -> bool:
         """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
