@@ -132,3 +132,22 @@ def test_dataset_strategy_has_one_shard_number_set_by_the_longest_input():
     assert accepted_dataset([(4, 1), (1, 8, 1)]) == [(1, 1), (1, 8, 1)]   # longest decides
     assert accepted_dataset([(2, 1), (1, 4)]) == [(2, 1), (1, 1)]         # first of the longest
     assert accepted_dataset([(), (8, 1)]) == [(), (8, 1)]
+
+
+def test_select_reads_three_broadcast_inputs(captured, shared_capture):
+    """``ops.where(mask, h, relu(h))``: Select's three inputs are one strategy's (before, the
+    third was left out of the family and planning failed with "list index out of range")."""
+    from smsg_ms.cost import operators
+
+    spec = "smsg_ms.networks.where_mask:build"
+    graph = captured(spec)
+    op = next(o for o in graph.ops if o.type == "Select")
+    d = operators.describe(op, [graph.tensors[t].shape for t in op.inputs],
+                           [graph.tensors[t].shape for t in op.outputs])
+    assert all(x is not None for x in d.inputs[:3])
+    assert d.inputs[1] == d.inputs[2] == d.outputs[0]
+    plan = plan_graph(graph, 8, network=spec, progress=False)
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
+                                              for r in rank.rows]
