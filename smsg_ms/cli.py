@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=positive_seconds, metavar="S", default=DEFAULT_TIME_LIMIT,
                    help=f"seconds of search work (default {DEFAULT_TIME_LIMIT:g}); past it the "
                         "plan is the best found, with its proven optimality gap")
-    p.add_argument("--out", help="plan file (default <network>[-<option><value>]-<N>dev"
+    p.add_argument("-o", "--out", help="plan file (default <network>[-<option><value>]-<N>dev"
                                  "[-p<P>][-mb<M>][-os<on|off>][-<hardware>][-mem<GiB>]"
                                  "[-<write-back>].plan.json; the bracketed parts only for "
                                  "options and settings given or not at their default)")
