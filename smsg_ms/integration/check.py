@@ -408,10 +408,11 @@ def unknown_operators_hint(plan: Plan, error: str = "") -> str:
     MindSpore's message names neither (e.g. ``nn.LSTM``'s training graph: "split_size's length
     must be equal with dimIndex", refused in semi-auto parallel even without any strategy).
 
-    ``error``: MindSpore's message; a ``TypeError`` or ``ValueError`` there is its front end's
-    type or shape inference (the graph is wrong before any sharding, e.g. "Failed calling
-    ReduceMean with x=Tuple[...]"), which no sharding rule explains: no hint then."""
-    if re.search(r"\b(TypeError|ValueError):", error):
+    ``error``: MindSpore's message; a ``TypeError`` there (its front end's type inference,
+    e.g. "Failed calling ReduceMean with x=Tuple[...]": the graph is wrong before any
+    sharding) is explained by no sharding rule: no hint then. (A ``ValueError`` may be the
+    parallel compile's: ``nn.LSTM``'s "split_size's length must be equal with dimIndex".)"""
+    if re.search(r"\bTypeError:|Failed calling ", error):
         return ""
     seen: dict[str, None] = {}
     for d in plan.decisions:

@@ -62,11 +62,9 @@ def _holding(model, op, option: OpCost) -> OpCost:
     AllReduce) at its first reader, here the Reshape (``ReshapeInfo``; the dry-run files it
     under the Reshape's cell, ``Grad__MirrorOperator``), and no consumer looks through a
     Reshape to the parameter (only through a Cast). A parameter another operator reads first
-    pays there (:func:`~smsg_ms.cost.shared_parameters.borrowed_inputs`)."""
-    from ..shared_parameters import borrowed_inputs
-
+    pays there (``model.borrowed_inputs``: :func:`~smsg_ms.cost.shared_parameters.borrowed_inputs`)."""
     t = model.graph.tensors[op.inputs[0]]
-    if t.kind != "parameter" or 0 in borrowed_inputs(model.graph, op.id):
+    if t.kind != "parameter" or 0 in model.borrowed_inputs(op):
         return option
     cut = prod(option.strategy[0])
     nbytes = (t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4) / cut
