@@ -170,3 +170,19 @@ def test_a_reshaped_weight_has_its_gradient_allreduce(captured, shared_capture):
     assert rank.error is None, rank.error
     assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
                                               for r in rank.rows]
+
+
+def test_a_tiled_class_token_is_whole_and_synchronised(captured, shared_capture):
+    """``ops.tile(self.cls, (B, 1, 1))``: the batch cut of the Tile splits its copies, the
+    token ``(1, 1, 32)`` stays whole, so its gradient is AllReduced over the 8 devices (128 B);
+    before, the cut was counted against the token (ConViT check 8: its ``cls_token``'s
+    AllReduce missing)."""
+    spec = "smsg_ms.networks.cls_token:build"
+    plan = plan_graph(captured(spec), 8, network=spec, progress=False)
+    syncs = [(c["kind"], c["group"], c["bytes"]) for d in plan.decisions for c in d.collectives
+             if c["phase"] == "grad_sync" and c["tensor"] == "cls"]
+    assert syncs == [("AllReduce", 8, 128.0)]
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
+                                              for r in rank.rows]
