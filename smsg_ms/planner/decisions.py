@@ -25,8 +25,9 @@ from .variables import (PlanVariable, op_signature, planned_edges, strategy_key,
                         variable_index)
 
 INF = math.inf
-#: operators whose bprop gives ``dout`` itself to each input (of its shape)
-DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt"})
+#: operators whose bprop gives ``dout`` itself to each input (of its shape); ``x += y`` is an
+#: InplaceAddExt (mindcv Res2Net's ``out += identity``, checked in the dry-run)
+DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt", "InplaceAddExt"})
 
 
 def data_parallel_choice(problem: SearchProblem, variables: list[PlanVariable], graph: OpGraph,
