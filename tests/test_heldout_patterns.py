@@ -1,20 +1,24 @@
 """Patterns found in the second held-out trial (docs/networks.md, "Held-out trial,
-2026-12-07"), against MindSpore's compiler (CPU dry-run).
+2026-12-07"), each on a small network, against MindSpore's compiler (CPU dry-run): the
+expected collectives are those MindSpore's compile of the plan inserts (``check_plan``), or
+the rule read from ``frontend/parallel/ops_info/*_info.cc`` where a unit test states it.
 
-Networks: :mod:`smsg_ms.networks.const_mask`.
-
-* A causal mask built in ``construct`` from constants alone (``triu(ones((s, s)), 1)``),
-  pipelined on 2 stages of 4 devices with 2 micro-batches: MindSpore computes it once per
-  stage and step (every micro-batch's copy reads the same constants and is merged), so its
-  forward AllGather (the mask ``(8, 8)`` float32 laid out batch-parallel by default, gathered
-  whole where each block subtracts it) is inserted once on each stage, not once per
-  micro-batch; before, the plan counted 2 per stage (``smsg_ms.planner.param_only``: only
-  tensors made from a trained weight were merged). Expected: MindSpore's compile (``check``).
-* A network that returns several losses (a tuple): the check's default loss (the mean of the
-  output) refused it in MindSpore's type inference ("Failed calling ReduceMean with
-  x=Tuple[...]") and the rejection then blamed operators without a sharding rule; the mean is
-  now summed over the outputs (:mod:`smsg_ms.networks.default_loss`) and the hint is left off
-  a type error.
+* :mod:`smsg_ms.networks.const_mask`: a causal mask built in ``construct`` from constants
+  alone, pipelined on 2 stages of 4 devices with 2 micro-batches: its forward AllGather is
+  inserted once on each stage (every micro-batch's copy reads the same constants and is
+  merged; block 1 on stage 1 gathers its own recomputed copy), not once per micro-batch
+  (before: 2 predicted on stage 0, 0 on stage 1). ``build_losses``: a network returning three
+  losses, which the check's default loss refused ("Failed calling ReduceMean with
+  x=Tuple[...]") with a misleading "no sharding rule" hint.
+* :mod:`smsg_ms.networks.weight_write`: a constructor writing its own weight's elements.
+* :mod:`smsg_ms.networks.einsum_call`: ``ops.einsum``'s refusal in one line naming the call.
+* :mod:`smsg_ms.networks.gather_axis`: Gathers on axes other than 0; the data inputs'
+  ``dataset_strategy`` under ``VirtualDatasetInfo``'s rule.
+* :mod:`smsg_ms.networks.where_mask`: ``ops.where`` with a broadcast mask (Select's three
+  inputs).
+* :mod:`smsg_ms.networks.reshaped_weight`: a weight read first by a Reshape (its gradient
+  AllReduce) and broadcast products ``w (H, 1, 1) · x`` (the element-wise split flags).
+* :mod:`smsg_ms.networks.cls_token`: a weight tiled over the batch.
 """
 from __future__ import annotations
 
