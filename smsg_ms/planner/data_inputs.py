@@ -9,10 +9,11 @@ strategy that cuts one dimension at most ("dataset shard strategy only support s
 dim", ``frontend/parallel/step_parallel.cc``), so the plan's data-set layout is the first reader's
 cuts with every cut dimension after the first set to 1 (:func:`dataset_cuts`): that reader then
 splits further at no cost; across the inputs, one shard number, that of the input of the most
-dimensions (:func:`accepted_dataset`). Every other reader whose layout is not a further split of it pays the
-redistribution MindSpore inserts (an AllGather, a slice after one ...), priced in the search as an
-edge to the first reader, whose choice fixes the data-set layout, and predicted like every other
-redistribution.
+dimensions (:func:`accepted_dataset`; the search prices each input alone, the plan's layout and
+its predicted collectives follow the rule). Every other reader whose layout is not a further
+split of it pays the redistribution MindSpore inserts (an AllGather, a slice after one ...),
+priced in the search as an edge to the first reader, whose choice fixes the data-set layout, and
+predicted like every other redistribution.
 """
 from __future__ import annotations
 
@@ -122,5 +123,5 @@ def read_collectives(model, first: InputRead, read: InputRead, variables, choice
     return model.redistribution(read.tensor, src, dst)
 
 
-__all__ = ["InputRead", "accepted_dataset", "dataset_cuts", "dataset_layout", "input_reads", "read_collectives",
-           "read_seconds"]
+__all__ = ["InputRead", "accepted_dataset", "dataset_cuts", "dataset_layout", "input_reads",
+           "read_collectives", "read_seconds"]

@@ -62,7 +62,8 @@ def _holding(model, op, option: OpCost) -> OpCost:
     AllReduce) at its first reader, here the Reshape (``ReshapeInfo``; the dry-run files it
     under the Reshape's cell, ``Grad__MirrorOperator``), and no consumer looks through a
     Reshape to the parameter (only through a Cast). A parameter another operator reads first
-    pays there (``model.borrowed_inputs``: :func:`~smsg_ms.cost.shared_parameters.borrowed_inputs`)."""
+    pays there (``model.borrowed_inputs``:
+    :func:`~smsg_ms.cost.shared_parameters.borrowed_inputs`)."""
     t = model.graph.tensors[op.inputs[0]]
     if t.kind != "parameter" or 0 in model.borrowed_inputs(op):
         return option
