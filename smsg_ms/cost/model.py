@@ -383,9 +383,27 @@ class CostModel:
             # (batch_parallel_cut; GenerateBatchStrategiesBySplitFlag, ops_info/
             # operator_info.cc): the first such input decides, also behind a parameter
             # (ConvNeXt's layer scale ``gamma * x``: x stays batch-cut, gamma whole)
+            # an element-wise input whose first dimension, expanded to the output's rank, is
+            # 1 (of lower rank, or of size 1) has its split flag off (ArithmeticBase::
+            # ReComputeBatchSplitFlagList, arithmetic_info.cc): the next input decides
+            # (poolformer's layer scale w (C, 1, 1) · x, ConViT's gate g (1, H, 1, 1) · h:
+            # x and h stay batch-cut, w and g whole)
+            out = spec.outputs[0] if spec.outputs else ""
+
+            def flag_off(x):
+                return spec.family == "elementwise" and (len(x) < len(out)
+                                                         or spec.sizes[x[0]] == 1)
             first = next((x for i, x in enumerate(spec.inputs)
                           if x and not (i < len(op.inputs)
-                                        and kept_whole_by(self.graph, op, op.inputs[i]))), "")
+                                        and kept_whole_by(self.graph, op, op.inputs[i]))
+                          and not flag_off(x)), "")
+            if op.type == "Select" and any(x and flag_off(x) for x in spec.inputs):
+                # SelectInfo flags every input (select_info.cc) and the batch cut is the gcd
+                # of their first dimensions (GenerateBatchStrategiesWithCheck): a broadcast
+                # mask (1, ...) leaves the three whole
+                first = ""
+            if spec.default_input is not None:   # the operator's own batch strategy
+                first = spec.inputs[spec.default_input] or ""
             cuts = {}
             if first and first[0] in spec.cuttable():
                 cut = batch_parallel_cut(n, [spec.sizes[first[0]]])

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any
@@ -222,14 +223,43 @@ KNOWN_SOURCES = {
                      "tensor a stage passes on (mindformers' training sums the LM and auxiliary "
                      "losses, as smsg_ms.networks.families:mf_qwen3_moe does by default), or "
                      "stop passing the unused tensor from block to block",
+    "pointer[next_distribute_operator] is null":
+        "raised by MindSpore's parallel compiler (frontend/parallel/parallel_processer.cc, "
+        "Redistribution) while redistributing a tensor into an operator that has no sharding "
+        "rule (OperatorInfo) of its own, whatever the strategies: MindSpore 2.10 has none for "
+        "ops.einsum (Einsum takes its operands as one tuple); write that call with operators "
+        "it splits (MatMul or BatchMatMul with Transpose and Reshape)",
 }
+
+#: a frame of MindSpore's "The Traceback of Net Construct Code": ``# In file PATH:LINE[~L2], ...``
+_FRAME = re.compile(r"^# In file (.+?):(\d+)(?:~\d+)?, [\d~]+$")
+#: MindSpore's own Python files (an installed package)
+_MINDSPORE_FILE = re.compile(r"[/\\](?:site|dist)-packages[/\\]mindspore[/\\]")
+
+
+def construct_frame(text: str) -> str:
+    """The innermost frame of the network's own code in MindSpore's "The Traceback of Net
+    Construct Code" (a frame whose file is not in the ``mindspore`` package), as
+    ``"FILE:LINE: CODE"``, or ``""`` where the message has none. MindSpore lists the frames
+    outermost first, each a ``# In file PATH:LINE, COLUMNS`` line followed by the code."""
+    lines = text.splitlines()
+    found = ""
+    for i, line in enumerate(lines):
+        m = _FRAME.match(line.strip())
+        if not m or _MINDSPORE_FILE.search(m.group(1)):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        found = f"{m.group(1)}:{m.group(2)}: {code}".rstrip(": ")
+    return found
 
 
 def _first_paragraph(exc: BaseException, net_name: str) -> str:
     text = str(exc).strip()
     head = text.split("\n\n")[0].split("----")[0].strip()
     known = [why for where, why in KNOWN_SOURCES.items() if where in text]
+    frame = construct_frame(text)
     return (f"MindSpore could not compile {net_name}: {type(exc).__name__}: {head}"
+            + (f" (at {frame})" if frame else "")
             + "".join(f" ({why})" for why in known))
 
 

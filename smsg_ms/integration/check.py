@@ -9,6 +9,7 @@ but not compared (the plan covers the network only). Inserted bytes are the per-
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
@@ -244,7 +245,10 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     such as a causal mask, computed again where they are read:
     :func:`smsg_ms.planner.stages.recomputed_on_later_stages`) add their forward collectives.
     A forward collective of a tensor the record lists in ``once_per_step`` (computed from
-    trained parameters alone, :mod:`smsg_ms.planner.param_only`) is counted once per step.
+    parameters and constants alone, :mod:`smsg_ms.planner.param_only`) is counted once per
+    step, on every stage that computes it; one of a tensor in ``recomputed_reads`` counted on
+    an earlier stage's reader is counted again on the later stages that read it
+    (:func:`_regathered`).
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
     from ..planner.pipelined import stage_of_decision
@@ -255,11 +259,11 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     level = plan.pipeline.get("optimizer_level") or "level1"
     again = plan.pipeline.get("recomputed_on") or {}
     once = set(plan.pipeline.get("once_per_step") or ())
-    out = []
+    out = _regathered(plan, stage, where, m, once)
     for d in plan.decisions:
         if stage in again.get(d.name, ()):     # weight-independent forward run again here
-            out.extend(dict(c, op=d.name) for c in d.collectives
-                       if c.get("phase") == "forward" for _ in range(m))
+            out.extend(dict(c, op=d.name) for c in d.collectives if c.get("phase") == "forward"
+                       for _ in range(1 if c.get("tensor") in once else m))
         if where[d.name] != stage:
             continue
         for c in d.collectives:
@@ -274,6 +278,33 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
                                      optimizer_sharding=True)] * n)
             else:
                 out.append(dict(c, op=d.name))
+    return out
+
+
+def _regathered(plan: Plan, stage: int, where: dict, m: int, once: set) -> list[dict]:
+    """Forward redistributions of tensors ``stage`` computes again and reads (the record's
+    ``recomputed_reads``) that the plan counts on a reader on another stage only (one
+    redistribution for every reader of the same layout): MindSpore redistributes the stage's
+    own copy, once per micro-batch (once per step for a tensor of ``once``). A tensor one of
+    the stage's own or recomputed decisions redistributes already is left to those."""
+    reads = plan.pipeline.get("recomputed_reads") or {}
+    again = plan.pipeline.get("recomputed_on") or {}
+    tensors = {t for t, stages in reads.items() if stage in stages}
+    if not tensors:
+        return []
+    local = {c.get("tensor") for d in plan.decisions
+             if where[d.name] == stage or stage in again.get(d.name, ())
+             for c in d.collectives if c.get("phase") == "forward"}
+    out, seen = [], set()
+    for d in plan.decisions:
+        for c in d.collectives:
+            t = c.get("tensor")
+            key = (t, c.get("kind"), c.get("group"), c.get("bytes"))
+            if (c.get("phase") != "forward" or t not in tensors or t in local
+                    or key in seen):
+                continue
+            seen.add(key)
+            out.extend([dict(c, op=d.name)] * (1 if t in once else m))
     return out
 
 
@@ -370,12 +401,19 @@ def verify_network(plan: Plan, spec: str | None = None) -> list[str]:
     return graph.unread_parameters()
 
 
-def unknown_operators_hint(plan: Plan) -> str:
+def unknown_operators_hint(plan: Plan, error: str = "") -> str:
     """What to suspect when MindSpore rejects ``plan``: the operators the cost model priced by
     its generic fallback (no operator family; decision note ``fallback: no cost family``), with
     the cell each runs in (its scope without the operator), as one line's tail, or ``""``.
     MindSpore's message names neither (e.g. ``nn.LSTM``'s training graph: "split_size's length
-    must be equal with dimIndex", refused in semi-auto parallel even without any strategy)."""
+    must be equal with dimIndex", refused in semi-auto parallel even without any strategy).
+
+    ``error``: MindSpore's message; a ``TypeError`` there (its front end's type inference,
+    e.g. "Failed calling ReduceMean with x=Tuple[...]": the graph is wrong before any
+    sharding) is explained by no sharding rule: no hint then. (A ``ValueError`` may be the
+    parallel compile's: ``nn.LSTM``'s "split_size's length must be equal with dimIndex".)"""
+    if re.search(r"\bTypeError:|Failed calling ", error):
+        return ""
     seen: dict[str, None] = {}
     for d in plan.decisions:
         if any(note.startswith("fallback: no cost family") for note in d.notes):
@@ -385,7 +423,8 @@ def unknown_operators_hint(plan: Plan) -> str:
         return ""
     return ("; operators unknown to smsg-ms (no sharding rule): " + ", ".join(seen)
             + ": MindSpore's parallel compile may not support them; replace that cell by "
-            "operators it splits (e.g. the recurrence as a loop of Dense, Sigmoid and Tanh)")
+            "operators it splits (e.g. nn.LSTM's recurrence as a loop of Dense, Sigmoid and "
+            "Tanh)")
 
 
 def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckReport:
@@ -410,8 +449,8 @@ def check_plan(plan: Plan, ranks: list[int], spec: str | None = None) -> CheckRe
         except DryRunError as exc:
             if exc.kind in ("timeout", "crash"):
                 raise
-            results.append(RankCheck(rank, error=str(exc).splitlines()[0]
-                                     + unknown_operators_hint(plan)))
+            first = str(exc).splitlines()[0]
+            results.append(RankCheck(rank, error=first + unknown_operators_hint(plan, first)))
             continue
         if pipelined(plan):
             stage = stage_of_rank(plan, rank)

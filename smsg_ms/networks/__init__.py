@@ -55,8 +55,12 @@ class BuiltNetwork:
     train_example: tuple = ()
 
     def train_cell(self, ms):
-        """``TrainOneStepCell(WithLoss(net), Momentum)`` for a training-graph compile."""
-        from mindspore import nn, ops
+        """``TrainOneStepCell(WithLoss(net), Momentum)`` for a training-graph compile; without a
+        ``loss``, the mean of the output (summed over the outputs of a network that returns
+        several: :func:`smsg_ms.networks.default_loss.outputs_mean`)."""
+        from mindspore import nn
+
+        from .default_loss import outputs_mean
 
         net, loss = self.net, self.loss
 
@@ -65,7 +69,7 @@ class BuiltNetwork:
                 super().__init__(auto_prefix=False)
                 self.network = net
                 self.loss_fn = loss
-                self.mean = ops.ReduceMean()
+                self.mean = outputs_mean()
 
             def construct(self, *args):
                 n = len(args) - n_labels

@@ -37,7 +37,11 @@ LAZY_INLINE_PREFIX = "lazy_inline_"
 #: suffix of the marks a network function sets on purpose to reuse its layers' graph (kept)
 REUSE_SUFFIX = "_smsg_reuse"
 #: words of MindSpore's errors when a constructor reads a weight built under no_init_parameters
-_UNINITIALISED = ("uninitialized", "uninitialised", "init_data", "has not been initialized")
+#: MindSpore's words for a weight without data (``no_init_parameters``): a read ("... is
+#: uninitialized", ``init_data``) or an element written (``w.data[i, j] = v``, mindcv ConViT's
+#: ``_initialize_weights``: "The pointer[device_address] is null", ``CreateInputAddressForViewOp``)
+_UNINITIALISED = ("uninitialized", "uninitialised", "init_data", "has not been initialized",
+                  "pointer[device_address] is null")
 
 log = logging.getLogger(__name__)
 

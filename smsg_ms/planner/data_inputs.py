@@ -8,14 +8,17 @@ and readers taking ``(2, 4)`` and ``(2, 1)``, which only this arrangement explai
 strategy that cuts one dimension at most ("dataset shard strategy only support shard in one
 dim", ``frontend/parallel/step_parallel.cc``), so the plan's data-set layout is the first reader's
 cuts with every cut dimension after the first set to 1 (:func:`dataset_cuts`): that reader then
-splits further at no cost. Every other reader whose layout is not a further split of it pays the
-redistribution MindSpore inserts (an AllGather, a slice after one ...), priced in the search as an
-edge to the first reader, whose choice fixes the data-set layout, and predicted like every other
-redistribution.
+splits further at no cost; across the inputs, one shard number, that of the input of the most
+dimensions (:func:`accepted_dataset`; the search prices each input alone, the plan's layout and
+its predicted collectives follow the rule). Every other reader whose layout is not a further
+split of it pays the redistribution MindSpore inserts (an AllGather, a slice after one ...),
+priced in the search as an edge to the first reader, whose choice fixes the data-set layout, and
+predicted like every other redistribution.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from ..graph.model import OpGraph, TensorInfo
 
@@ -28,6 +31,22 @@ def dataset_cuts(cuts) -> tuple[int, ...]:
         kept = kept or keep
         out.append(int(c) if keep else 1)
     return tuple(out)
+
+
+def accepted_dataset(cuts: list) -> list[tuple[int, ...]]:
+    """The data inputs' cuts (each after :func:`dataset_cuts`) as MindSpore's
+    ``_VirtualDataset`` accepts them (``VirtualDatasetInfo::CheckStrategy``,
+    ``ops_info/virtual_dataset_info.cc``): every cut input cut the same number of ways, and the
+    input of the most dimensions (the first of them) cut that many ways too ("If using shard,
+    the max length input must be shard"). The shard number is that input's; an input cut
+    another number of ways is left whole (every rank reads all of it, and a reader's slice of
+    a whole tensor needs no collective), all of them when that input is not cut."""
+    cuts = [tuple(int(c) for c in x) for x in cuts]
+    if not cuts:
+        return cuts
+    longest = max(range(len(cuts)), key=lambda i: (len(cuts[i]), -i))
+    shard = prod(cuts[longest])
+    return [c if shard > 1 and prod(c) == shard else (1,) * len(c) for c in cuts]
 
 
 def dataset_layout(cuts, devices: int):
@@ -81,23 +100,28 @@ def input_reads(graph: OpGraph, index: dict) -> list[tuple[InputRead, list[Input
 
 
 def read_seconds(model, first: InputRead, read: InputRead, variables, first_option: int,
-                 option: int) -> float:
+                 option: int, cuts=None) -> float:
     """Seconds of the redistribution from the data-set layout (fixed by ``first`` under
-    ``first_option``) into ``read``'s layout under ``option``."""
-    src = dataset_layout(first.layout(variables, first_option).cuts, model.devices)
+    ``first_option``, or ``cuts``: the input's accepted data-set cuts) into ``read``'s layout
+    under ``option``."""
+    src = dataset_layout(first.layout(variables, first_option).cuts if cuts is None else cuts,
+                         model.devices)
     dst = read.layout(variables, option)
     a, b = model.normalized(src), model.normalized(dst)
     return 0.0 if a == b else model.redistribution_seconds(read.tensor, a, b)
 
 
-def read_collectives(model, first: InputRead, read: InputRead, variables, choice) -> list:
-    """The collectives of that redistribution under the plan's ``choice``."""
-    src = dataset_layout(first.layout(variables, choice[first.variable]).cuts, model.devices)
+def read_collectives(model, first: InputRead, read: InputRead, variables, choice,
+                     cuts=None) -> list:
+    """The collectives of that redistribution under the plan's ``choice`` (``cuts``: as in
+    :func:`read_seconds`)."""
+    src = dataset_layout(first.layout(variables, choice[first.variable]).cuts
+                         if cuts is None else cuts, model.devices)
     dst = read.layout(variables, choice[read.variable])
     if model.normalized(src) == model.normalized(dst):
         return []
     return model.redistribution(read.tensor, src, dst)
 
 
-__all__ = ["InputRead", "dataset_cuts", "dataset_layout", "input_reads", "read_collectives",
-           "read_seconds"]
+__all__ = ["InputRead", "accepted_dataset", "dataset_cuts", "dataset_layout", "input_reads",
+           "read_collectives", "read_seconds"]

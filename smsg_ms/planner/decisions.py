@@ -18,16 +18,18 @@ from ..graph.model import OpGraph
 from ..graph.morph_regions import MORPH_ATTR
 from ..plan import OpDecision, Plan
 from ..search.problem import SearchProblem
-from .data_inputs import dataset_cuts, input_reads, read_collectives, read_seconds
 from . import merge_comm
+from .data_inputs import (accepted_dataset, dataset_cuts, input_reads, read_collectives,
+                          read_seconds)
 from .twin_gradients import merge_shared_syncs
 from .loss import loss_reads
 from .variables import (PlanVariable, chosen_costs, op_signature, planned_edges, strategy_key,
                         tensor_names, variable_index)
 
 INF = math.inf
-#: operators whose bprop gives ``dout`` itself to each input (of its shape)
-DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt"})
+#: operators whose bprop gives ``dout`` itself to each input (of its shape); ``x += y`` is an
+#: InplaceAddExt (mindcv Res2Net's ``out += identity``, checked in the dry-run)
+DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt", "InplaceAddExt"})
 
 
 def data_parallel_choice(problem: SearchProblem, variables: list[PlanVariable], graph: OpGraph,
@@ -220,9 +222,11 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
         firsts.append((key, v, again))
     _first_edges(out, firsts, chains)
     _more_edges_backward(out, more_edges, chains)
+    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, others in input_reads(graph, where):
         for read in [first] + others:
-            colls = read_collectives(model, first, read, variables, choice)
+            colls = read_collectives(model, first, read, variables, choice,
+                                     accepted[first.tensor.name])
             key = (read.tensor.name, tuple((c.kind, c.group, c.phase, c.full_bytes)
                                            for c in colls))
             if not colls or key in seen:     # MindSpore's CSE: one per distinct redistribution
@@ -397,7 +401,8 @@ def _block_of(name: str) -> str | None:
 def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: list[int],
                       where: dict):
     """Cuts of each data input (MindSpore ``dataset_strategy``): its first reader's, with one cut
-    dimension at most (:func:`~smsg_ms.planner.data_inputs.dataset_cuts`); replicated for an
+    dimension at most (:func:`~smsg_ms.planner.data_inputs.dataset_cuts`), one shard number
+    across the inputs (:func:`~smsg_ms.planner.data_inputs.accepted_dataset`); replicated for an
     input no planned operator reads (``where``:
     :func:`~smsg_ms.planner.variables.variable_index`)."""
     firsts = {first.tensor.name: first for first, _ in input_reads(graph, where)}
@@ -406,7 +411,7 @@ def _dataset_strategy(graph: OpGraph, variables: list[PlanVariable], choice: lis
         first = firsts.get(name)
         out.append(list(dataset_cuts(first.layout(variables, choice[first.variable]).cuts))
                    if first is not None else [1] * len(graph.tensors[name].shape))
-    return out
+    return [list(c) for c in accepted_dataset(out)]
 
 
 def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
@@ -464,9 +469,10 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
             into_loss += extra
     from_data = 0.0
+    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, _ in input_reads(graph, where):   # the first reader's split of its data input
         extra = read_seconds(model, first, first, variables, choice[first.variable],
-                             choice[first.variable])
+                             choice[first.variable], accepted[first.tensor.name])
         if extra:
             bd = decisions[first.variable].breakdown
             bd["redistribution"] = bd.get("redistribution", 0.0) + extra

@@ -1,5 +1,5 @@
-"""Tensors a pipelined step computes once, not once per micro-batch: those made from trained
-parameters alone (no data input, no tensor received from another stage).
+"""Tensors a pipelined step computes once, not once per micro-batch: those made from
+parameters and constants alone (no data input, no tensor received from another stage).
 
 MindSpore's pipeline runs the network once per micro-batch (``nn.PipelineCell``); a
 computation that reads no micro-batch is the same in every copy and is merged into one, so a
@@ -36,18 +36,21 @@ def _holds_block(cell: str, blocks: list[str]) -> bool:
 
 
 def parameter_only(graph: OpGraph) -> list[str]:
-    """Names of the activations computed from trained parameters and constants only (at least
-    one trained parameter), sorted."""
-    weights = {n for n, t in graph.tensors.items() if t.kind == "parameter" and t.requires_grad}
+    """Names of the activations computed without any data input: from trained parameters,
+    frozen ones and constants only (a weight's transpose, a relative-position bias; a causal
+    mask ``triu(ones((s, s)))`` built in ``construct``, which reads no weight either), sorted.
+    Every micro-batch's copy of such an operator reads the same inputs, so MindSpore merges
+    them (observed in the dry-run: the causal mask's forward AllGather once per stage and
+    step with 2 micro-batches, ``tests/test_heldout_patterns.py``)."""
     data = set(graph.inputs)
     from_data: set[str] = set(data)
-    from_weight: set[str] = set(weights)
+    made: set[str] = set()
     for op in graph.ops:                    # topological order
         if any(n in from_data for n in op.inputs):
             from_data.update(op.outputs)
-        elif any(n in from_weight for n in op.inputs):
-            from_weight.update(op.outputs)
-    return sorted(n for n in from_weight - weights if n not in from_data)
+        else:
+            made.update(op.outputs)
+    return sorted(made - from_data)
 
 
 def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:

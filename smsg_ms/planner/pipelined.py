@@ -23,7 +23,8 @@ from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
 from .stages import (block_of_ops, crossing_slices, bytes_per_element, links_of, optimizer_sharded,
-                     recomputed_on_later_stages, reshape_borders, weight_dependent)
+                     recomputed_on_later_stages, recomputed_reads, reshape_borders,
+                     weight_dependent)
 
 
 #: ``plan_network_pipelined`` prefetches stage plans on several processes from this many
@@ -378,6 +379,11 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                       if c.get("phase") == "forward" and c.get("tensor") in once})
         if hit:     # forward redistributions of these run once per step, not per micro-batch
             plan.pipeline["once_per_step"] = hit
+        again = recomputed_reads(stage, list(plan.pipeline["stage_of_block"].values()))
+        gathered = {c["tensor"] for dec in plan.decisions for c in dec.collectives
+                    if c.get("phase") == "forward" and c.get("tensor") in again}
+        if gathered:    # redistributed again on each later stage that computes and reads them
+            plan.pipeline["recomputed_reads"] = {t: again[t] for t in sorted(gathered)}
         from .param_only import first_stage_cells
         first = first_stage_cells(costs.graph(d, b), list(plan.pipeline["stage_of_block"]))
         if first:   # staged on stage 0 so that MindSpore merges the micro-batch copies there

@@ -533,6 +533,22 @@ def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
     walking back from every operator of stage ``s`` through producers on earlier stages whose
     outputs are all weight-independent.
     """
+    return _recomputed_walk(sol, stage_of_block)[0]
+
+
+def recomputed_reads(sol: StageSolution, stage_of_block: list[int]) -> dict[str, list[int]]:
+    """Tensors that a later stage computes again and reads: ``{tensor name: [stages]}``
+    (sorted), the outputs of :func:`recomputed_on_later_stages`'s operators read on those
+    stages. A forward redistribution of such a tensor that the plan counts once for all its
+    readers (recorded on the first reader, on an earlier stage) runs again on each of these
+    stages: MindSpore gathers the recomputed copy where it is read (observed in the dry-run,
+    ``tests/test_heldout_patterns.py``: a causal mask built in ``construct``, read by every
+    block, gathered once on each of 2 stages)."""
+    return _recomputed_walk(sol, stage_of_block)[1]
+
+
+def _recomputed_walk(sol: StageSolution, stage_of_block: list[int]
+                     ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     graph = sol.graph
     _, block = block_of_ops(graph)
     sent = weight_dependent(graph)
@@ -540,19 +556,24 @@ def recomputed_on_later_stages(sol: StageSolution, stage_of_block: list[int]
     name_of = {op: sol.variables[vi].name
                for op, (vi, _) in variable_index(sol.variables).items()}
     out: dict[str, set[int]] = {}
+    reads: dict[str, set[int]] = {}
     for s in sorted(set(stage_of_block))[1:]:
         todo = [op.id for op in graph.ops if stage[op.id] == s]
         seen: set[int] = set()
         while todo:
             for name in graph.ops[todo.pop()].inputs:
                 q = graph.tensors[name].producer
-                if (q is None or q in seen or stage[q] >= s
+                if (q is None or stage[q] >= s
                         or any(o in sent for o in graph.ops[q].outputs)):
+                    continue
+                reads.setdefault(name, set()).add(s)
+                if q in seen:
                     continue
                 seen.add(q)
                 todo.append(q)
                 out.setdefault(name_of[q], set()).add(s)
-    return {k: sorted(v) for k, v in sorted(out.items())}
+    return ({k: sorted(v) for k, v in sorted(out.items())},
+            {k: sorted(v) for k, v in sorted(reads.items())})
 
 
 def boundary_slice(sol: StageSolution, boundary: int) -> tuple[list[int], str]:
@@ -597,5 +618,5 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
 
 __all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
-           "parameter_slices", "recomputed_on_later_stages", "shared_parameters", "slice_shape", "solve_stage",
+           "parameter_slices", "recomputed_on_later_stages", "recomputed_reads", "shared_parameters", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

@@ -112,6 +112,10 @@ class Einsum:
     #: letters the strategy cuts but the inputs keep whole (Tile's copies: the cut splits the
     #: multiple, ``tile_info.cc``); only the outputs are cut by them
     whole_in_inputs: str = ""
+    #: the input whose first dimension MindSpore's default for a strategy-less instance cuts,
+    #: every other input whole (the operator's own ``GenerateBatchStrategies``: Gather's
+    #: indices, ``gather_info.cc``); ``None``: the base rule (the first input not kept whole)
+    default_input: int | None = None
 
     def scatter_active(self, cuts: dict) -> bool:
         """True when the partial sums are reduce-scattered onto :attr:`scatter`."""
@@ -408,14 +412,21 @@ def einsum_cost(spec: Einsum, cuts: dict, devices, ins: list[TensorSide], outs: 
     for idx, (letters, side) in enumerate(zip(strat_inputs, ins)):
         if side.kind != "parameter" or not (side.owner or side.syncs):
             continue
-        n = numel(letters, local_in(idx))
+        # a letter the input keeps whole (Tile's copies, whole_in_inputs) cuts the outputs
+        # only: the parameter is whole there, at its own size (input_sizes), and replicated
+        # over that cut (mindcv ConViT's ``ops.tile(self.cls_token, (B, 1, 1))``)
+        held = dict(local_in(idx))
+        for ch in spec.whole_in_inputs:
+            if ch in held:
+                held[ch] = spec.input_sizes.get(idx, {}).get(ch, spec.sizes[ch])
+        n = numel(letters, held)
         if side.owner:
             memory["parameter"] += n * side.nbytes_per_elem
         if side.requires_grad:
             if side.owner:
                 memory["gradient"] += n * side.nbytes_per_elem
                 memory["optimizer"] += n * 4 * optimizer_states
-            shards = prod(cuts.get(ch, 1) for ch in letters)
+            shards = prod(cuts.get(ch, 1) for ch in letters if ch not in spec.whole_in_inputs)
             group = div(devices, shards)
             mine = set(letters)
             colls.append(("AllReduce", group, n * side.nbytes_per_elem, "grad_sync", side.name,

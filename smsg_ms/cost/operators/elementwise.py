@@ -50,8 +50,11 @@ def describe(op, in_shapes, out_shapes) -> Einsum:
     if op.type not in BINARY:
         return unary(op, in_shapes, out_shapes, *UNARY.get(op.type, (1, 1, ())))
     fwd, bwd, saves = BINARY[op.type]
-    ins, out = broadcast([tuple(s) for s in in_shapes[:2]], lt)
-    return _declare(ins + [None] * (len(in_shapes) - 2), out, out_shapes, lt, fwd, bwd, saves)
+    # Select(cond, x, y) reads three tensors under one strategy (``select_info.cc``: every
+    # input's tensor map is the output's), broadcast together as ``ops.where`` allows
+    n = 3 if op.type == "Select" else 2
+    ins, out = broadcast([tuple(s) for s in in_shapes[:n]], lt)
+    return _declare(ins + [None] * (len(in_shapes) - n), out, out_shapes, lt, fwd, bwd, saves)
 
 
 def unary(op, in_shapes, out_shapes, fwd, bwd, saves) -> Einsum:

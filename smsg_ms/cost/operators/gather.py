@@ -1,4 +1,6 @@
-"""Gather / embedding lookup along axis 0 (``ops_info/gather_info.cc``, ``ShardAxisImpl``).
+"""Gather / embedding lookup along axis 0 (``ops_info/gather_info.cc``, ``ShardAxisImpl``), and
+along another axis with that axis uncut (``NormalImpl``). Without a strategy MindSpore cuts the
+indices' first dimension and leaves the table whole (``GatherInfo::GenerateBatchStrategies``).
 
 Letters: table ``v h…``, indices ``t…``, output ``t… h…``. Column split (``h`` cut) and index
 split need no collective. Row split (``v`` cut, ``v`` is contracting) does a masked lookup whose
@@ -27,8 +29,10 @@ def describe(op, in_shapes, out_shapes):
     table, idx = tuple(in_shapes[0]), tuple(in_shapes[1])
     if not isinstance(axis, int):  # not a constant: MindSpore's GatherInfo::GetAttrs fails too
         return None
-    if axis % max(len(table), 1) != 0 or op.attrs.get("batch_dims", 0) or not idx:
+    if op.attrs.get("batch_dims", 0) or not idx or not table:
         return None
+    if axis % len(table) != 0:
+        return _normal(axis % len(table), table, idx, len(in_shapes))
     lt = Letters()
     v = lt.new(table[0], "v")
     rest = "".join(lt.new(s) for s in table[1:])
@@ -56,4 +60,26 @@ def describe(op, in_shapes, out_shapes):
                   flops_bwd_per_grad=lambda s: numel(out, s), saves=("in1",),
                   notes=["row split (table axis 0 cut): indices uncut; ReduceScatter onto the "
                          "output's first dimension when it divides, else AllReduce"],
-                  rule=rule, scatter=t[0], repeat_left=repeat_left)
+                  rule=rule, scatter=t[0], repeat_left=repeat_left, default_input=1)
+
+
+def _normal(axis: int, table: tuple, idx: tuple, n_inputs: int) -> Einsum:
+    """Gather on an axis other than 0 (``x[:, :, idx]`` as ``ops.gather(x, idx, 2)``), with
+    the gathered axis uncut: MindSpore's ``NormalImpl`` (``gather_info.cc``; the other modes of
+    an axis other than 0 need axis 1 cut with a 2-D table, not modelled). Letters: table
+    ``p… a q…``, indices ``t…``, output ``p… t… q…``; device matrix indices first
+    (``NormalImpl::InferDevMatrixShape``: ``[f, g, c, 1, e]``); no collective, repeated
+    calculation allowed."""
+    lt = Letters()
+    a = lt.new(table[axis], "a")
+    pre = "".join(lt.new(s) for s in table[:axis])
+    post = "".join(lt.new(s) for s in table[axis + 1:])
+    t = "".join(lt.new(s) for s in idx)
+    out = pre + t + post
+    return Einsum("gather", [pre + a + post, t] + [None] * (n_inputs - 2), [out], lt.sizes,
+                  order=t + pre + a + post, flops_fwd=lambda s: 0,
+                  flops_bwd_per_grad=lambda s: numel(out, s), saves=("in1",),
+                  fixed={a: "normal mode (gather_info.cc, NormalImpl): the gathered axis is "
+                            "not cut"},
+                  notes=[f"gather on axis {axis}: the gathered axis uncut (NormalImpl)"],
+                  default_input=1)

@@ -15,11 +15,13 @@ consumer.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from math import prod
 
 import numpy as np
 
+from ...graph.model import DTYPE_BYTES
 from ..api import MEMORY_KINDS, Collective, OpCost
 from ..layout import TensorLayout, front_split, maps_through_reshape, operator_layout
 from ..redistribution_reshape import unify_through_reshape
@@ -49,8 +51,34 @@ def options(model, op) -> list[OpCost]:
     got = passthrough_options(model.graph, op, model.devices)
     if getattr(model, "enable_alltoall", False):
         full = [o for o in got if prod(o.strategy[0]) == model.devices]
-        return full or got
-    return got
+        got = full or got
+    return [_holding(model, op, o) for o in got]
+
+
+def _holding(model, op, option: OpCost) -> OpCost:
+    """``option`` with the trained parameter the Reshape reads (``ops.reshape(self.gate, (1,
+    -1, 1, 1))``, mindcv ConViT's ``gating_param``): its slice's memory and its gradient
+    AllReduce over the replicas. MindSpore inserts the parameter's mirror (the gradient
+    AllReduce) at its first reader, here the Reshape (``ReshapeInfo``; the dry-run files it
+    under the Reshape's cell, ``Grad__MirrorOperator``), and no consumer looks through a
+    Reshape to the parameter (only through a Cast). A parameter another operator reads first
+    pays there (``model.borrowed_inputs``:
+    :func:`~smsg_ms.cost.shared_parameters.borrowed_inputs`)."""
+    t = model.graph.tensors[op.inputs[0]]
+    if t.kind != "parameter" or 0 in model.borrowed_inputs(op):
+        return option
+    cut = prod(option.strategy[0])
+    nbytes = (t.numel or 0) * DTYPE_BYTES.get(t.dtype, 4) / cut
+    memory = dict(option.memory, parameter=option.memory.get("parameter", 0) + nbytes)
+    colls = list(option.collectives)
+    if t.requires_grad:
+        memory["gradient"] = memory.get("gradient", 0) + nbytes
+        memory["optimizer"] = (memory.get("optimizer", 0)
+                               + (t.numel or 0) / cut * 4 * getattr(model, "states", 2))
+        if model.devices // cut > 1:
+            colls.append(Collective("AllReduce", model.devices // cut, nbytes, "grad_sync",
+                                    t.name, "gradient of a weight read by a Reshape"))
+    return dataclasses.replace(option, collectives=colls, memory=memory)
 
 
 def reshape_groups(src: tuple, dst: tuple):

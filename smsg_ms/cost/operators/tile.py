@@ -39,12 +39,14 @@ def describe(op, in_shapes, out_shapes) -> Einsum | None:
     if multiples is None or len(multiples) != len(x) or len(y) != len(x):
         return None
     lt = Letters()
-    letters, whole, out_sizes = "", "", {}
+    letters, whole, out_sizes, in_sizes = "", "", {}, {}
     for size, m, out in zip(x, multiples, y):
         ch = lt.new(m if m != 1 else size)
         letters += ch
         if m != 1:
             whole += ch
             out_sizes[ch] = out
+            in_sizes[ch] = size
     return Einsum("tile", [letters] + [None] * (len(in_shapes) - 1), [letters], lt.sizes,
-                  order=letters, output_sizes=out_sizes, whole_in_inputs=whole)
+                  order=letters, output_sizes=out_sizes, whole_in_inputs=whole,
+                  input_sizes={0: in_sizes} if in_sizes else {})

@@ -22,6 +22,7 @@ def job_pipeline_compile(job: dict) -> dict:
     from ...integration.pipeline import (check_pipeline, mark_cells, pipeline_context,
                                          pipeline_train_cell)
     from ...networks import build_network
+    from ...networks.default_loss import outputs_mean
     from ..collectives import read_collectives
 
     t0 = time.perf_counter()
@@ -31,7 +32,7 @@ def job_pipeline_compile(job: dict) -> dict:
     if job.get("enable_alltoall"):
         ctx["enable_alltoall"] = True
     ms = setup_parallel(extra_context=ctx)
-    from mindspore import nn, ops
+    from mindspore import nn
     from mindspore.communication import get_group_size
     check_pipeline(pipeline, get_group_size())
     built = build_network(job["spec"], no_init=True, **job.get("options", {}))
@@ -47,15 +48,14 @@ def job_pipeline_compile(job: dict) -> dict:
             super().__init__(auto_prefix=False)
             self.network = net
             self.loss_fn = loss_fn
-            self.mean = ops.ReduceMean()
-            self.square = ops.Square()
+            # mean(out²), not mean(out): its gradient depends on the micro-batch, so the
+            # compiler cannot merge the micro-batches' backward passes as common terms
+            self.mean = outputs_mean(square=True)
 
         def construct(self, *args):
             out = self.network(*args[:len(args) - n_labels])
             if self.loss_fn is None:
-                # mean(out²), not mean(out): its gradient depends on the micro-batch, so the
-                # compiler cannot merge the micro-batches' backward passes as common terms
-                return self.mean(self.square(out))
+                return self.mean(out)
             return self.loss_fn(out, *args[len(args) - n_labels:])
 
     opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
