@@ -93,7 +93,9 @@ NOTES_MARK = "<!-- notes: kept by scripts/families_table.py -->"
 
 def write_markdown(results: dict, path: Path) -> None:
     """The table, then the first line of the reason of every failed step, then the notes
-    already in ``path`` below :data:`NOTES_MARK`."""
+    already in ``path`` below :data:`NOTES_MARK`. A family without results here keeps its
+    row and reasons from ``path`` (a run of ``--only`` on a machine without the saved
+    results)."""
     old = path.read_text() if path.exists() else ""
     notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else NOTES_MARK + "\n"
     lines = [
@@ -111,14 +113,24 @@ def write_markdown(results: dict, path: Path) -> None:
         "| family | spec | " + " | ".join(STEPS) + " |",
         "| --- | --- | " + " | ".join("---" for _ in STEPS) + " |",
     ]
+    # a family not run here (no saved results on this machine) keeps its lines of the page
+    old_rows = {line.split(" | ")[0][2:]: line for line in old.splitlines()
+                if line.startswith("| ") and line.split(" | ")[0][2:] in FAMILIES}
+    old_reasons = [line for line in old.split(NOTES_MARK)[0].splitlines()
+                   if line.startswith("- **")]
     for family, spec in FAMILIES.items():
         if family not in results:
+            if family in old_rows:
+                lines.append(old_rows[family])
             continue
         res = results[family]
         lines.append(f"| {family} | `{spec.split(':')[1]}` | "
                      + " | ".join(_cell(res, s) for s in STEPS) + " |")
     lines += ["", "## Reasons of the failed steps", ""]
     for family in FAMILIES:
+        if family not in results:
+            lines += [line for line in old_reasons if line.startswith(f"- **{family}**, ")]
+            continue
         for step in STEPS:
             r = results.get(family, {}).get(step)
             if r and not r["ok"]:
