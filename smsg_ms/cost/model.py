@@ -170,7 +170,9 @@ class CostModel:
         is off: a stage of a pipeline, whose compile keeps that ``AllReduce`` (Qwen3-MoE's
         aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``). Not
         modelled: the fold in MindSpore's source is ``AllReduceConstElim`` (``opt_a``), of an
-        AllReduce whose input is a ``ValueNode``; a ``dout`` left a CNode
+        AllReduce whose input is a ``ValueNode`` (mindformers' one stage: the loss's bprop
+        folds to one, and its default ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's
+        whole bprop to zeros, Qwen3-MoE's ``opt_a`` dump); a ``dout`` left a CNode
         (``networks/stage_aux`` on one stage) keeps it, and the CSE after autodiff merges the
         AllReduces of equal ``dout`` expressions (equal constant coefficients;
         ``docs/networks.md``, "Constant gradients in a pipeline")."""
