@@ -168,7 +168,14 @@ class CostModel:
         dry-run), while the ``ReduceScatter`` of a gathered tensor's gradient stays
         (``tests/test_reshape_chain_plan.py``). Not folded where ``fold_constant_gradients``
         is off: a stage of a pipeline, whose compile keeps that ``AllReduce`` (Qwen3-MoE's
-        aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``)."""
+        aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``). Not
+        modelled: the fold in MindSpore's source is ``AllReduceConstElim`` (``opt_a``), of an
+        AllReduce whose input is a ``ValueNode`` (mindformers' one stage: the loss's bprop
+        folds to one, and its default ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's
+        whole bprop to zeros, Qwen3-MoE's ``opt_a`` dump); a ``dout`` left a CNode
+        (``networks/stage_aux`` on one stage) keeps it, and the CSE after autodiff merges the
+        AllReduces of equal ``dout`` expressions (equal constant coefficients;
+        ``docs/networks.md``, "Constant gradients in a pipeline")."""
         self._gradient_sets()
         return name in self._with_grad[0] and name not in self._with_grad[1]
 

@@ -8,8 +8,10 @@ Block ``layers.{i}``: ``h = ReLU(x @ w_i)`` (MatMul, ``w_i (hidden, hidden)``, t
 0.01 · mean(h)`` (ReduceMean over every axis, kept ``(1, 1)``; Mul by a constant; Add); it
 returns ``(h, aux')``. The network returns ``mean(x_L) + aux_L`` (``(1, 1)``, its own loss), so
 both means have a constant gradient. With the batch cut each mean is a forward ``AllReduce``;
-MindSpore folds the backward ``AllReduce`` of a constant gradient away in a one-stage compile,
-and keeps it in a pipelined one (``docs/networks.md``, "Constant gradients in a pipeline").
+MindSpore keeps their backward ``AllReduce``, one stage or pipelined, except that the CSE after
+autodiff merges those of equal gradient expressions: the blocks' (one coefficient, 0.01) are one
+per stage and micro-batch (one stage: 2 of 3; ``docs/networks.md``, "Constant gradients in a
+pipeline"; the prediction folds them on one stage, as for mindformers' models).
 """
 from __future__ import annotations
 
