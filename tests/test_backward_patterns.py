@@ -145,33 +145,6 @@ def test_a_pipeline_stage_keeps_the_backward_allreduce_of_a_constant_gradient():
     assert report.ok
 
 
-def test_chains_to_two_layouts_that_open_with_one_allgather_share_it():
-    """``smsg_ms.networks.two_step_gathers:build`` with ``cut2=(4, 1)``: ``h`` (cut ``(8, 1)``)
-    goes to ``(1, 4)`` (a 2-way AllGather over ``0-1``, then a 4-way one) and to ``(4, 1)``
-    (the same 2-way AllGather). ``MergeComm`` keys both by ``h``'s producer, they agree, so
-    they are one node before autodiff: one forward 2-way AllGather, one 2-way ReduceScatter
-    (2 and 2 predicted before, a chain per layout pair). With ``cut3=(2, 1)`` a third reader
-    opens with a 4-way AllGather of ``h``: the key's AllGathers disagree, ``MergeComm``
-    merges none, the CSE after autodiff merges the two equal forward 2-way AllGathers, and
-    each keeps its ReduceScatter (2-way: 2 forward with ``add3``'s, 3 backward). Oracle:
-    MindSpore's dry-run compile (``step_parallel_end`` / ``merge_comm`` / ``opt_a`` IR dumps:
-    2 → 1 AllGathers over ``0-1`` at ``merge_comm`` in the first case, at ``opt_a`` in the
-    second)."""
-    spec = "smsg_ms.networks.two_step_gathers:build"
-    report, rows = _check_rows(spec, cut2=(4, 1))
-    assert rows[("AllGather", "forward", 2)] == (1, 1), rows
-    assert rows[("AllGather", "forward", 4)] == (2, 2), rows
-    assert rows[("ReduceScatter", "backward", 2)] == (1, 1), rows
-    assert rows[("ReduceScatter", "backward", 4)] == (2, 2), rows
-    assert report.ok, rows
-    report, rows = _check_rows(spec, cut2=(4, 1), cut3=(2, 1))
-    assert rows[("AllGather", "forward", 2)] == (2, 2), rows
-    assert rows[("AllGather", "forward", 4)] == (3, 3), rows
-    assert rows[("ReduceScatter", "backward", 2)] == (3, 3), rows
-    assert rows[("ReduceScatter", "backward", 4)] == (3, 3), rows
-    assert report.ok, rows
-
-
 def test_an_inplace_add_of_two_inputs_gathered_alike_scatters_back_once():
     """``c = a; c += b`` (an ``InplaceAddExt`` without strategy, mindcv Res2Net's ``out +=
     identity``), both inputs redistributed from a ``batch`` cut to its default ``seq`` cut:

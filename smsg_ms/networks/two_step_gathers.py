@@ -5,20 +5,15 @@ AllGather reads the tensor itself, so MindSpore's ``MergeComm`` can share only t
 ``h = x * w0`` cut ``(8, 1)`` (``x``, ``w*``: ``(rows, cols)``); ``r1 = h * w1`` and
 ``r2 = h * w2`` cut ``(1, 4)`` (each read of ``h``: a 2-way AllGather of ``h``, then a 4-way
 one of its output, then the slice); returns ``(r1 + r2)`` squared, cut ``(1, 4)``.
-``cut2=(4, 1)`` cuts ``r2 = h * w2`` ``(4, 1)`` instead: ``h`` then goes to two layouts, whose
-redistributions start with the same 2-way AllGather (of ``h``, over one group). ``cut3``
-adds a third reader, ``r3 = h * w3`` cut ``cut3``, to the sum (``add3``, cut ``(1, 4)``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def build(rows: int = 64, cols: int = 32, cut2: tuple = (1, 4), cut3: tuple | None = None):
+def build(rows: int = 64, cols: int = 32):
     """``{"net", "inputs"}`` (float32); paths ``mul0``, ``mul1``, ``mul2``, ``add``,
-    ``square`` (with ``cut3`` also ``mul3``, ``add3``); 8 devices. ``cut2``, ``cut3``: the
-    cuts of ``mul2``'s and ``mul3``'s two inputs (``(rows, cols)``; no ``mul3`` when
-    ``None``)."""
+    ``square``; 8 devices."""
     import mindspore as ms
     from mindspore import Parameter, nn
     from mindspore.ops import operations as P  # noqa: N812
@@ -32,19 +27,13 @@ def build(rows: int = 64, cols: int = 32, cut2: tuple = (1, 4), cut3: tuple | No
             self.w0, self.w1, self.w2 = weight("w0", 0.01), weight("w1", 0.02), weight("w2", 0.03)
             self.mul0 = P.Mul().shard(((8, 1), (8, 1)))
             self.mul1 = P.Mul().shard(((1, 4), (1, 4)))
-            self.mul2 = P.Mul().shard((tuple(cut2), tuple(cut2)))
+            self.mul2 = P.Mul().shard(((1, 4), (1, 4)))
             self.add = P.Add().shard(((1, 4), (1, 4)))
             self.square = P.Mul().shard(((1, 4), (1, 4)))
-            if cut3 is not None:
-                self.w3 = weight("w3", 0.04)
-                self.mul3 = P.Mul().shard((tuple(cut3), tuple(cut3)))
-                self.add3 = P.Add().shard(((1, 4), (1, 4)))
 
         def construct(self, x):
             h = self.mul0(x, self.w0)
             c = self.add(self.mul1(h, self.w1), self.mul2(h, self.w2))
-            if cut3 is not None:
-                c = self.add3(c, self.mul3(h, self.w3))
             return self.square(c, c)
 
     return {"net": Net(), "inputs": (ms.Tensor(np.ones((rows, cols), np.float32)),)}

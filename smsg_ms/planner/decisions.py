@@ -178,8 +178,6 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
     # (tensor, pair) → its collectives and first AllGather; the variables of its other edges
     chains: dict[tuple, tuple] = {}
     more_edges: dict[tuple, list[int]] = defaultdict(list)
-    # (tensor, pair) of each first consumer edge, its variable, whether an Add's twin input
-    firsts: list[tuple] = []
     for src_id, src_t, dst_id, tname, idx in edges:
         if src_id in through or dst_id in through:
             continue
@@ -219,8 +217,12 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
         if same not in made:
             made[same] = model.redistribution(tensor, src, dst)
         chains[key] = (made[same], merge_comm.first_gather(graph, tname, made[same]))
-        firsts.append((key, v, again))
-    _first_edges(out, firsts, chains)
+        for coll in made[same]:
+            if again and coll.phase == "backward":
+                continue
+            out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                           "bytes": float(coll.full_bytes), "tensor": tname,
+                           "redistribution": True})
     _more_edges_backward(out, more_edges, chains)
     accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, others in input_reads(graph, where):
@@ -243,35 +245,6 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                                        "tensor": read.tensor.name, "redistribution": True,
                                        "loss": True})
     return out
-
-
-def _first_edges(out: dict, firsts: list, chains: dict) -> None:
-    """Add to ``out`` the collectives of the first consumer edge of each redistributed
-    (tensor, layout pair), in order (``firsts``: ``(key, variable, again)``; ``again``: the
-    edge's backward part is an Add's twin's, left out). Chains of one tensor to different
-    layouts that open with the same AllGather (one group) share it: MindSpore's ``MergeComm``
-    (:mod:`.merge_comm`) makes the AllGathers of one source one node before autodiff when all
-    of them agree, and then their backward has one ReduceScatter; else CSE after autodiff
-    merges the equal forward AllGathers only, each chain keeping its ReduceScatter."""
-    merged = merge_comm.merged_sources(g for _, g in chains.values() if g is not None)
-    opened: set = set()          # (tensor, opening AllGather) counted
-    scattered: set = set()       # merged sources whose ReduceScatter is counted
-    for key, v, again in firsts:
-        colls, gather = chains[key]
-        opening = merge_comm.opening_gather(colls)
-        shared_forward = opening is not None and (key[0], opening) in opened
-        if opening is not None:
-            opened.add((key[0], opening))
-        shared_backward = False
-        if opening is not None and gather is not None and gather.source in merged:
-            shared_backward = gather.source in scattered
-            scattered.add(gather.source)
-        for coll in merge_comm.first_edge_collectives(colls, shared_forward, shared_backward):
-            if again and coll.phase == "backward":
-                continue
-            out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
-                           "bytes": float(coll.full_bytes), "tensor": key[0],
-                           "redistribution": True})
 
 
 def _more_edges_backward(out: dict, more_edges: dict, chains: dict) -> None:

@@ -17,22 +17,13 @@ CNodes; a key's AllGathers are merged only if *all* of them agree on the communi
 on whether their direct input is a ``Reshape`` (and its target shape), on the func graph, on
 ``cast_type`` and on ``get_item_index`` (``MergeAllGather``: ``std::all_of``, else none is
 merged). Only the first AllGather of a chain reads the tensor itself; a later one reads its own
-chain's nodes, so its ReduceScatter stays one per edge. The key is the producer, not the
-(tensor, layout pair): chains of one tensor to different layouts that open with the same
-AllGather (one group) are merged too, one ReduceScatter for all (:func:`first_edge_collectives`).
-When the key's AllGathers disagree, the CSE after autodiff still merges equal forward
-AllGathers (same input, ``Primitive::operator==``: name and attributes, the group among them),
-not their ReduceScatters (each reads its own chain's ``dout``).
+chain's nodes, so its ReduceScatter stays one per edge.
 
 Seen in MindSpore's compile (``MS_DEV_SAVE_GRAPHS``, ``merge_comm_*.ir``): BERT's q/k/v
 ``Dense`` read one ``LayerNorm`` output (``get_item_index`` 0 for all three): merged, one
 ReduceScatter; DeepSeek-V3's rotary ``strideslice`` reads ``q_pe`` twice, item 1 of the
 attention's ``SplitWithSize`` whose item 0 (``q_nope``) is gathered too: the key's AllGathers
 disagree on ``get_item_index``, none merged, two ReduceScatters for ``q_pe``.
-``networks/two_step_gathers`` with ``cut2=(4, 1)``: ``h`` to ``(1, 4)`` and ``(4, 1)``, both
-chains opening with a 2-way AllGather over ``0-1``: two at ``step_parallel_end``, one at
-``merge_comm``, one ReduceScatter; with ``cut3=(2, 1)`` a 4-way opening AllGather of ``h`` too:
-none merged at ``merge_comm``, the 2-way ones one at ``opt_a`` (CSE), two ReduceScatters.
 
 Not modelled: the capture's graph is the compiled one, after MindSpore's CSE, so operators that
 were separate calls of one computation (``nn.MultiheadAttention``'s three ``swapaxes`` of one
@@ -107,35 +98,6 @@ def merged_sources(gathers) -> set[int]:
     for g in gathers:
         seen[g.source].add(g.agree)
     return {s for s, agree in seen.items() if len(agree) == 1}
-
-
-def opening_gather(collectives) -> tuple | None:
-    """``(group, span, bytes)`` of the first forward collective of a redistribution's chain when
-    it is an AllGather (it reads the tensor itself: two such of one tensor over one group are
-    equal CNodes), else ``None``."""
-    forward = [c for c in collectives if c.phase == "forward"]
-    if not forward or forward[0].kind != "AllGather":
-        return None
-    first = forward[0]
-    return first.group, tuple(first.span), first.full_bytes
-
-
-def first_edge_collectives(collectives, shared_forward: bool, shared_backward: bool) -> list:
-    """The collectives the first consumer edge of a redistribution (one tensor, one layout
-    pair) adds: all of them, less the opening AllGather (:func:`opening_gather`) when an
-    earlier pair's chain of the tensor opens with the same one (``shared_forward``: one CNode
-    after ``MergeComm`` or after the CSE that follows autodiff), and less that AllGather's
-    ReduceScatter when ``shared_backward`` (``MergeComm`` made the key's AllGathers one node
-    before autodiff: its bprop sums the chains' gradients first, one ReduceScatter)."""
-    out = list(collectives)
-    if opening_gather(collectives) is None:
-        return out
-    if shared_forward or shared_backward:
-        out.remove(next(c for c in out if c.phase == "forward"))
-    backward = [c for c in out if c.phase == "backward"]
-    if shared_backward and backward and backward[0].kind == "ReduceScatter":
-        out.remove(backward[0])
-    return out
 
 
 def another_edge_backward(collectives, merged: bool) -> list:
