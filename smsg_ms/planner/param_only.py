@@ -1,5 +1,6 @@
 """Tensors a pipelined step computes once, not once per micro-batch: those made from
-parameters and constants alone (no data input, no tensor received from another stage).
+parameters (and, inside the repeated blocks, constants) alone (no data input, no tensor
+received from another stage).
 
 MindSpore's pipeline runs the network once per micro-batch (``nn.PipelineCell``); a
 computation that reads no micro-batch is the same in every copy and is merged into one, so a
@@ -35,22 +36,34 @@ def _holds_block(cell: str, blocks: list[str]) -> bool:
     return any(b == cell or b.startswith(cell + ".") for b in blocks)
 
 
-def parameter_only(graph: OpGraph) -> list[str]:
-    """Names of the activations computed without any data input: from trained parameters,
-    frozen ones and constants only (a weight's transpose, a relative-position bias; a causal
-    mask ``triu(ones((s, s)))`` built in ``construct``, which reads no weight either), sorted.
-    Every micro-batch's copy of such an operator reads the same inputs, so MindSpore merges
-    them (observed in the dry-run: the causal mask's forward AllGather once per stage and
-    step with 2 micro-batches, ``tests/test_heldout_patterns.py``)."""
+def parameter_only(graph: OpGraph, blocks: list[str] | None = None) -> list[str]:
+    """Names of the activations computed without any data input, sorted: those made from a
+    trained parameter (with frozen ones and constants: a weight's transpose, a relative-position
+    bias), and, with the repeated ``blocks`` (``layers.0``, ...) given, those made from constants
+    alone by an operator of no cell (a functional call: a causal mask
+    ``triu(ones((s, s)))`` built in a block's ``construct``, which MindSpore's CSE leaves one
+    node for every block) or of a block's cell. Every
+    micro-batch's copy of such an operator reads the same inputs, so MindSpore merges them
+    (observed in the dry-run: the block-built causal mask's forward AllGather once per stage
+    and step with 2 micro-batches, ``tests/test_heldout_patterns.py``). A constants-only tensor
+    made outside the blocks is not merged: mindformers' rotary table (``Outer`` of two
+    constants, then ``Concat``, in the model before its layers) is gathered once per
+    micro-batch in the dry-run (``tests/test_mindformers_families.py``, Qwen3-MoE ``plan 8
+    p2``). The line between the two is drawn from these two observations, not from
+    MindSpore's source."""
+    weights = {n for n, t in graph.tensors.items() if t.kind == "parameter" and t.requires_grad}
     data = set(graph.inputs)
     from_data: set[str] = set(data)
+    from_weight: set[str] = set(weights)
     made: set[str] = set()
     for op in graph.ops:                    # topological order
         if any(n in from_data for n in op.inputs):
             from_data.update(op.outputs)
-        else:
+        elif any(n in from_weight for n in op.inputs):
+            from_weight.update(op.outputs)
+        elif blocks is not None and (op.prim_path is None or _in_block(op.prim_path, blocks)):
             made.update(op.outputs)
-    return sorted(made - from_data)
+    return sorted(n for n in (from_weight - weights) | made if n not in from_data)
 
 
 def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:

@@ -374,7 +374,7 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
                                       costs.stage_limit).as_plan_dict()
     if best.stages > 1:
         from .param_only import parameter_only
-        once = set(parameter_only(costs.graph(d, b)))
+        once = set(parameter_only(costs.graph(d, b), list(plan.pipeline["stage_of_block"])))
         hit = sorted({c["tensor"] for dec in plan.decisions for c in dec.collectives
                       if c.get("phase") == "forward" and c.get("tensor") in once})
         if hit:     # forward redistributions of these run once per step, not per micro-batch
