@@ -28,14 +28,18 @@ def test_data_dependent_gradients_by_hand():
     assert out["aux_mean"] not in varying and out["load_mean"] not in varying
 
 
-def test_backward_allreduces_are_mindspores():
+def _check_rows(spec: str, **options):
     from smsg_ms.integration.check import check_plan
     from smsg_ms.planner import plan_network
 
-    plan = plan_network(SPEC, 8, progress=False)
+    plan = plan_network(spec, 8, progress=False, **options)
     report = check_plan(plan, [0])
     assert [r.error for r in report.ranks] == [None]
-    rows = {r.key: (r.predicted, r.inserted) for r in report.ranks[0].rows}
+    return report, {r.key: (r.predicted, r.inserted) for r in report.ranks[0].rows}
+
+
+def test_backward_allreduces_are_mindspores():
+    report, rows = _check_rows(SPEC)
     assert rows[("AllReduce", "forward", 8)] == (4, 4), rows
     assert rows[("AllReduce", "backward", 8)] == (1, 1), rows
     assert report.ok, rows
@@ -56,16 +60,6 @@ def test_an_add_of_two_inputs_gathered_alike_scatters_back_once():
     assert rows[("AllGather", "forward", 8)] == (2, 2), rows
     assert rows[("ReduceScatter", "backward", 8)] == (1, 1), rows
     assert report.ok, rows
-
-
-def _check_rows(spec: str, **options):
-    from smsg_ms.integration.check import check_plan
-    from smsg_ms.planner import plan_network
-
-    plan = plan_network(spec, 8, progress=False, **options)
-    report = check_plan(plan, [0])
-    assert [r.error for r in report.ranks] == [None]
-    return report, {r.key: (r.predicted, r.inserted) for r in report.ranks[0].rows}
 
 
 def test_gathers_of_one_split_that_disagree_on_the_output_scatter_back_per_reader():
@@ -150,14 +144,7 @@ def test_an_inplace_add_of_two_inputs_gathered_alike_scatters_back_once():
     identity``), both inputs redistributed from a ``batch`` cut to its default ``seq`` cut:
     2 forward AllGathers, one backward ReduceScatter (before: 2 predicted; Res2Net-50 check 8:
     12 predicted, 11 inserted). Oracle: the dry-run."""
-    from smsg_ms.integration.check import check_plan
-    from smsg_ms.planner import plan_network
-
-    plan = plan_network("smsg_ms.networks.residual_gathers:build", 8, progress=False,
-                        inplace=True)
-    report = check_plan(plan, [0])
-    assert [r.error for r in report.ranks] == [None]
-    rows = {r.key: (r.predicted, r.inserted) for r in report.ranks[0].rows}
+    report, rows = _check_rows("smsg_ms.networks.residual_gathers:build", inplace=True)
     assert rows[("AllGather", "forward", 8)] == (2, 2), rows
     assert rows[("ReduceScatter", "backward", 8)] == (1, 1), rows
     assert report.ok, rows
