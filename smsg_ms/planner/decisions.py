@@ -137,10 +137,11 @@ def _symbolic(model, graph: OpGraph, var: PlanVariable, strategy, cache: dict) -
 
 
 def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choice: list[int],
-                     where: dict, reads: list):
+                     where: dict, reads: list, accepted: dict):
     """Collectives of the redistributions the chosen plan needs, by consumer variable index
     (``where``: :func:`~smsg_ms.planner.variables.variable_index`; ``reads``: the loss's
-    :func:`~smsg_ms.planner.loss.loss_reads`)."""
+    :func:`~smsg_ms.planner.loss.loss_reads`; ``accepted``: ``{data input: its cuts}`` of
+    :func:`_dataset_strategy`)."""
     out: dict[int, list[dict]] = defaultdict(list)
     seen = set()
     made: dict[tuple, list] = {}
@@ -224,7 +225,6 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                            "bytes": float(coll.full_bytes), "tensor": tname,
                            "redistribution": True})
     _more_edges_backward(out, more_edges, chains)
-    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, others in input_reads(graph, where):
         for read in [first] + others:
             colls = read_collectives(model, first, read, variables, choice,
@@ -427,7 +427,10 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             runner_up=None if runner is None else _runner_up_record(var, runner),
             block=_block_of(var.name), notes=list(notes), symbolic=symbolic))
     symbolic_table = {key: desc for key, desc in symbolic_cache.values() if key is not None}
-    for vi, coll in _redistributions(graph, model, variables, choice, where, reads).items():
+    dataset = _dataset_strategy(graph, variables, choice, where)
+    accepted = dict(zip(graph.inputs, dataset))
+    for vi, coll in _redistributions(graph, model, variables, choice, where, reads,
+                                     accepted).items():
         decisions[vi].collectives.extend(coll)
     for op_id, calls in _own_dispatch(graph, model.devices).items():
         if op_id in where:
@@ -442,7 +445,6 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
             bd["redistribution_into_loss"] = bd.get("redistribution_into_loss", 0.0) + extra
             into_loss += extra
     from_data = 0.0
-    accepted = dict(zip(graph.inputs, _dataset_strategy(graph, variables, choice, where)))
     for first, _ in input_reads(graph, where):   # the first reader's split of its data input
         extra = read_seconds(model, first, first, variables, choice[first.variable],
                              choice[first.variable], accepted[first.tensor.name])
@@ -476,7 +478,7 @@ def plan_from_solution(graph: OpGraph, model, problem: SearchProblem,
                 hardware=model.hardware.name, decisions=decisions,
                 totals={k: (round(v, 15) if isinstance(v, float) else v)
                         for k, v in sorted(totals.items())},
-                dataset_strategy=_dataset_strategy(graph, variables, choice, where),
+                dataset_strategy=dataset,
                 symbolic=dict(sorted(symbolic_table.items())),
                 enable_alltoall=bool(getattr(model, "enable_alltoall", False)),
                 built_for=graph.built_for,

@@ -55,8 +55,9 @@ BPROP_READS = {
     "BiasAdd": {0: (), 1: ()},
     "Sub": {0: (), 1: ()},
 }
-#: operators whose bprop gives ``dout`` itself to each input of the output's shape (as
-#: :data:`smsg_ms.planner.decisions.DOUT_TO_EACH_INPUT`)
+#: operators whose bprop gives ``dout`` itself to each input of the output's shape
+#: (:data:`smsg_ms.planner.decisions.DOUT_TO_EACH_INPUT` less ``InplaceAddExt``, whose
+#: gradients' merge was not checked against a compile)
 _DOUT_TO_EACH_INPUT = frozenset({"Add", "AddExt"})
 
 
