@@ -99,13 +99,19 @@ def input_reads(graph: OpGraph, index: dict) -> list[tuple[InputRead, list[Input
     return out
 
 
+def _dataset_source(model, first: InputRead, variables, first_option: int, cuts):
+    """The data-set layout a read redistributes from: ``cuts`` (the input's accepted data-set
+    cuts) when given, else ``first``'s under ``first_option``."""
+    return dataset_layout(first.layout(variables, first_option).cuts if cuts is None else cuts,
+                          model.devices)
+
+
 def read_seconds(model, first: InputRead, read: InputRead, variables, first_option: int,
                  option: int, cuts=None) -> float:
     """Seconds of the redistribution from the data-set layout (fixed by ``first`` under
     ``first_option``, or ``cuts``: the input's accepted data-set cuts) into ``read``'s layout
     under ``option``."""
-    src = dataset_layout(first.layout(variables, first_option).cuts if cuts is None else cuts,
-                         model.devices)
+    src = _dataset_source(model, first, variables, first_option, cuts)
     dst = read.layout(variables, option)
     a, b = model.normalized(src), model.normalized(dst)
     return 0.0 if a == b else model.redistribution_seconds(read.tensor, a, b)
@@ -115,8 +121,7 @@ def read_collectives(model, first: InputRead, read: InputRead, variables, choice
                      cuts=None) -> list:
     """The collectives of that redistribution under the plan's ``choice`` (``cuts``: as in
     :func:`read_seconds`)."""
-    src = dataset_layout(first.layout(variables, choice[first.variable]).cuts
-                         if cuts is None else cuts, model.devices)
+    src = _dataset_source(model, first, variables, choice[first.variable], cuts)
     dst = read.layout(variables, choice[read.variable])
     if model.normalized(src) == model.normalized(dst):
         return []
