@@ -396,3 +396,42 @@ def test_degrees_by_block_on_a_mixed_plan():
         OpDecision(d.name.replace("layers.0", "layers.1"), d.op_type, d.strategy, block=d.block)
         for d in decisions[:2]], dataset_strategy=[[1, 1]])
     assert degrees_by_block(same) == []
+
+
+def test_symbolic_rows_name_the_out_strategy_collectives():
+    """A MatMul planned with an out_strategy reduce-scatters its partial sums (MindSpore's
+    ``MatMul::CheckOutputStrategy``, ``forward_reduce_scatter_``; bprop AllGather): the explain
+    rows of its symbolic cost name those collectives, as its time line and its predicted
+    collectives do, not the AllReduce of the in_strategy alone.
+
+    By hand for the reference ``mlp`` plan's ``fc3.matmul`` (x (64, 2048) · W (512, 2048)ᵀ,
+    in_strategy ((1, 8), (1, 8)), out_strategy ((8, 1),), fp32): each device holds partial
+    sums (64, 512), S = 64·512·4 = 131072 bytes, reduce-scattered over the 8 devices of the
+    contracting cut: ring volume (8 − 1)/8 · S = 114688 bytes forward (ReduceScatter) and
+    backward (AllGather); an AllReduce would move twice that. Every other reference plan's
+    out_strategy decisions: the rows' collectives are among the decision's own."""
+    plan = load_plan(ROOT / "strategies" / "mlp-8dev.plan.json")
+    d = next(d for d in plan.decisions if d.name == "fc3.matmul")
+    assert plan.out_strategies[d.name] == [[8, 1]] and d.strategy == [[1, 8], [1, 8]]
+    text = _render(print_explain, plan, width=100)
+    entry = next(e for e in text.split("\n\n") if e.startswith("fc3.matmul"))
+    rows = {line.strip().split("  ")[0]: line for line in entry.splitlines()}
+    s = 64 * 512 * 4
+    for term in ("forward ReduceScatter of out", "backward AllGather of out"):
+        assert term in rows, entry
+        assert rows[term].rstrip().endswith(fmt_bytes(7 / 8 * s, ("MiB", 2 ** 20))), rows[term]
+    assert "AllReduce of out" not in entry, entry
+    time_line = " ".join(entry.split("memory:")[0].split())
+    assert "ReduceScatter" in time_line and "AllGather" in time_line and \
+        "AllReduce" not in time_line
+    from smsg_ms.report.explain_view import symbolic_shown
+
+    for path in sorted((ROOT / "strategies").glob("*.plan.json")):
+        plan = load_plan(path)
+        for d in plan.decisions:
+            if not plan.out_strategies.get(d.name) or not plan.symbolic_of(d):
+                continue
+            own = {(c["phase"], c["kind"]) for c in d.collectives}
+            shown = {tuple(t["term"].split()[:2]) for t in symbolic_shown(plan, d)["terms"]
+                     if t["term"].split()[0] in ("forward", "backward")}
+            assert shown and shown <= own, (path.name, d.name, shown, own)

@@ -9,6 +9,8 @@ described once (the planner caches by operator signature and strategy).
 """
 from __future__ import annotations
 
+import re
+
 import sympy
 
 from ..graph.model import OpGraph, OpNode
@@ -60,6 +62,48 @@ def describe(model, graph: OpGraph, op: OpNode, strategy) -> dict | None:
     return {"einsum": ",".join(x or "" for x in letters) + "->" + ",".join(spec.outputs),
             "sizes": {ch: size for ch, size in sorted(spec.sizes.items())},
             "cuts": dict(sorted(cuts.items())), "D": model.devices, "terms": terms}
+
+
+#: the collective of the partial sums, by phase, under a MatMul's out_strategy
+#: (:func:`~smsg_ms.cost.operators.base.reduce_scatter_variant`; ``MatMul::CheckOutputStrategy``
+#: sets ``forward_reduce_scatter_``, ``ops_info/matmul_info.cc``; its bprop is an AllGather)
+SCATTERED = {"forward": "ReduceScatter", "backward": "AllGather"}
+
+
+def with_out_strategy(description: dict) -> dict:
+    """``description`` (:func:`describe` of an in_strategy) turned into that of the same
+    in_strategy with the out_strategy that reduce-scatters the partial sums onto the output's
+    rows (:func:`~smsg_ms.cost.operators.base.reduce_scatter_variant`, the only out_strategy of
+    the cost model): the terms ``forward AllReduce of out`` and ``backward AllReduce of out``
+    become ``forward ReduceScatter of out`` and ``backward AllGather of out`` (:data:`SCATTERED`)
+    at half the bytes. Both move the same tensor ``S`` (the partial sums each device holds,
+    whose size the out_strategy does not change) over the same group ``g``: ring volumes
+    ``2·(g−1)/g·S`` for the AllReduce, ``(g−1)/g·S`` for the ReduceScatter and the AllGather
+    (:meth:`CostModel.symbolic`). Every other term is unchanged; a description already in that
+    form comes back equal. A new dict; ``description`` is not changed.
+
+    Plan files store the description of the in_strategy alone (their bytes stay as written), so
+    ``explain`` applies this to a decision the plan gives an out_strategy.
+    """
+    terms = []
+    for term in description.get("terms", []):
+        phase, _, rest = term["term"].partition(" ")
+        if phase in SCATTERED and rest == "AllReduce of out":
+            term = dict(term, term=f"{phase} {SCATTERED[phase]} of out",
+                        formula=_halved(term["formula"]),
+                        value=None if term.get("value") is None else term["value"] / 2)
+        terms.append(term)
+    return {**description, "terms": terms}
+
+
+def _halved(formula: str) -> str:
+    """``formula`` (a :func:`describe` formula, its names positive integers) divided by 2,
+    factored as :meth:`CostModel.symbolic` factors its expressions."""
+    from sympy.parsing.sympy_parser import parse_expr
+
+    names = {n: sympy.Symbol(n, positive=True, integer=True)
+             for n in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", formula)}
+    return str(sympy.factor(parse_expr(formula, local_dict=names) / 2))
 
 
 def _rank(key: str) -> int:

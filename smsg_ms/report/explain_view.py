@@ -96,12 +96,26 @@ def _instances_line(block: str, pairs: list[tuple[str, OpDecision]]) -> str | No
                       for t, insts in by_time.items())
 
 
+def symbolic_shown(plan: Plan, decision: OpDecision) -> dict | None:
+    """The symbolic cost ``explain`` shows for ``decision``: the plan's description
+    (:meth:`Plan.symbolic_of`, ``None`` without one), with the collectives of the decision's
+    out_strategy where the plan gives it one (:func:`smsg_ms.cost.explain.with_out_strategy`:
+    a ReduceScatter forward and an AllGather backward where the description, made for the
+    in_strategy, holds AllReduces), so its rows name the collectives of the time line and of
+    the predicted collectives."""
+    sym = plan.symbolic_of(decision)
+    if sym and plan.out_strategies.get(decision.name):
+        from ..cost.explain import with_out_strategy
+        sym = with_out_strategy(sym)
+    return sym
+
+
 def time_order(plan: Plan, decision: OpDecision) -> list[str]:
     """Breakdown keys of seconds in the order of the decision's symbolic terms (computation,
     the forward then backward collectives, gradient sync), then :data:`TIME_ORDER`, then the
     rest alphabetically."""
     order: list[str] = []
-    for term in (plan.symbolic_of(decision) or {}).get("terms", []):
+    for term in (symbolic_shown(plan, decision) or {}).get("terms", []):
         words = term["term"].split()
         if words[0] == "FLOPs":
             key = "compute"
@@ -176,7 +190,7 @@ def _fmt_value(value, unit_name: str, unit) -> str:
 def _block_byte_unit(plan: Plan, d: OpDecision):
     """One byte unit for all the bytes of an operator's entry (memory line and terms)."""
     values = [v for k, v in d.breakdown.items() if is_memory_key(k) and isinstance(v, (int, float))]
-    values += [t.get("value") for t in (plan.symbolic_of(d) or {}).get("terms", [])
+    values += [t.get("value") for t in (symbolic_shown(plan, d) or {}).get("terms", [])
                if t["unit"] == "bytes" and isinstance(t.get("value"), (int, float))]
     return byte_unit(values)
 
@@ -292,7 +306,7 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
         say("memory: " + " · ".join(mems), "  ", "    ")
     if d.runner_up and d.shardable:
         say(f"runner-up: {fmt_runner_up(d.runner_up)}", "  ", "    ")
-    sym = plan.symbolic_of(d)
+    sym = symbolic_shown(plan, d)
     if sym:
         operands, letters = legend_items(sym)
         say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",

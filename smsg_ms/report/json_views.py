@@ -51,11 +51,12 @@ def explain_json(plan: Plan, show_all: bool = False) -> dict:
     """``smsg-ms explain --json``: one entry per shown decision (folded as the view folds them;
     ``show_all`` for every instance) with the decision's fields (strategy, seconds, breakdown,
     collectives, runner-up) and its symbolic cost description (``symbolic``, ``None`` without
-    an einsum); the plan's ``degrees`` (:func:`~smsg_ms.report.degrees.chosen_degrees`),
+    an einsum; with the collectives of its out_strategy, as ``explain`` shows it:
+    :func:`~smsg_ms.report.explain_view.symbolic_shown`); the plan's ``degrees`` (:func:`~smsg_ms.report.degrees.chosen_degrees`),
     ``degrees_by_block`` (empty when every block takes the same) and the pipeline search's
     ``runner_up`` configuration (``None`` for a single-stage plan; ``explain --runner-up``
     then puts :func:`smsg_ms.planner.runner_up.plan_runner_up`'s there)."""
-    from .explain_view import explained_decisions
+    from .explain_view import explained_decisions, symbolic_shown
 
     entries = []
     for shown in explained_decisions(plan, show_all):
@@ -63,7 +64,7 @@ def explain_json(plan: Plan, show_all: bool = False) -> dict:
             continue
         entry = asdict(shown.decision)
         entry.update(shown=shown.name, instances=shown.instances,
-                     symbolic=plan.symbolic_of(shown.decision))
+                     symbolic=symbolic_shown(plan, shown.decision))
         entries.append(entry)
     from .degrees import chosen_degrees, degrees_by_block
 
