@@ -435,3 +435,56 @@ def test_symbolic_rows_name_the_out_strategy_collectives():
             shown = {tuple(t["term"].split()[:2]) for t in symbolic_shown(plan, d)["terms"]
                      if t["term"].split()[0] in ("forward", "backward")}
             assert shown and shown <= own, (path.name, d.name, shown, own)
+
+
+def _reference_plans():
+    return sorted((ROOT / "strategies").glob("*.plan.json")) + sorted(
+        (ROOT / "tests" / "data" / "plans_before_redesign").glob("*.plan.json"))
+
+
+def test_runner_up_of_the_same_in_strategy_says_what_differs():
+    """The reference ``mlp`` plan's ``fc3.matmul`` takes ((1, 8), (1, 8)) with the out_strategy
+    ((8, 1),); its runner-up is the same in_strategy without it, which all-reduces the partial
+    sums of the 8-way contracting cut instead of reduce-scattering them (docs/sequence-
+    parallel.md, the dry-run's table). Its line must say so, not print a strategy that reads as
+    the chosen one. In every reference plan: a runner-up whose in_strategy is the chosen one
+    names its out_strategy difference."""
+    from smsg_ms.report.tables import fmt_runner_up
+
+    plan = load_plan(ROOT / "strategies" / "mlp-8dev.plan.json")
+    text = " ".join(_render(print_explain, plan, width=100).split())
+    assert ("runner-up: (1,8)(1,8): same in_strategy, output AllReduce instead of ReduceScatter "
+            "(no out_strategy) (+") in text, text
+    seen = 0
+    for path in _reference_plans():
+        plan = load_plan(path)
+        for d in plan.decisions:
+            r = d.runner_up
+            if not (r and d.shardable and r.get("strategy") == d.strategy):
+                continue
+            seen += 1
+            mine, theirs = plan.out_strategies.get(d.name), r.get("out_strategy")
+            assert mine != theirs, (path.name, d.name)     # two options differ in something
+            line = fmt_runner_up(r, d.strategy, mine)
+            assert "same in_strategy" in line, (path.name, d.name, line)
+            if mine and not theirs:
+                assert "AllReduce instead of ReduceScatter" in line, line
+            elif theirs and not mine:
+                assert "ReduceScatter instead of AllReduce" in line, line
+    assert seen >= 2
+
+
+def test_stays_best_deviation_of_the_same_in_strategy_says_what_differs():
+    """A deviation that keeps the chosen in_strategy and drops (or adds) the out_strategy is
+    named with its difference; an out_strategy deviation prints as ``in→out``."""
+    from smsg_ms.report.explain_view import stays_best_lines
+
+    twin = {"variable": "fc3.matmul", "strategy": [[1, 8], [1, 8]], "out_strategy": None,
+            "chosen_strategy": [[1, 8], [1, 8]], "chosen_out_strategy": [[8, 1]]}
+    other = {"variable": "fc3.matmul", "strategy": [[4, 2], [8, 2]], "out_strategy": [[8, 8]],
+             "chosen_strategy": [[8, 8], [1, 8]], "chosen_out_strategy": [[64, 1]]}
+    lines = stays_best_lines([{"parameter": "bandwidth", "level": None, "low": 0.5,
+                               "high": 2.0, "below": other, "above": twin}])
+    assert lines == ["bandwidth x0.5 to x2 (below x0.5: fc3.matmul takes (4,2)(8,2)→(8,8); "
+                     "above x2: fc3.matmul takes (1,8)(1,8): same in_strategy, output AllReduce "
+                     "instead of ReduceScatter (no out_strategy))"]

@@ -154,3 +154,25 @@ def test_explain_stays_best_of_a_one_stage_pipeline_auto_plan(through_the_cli):
     assert (rec["stages"], rec["micro_batches"], piped.options["batch"]) == (1, 1, 8)
     assert piped.devices == 64 and piped.strategies == single.strategies
     assert ranges == single_ranges
+
+
+def test_deviations_carry_their_out_strategy_apart():
+    """The reference 64-device ``mlp`` plan (strategies/): below some bandwidth its
+    ``fc3.matmul`` turns to another option with an out_strategy. Each deviation gives its
+    in_strategy (one cut tuple per MatMul input, integers only) and its out_strategy apart,
+    with the variable's chosen ones: the chosen fc3.matmul is the plan file's."""
+    from pathlib import Path
+
+    from smsg_ms.integration.plan_io import load_plan
+    from smsg_ms.planner.stays_best import plan_stays_best
+
+    plan = load_plan(Path(__file__).resolve().parents[1] / "strategies" / "mlp-64dev.plan.json")
+    whos = [w for r in plan_stays_best(plan) for w in (r["below"], r["above"]) if w]
+    assert any(w["out_strategy"] for w in whos), whos
+    for w in whos:
+        assert len(w["strategy"]) == 2 and all(isinstance(c, int) for s in w["strategy"]
+                                               for c in s), w
+        assert w["out_strategy"] is None or all(isinstance(c, int) for s in w["out_strategy"]
+                                                for c in s), w
+        assert w["chosen_strategy"] == plan.strategies[w["variable"]]
+        assert w["chosen_out_strategy"] == plan.out_strategies.get(w["variable"])

@@ -139,8 +139,11 @@ def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
 
     Returns ``[{"parameter", "level", "low", "high", "below", "above"}]`` with ``low``/``high``
     factors of the preset (``0.0`` / ``inf`` when nothing overtakes on that side) and
-    ``below``/``above`` ``{"variable", "strategy"}`` of the deviation that takes over beyond
-    that end (``None`` when none does).
+    ``below``/``above`` ``{"variable", "strategy", "out_strategy", "chosen_strategy",
+    "chosen_out_strategy"}`` of the deviation that takes over beyond that end (``None`` when
+    none does): its option's in_strategy and out_strategy (``None`` without one), and those of
+    the variable's chosen option, which may share the in_strategy (a MatMul's out_strategy
+    twin, :func:`~smsg_ms.planner.variables.option_key`).
     """
     base, variables = build(hardware)
     out = []
@@ -159,9 +162,11 @@ def stays_best(graph, devices: int, hardware, choice: list[int], *, build,
                 if dev is None:
                     return None
                 vi, o = dev
-                key = base.variables[vi].keys[o]
-                return {"variable": base.variables[vi].name,
-                        "strategy": [list(x) for x in key] if isinstance(key, tuple) else key}
+                var = base.variables[vi]
+                strategy, out = _key_parts(var.keys[o])
+                chosen, chosen_out = _key_parts(var.keys[choice[vi]])
+                return {"variable": var.name, "strategy": strategy, "out_strategy": out,
+                        "chosen_strategy": chosen, "chosen_out_strategy": chosen_out}
 
             out.append({"parameter": parameter, "level": level, "low": low, "high": high,
                         "below": who(below), "above": who(above)})
@@ -288,6 +293,18 @@ def plan_stays_best(plan) -> list[dict]:
         r["level_name"] = ("every level" if r["level"] is None
                            else hardware.levels[r["level"]].name)
     return ranges
+
+
+def _key_parts(key) -> tuple:
+    """``(in_strategy, out_strategy or None)`` as lists of an option's key
+    (:func:`~smsg_ms.planner.variables.option_key`: the in_strategy's cuts, then ``("out",
+    *out_strategy)`` for an option that sets one); a key that is not a tuple as it is."""
+    if not isinstance(key, tuple):
+        return key, None
+    parts = [list(x) for x in key]
+    if parts and parts[-1][:1] == ["out"]:
+        return parts[:-1], [list(x) for x in parts[-1][1:]]
+    return parts, None
 
 
 def _out(cost) -> list | None:

@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 from ..plan import OpDecision, Plan
 from .degrees import chosen_degrees, degrees_by_block
-from .tables import (LABELS, count, data_parallel_missing, fmt_runner_up, fmt_strategy,
-                     instance_label, is_memory_key, relative_name)
+from .tables import (LABELS, count, data_parallel_missing, fmt_candidate, fmt_runner_up,
+                     fmt_strategy, instance_label, is_memory_key, relative_name)
 from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
 
 #: Time kinds after the computation and the collectives named by the symbolic terms.
@@ -305,7 +305,8 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     if mems:
         say("memory: " + " · ".join(mems), "  ", "    ")
     if d.runner_up and d.shardable:
-        say(f"runner-up: {fmt_runner_up(d.runner_up)}", "  ", "    ")
+        say(f"runner-up: {fmt_runner_up(d.runner_up, d.strategy, plan.out_strategies.get(d.name))}",
+            "  ", "    ")
     sym = symbolic_shown(plan, d)
     if sym:
         operands, letters = legend_items(sym)
@@ -343,7 +344,9 @@ def stays_best_lines(ranges: list[dict]) -> list[str]:
             if who is not None:
                 bound = _fmt_factor(r["low"] if side == "below" else r["high"])
                 ends.append(f"{word} x{bound}: {who['variable']} takes "
-                            f"{fmt_strategy(who['strategy'])}")
+                            + fmt_candidate(who["strategy"], who.get("out_strategy"),
+                                            who.get("chosen_strategy"),
+                                            who.get("chosen_out_strategy")))
         tail = "; ".join(ends) if ends else "no other strategy takes over at any factor"
         out.append(f"{name} x{_fmt_factor(r['low'])} to x{_fmt_factor(r['high'])} ({tail})")
     return out

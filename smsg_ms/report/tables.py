@@ -14,8 +14,9 @@ from ..plan import OpDecision, Plan
 from ..words import count
 from .units import byte_unit, fmt_bytes, fmt_seconds, glue, wrap
 
-__all__ = ["count", "fmt_strategy", "fmt_seconds", "fmt_bytes", "relative_name", "instance_label",
-           "summary_rows", "totals_rows", "pipeline_rows", "print_summary", "print_pipeline"]
+__all__ = ["count", "fmt_strategy", "fmt_candidate", "fmt_seconds", "fmt_bytes", "relative_name",
+           "instance_label", "summary_rows", "totals_rows", "pipeline_rows", "print_summary",
+           "print_pipeline"]
 
 
 def fmt_strategy(strategy, out=None) -> str:
@@ -327,12 +328,35 @@ def print_summary(plan: Plan, console) -> None:
     console.print(f"plan hash: {plan.content_hash}")
 
 
-def fmt_runner_up(runner_up: dict | None) -> str:
+def fmt_candidate(strategy, out=None, chosen=None, chosen_out=None) -> str:
+    """A candidate strategy (a runner-up, a deviation) as :func:`fmt_strategy` prints it, and,
+    where its in_strategy is the chosen one's (``chosen``, ``chosen_out``: the chosen strategy
+    and out_strategy), what differs: the out_strategy, which the cost model sets only to
+    reduce-scatter a 2-D MatMul's partial sums (``reduce_scatter_variant``, MatMul's
+    ``forward_reduce_scatter_``), so its collective is named: ``(1,8)(1,8): same in_strategy,
+    output AllReduce instead of ReduceScatter (no out_strategy)``."""
+    text = fmt_strategy(strategy, out)
+    if not strategy or chosen is None or fmt_strategy(strategy) != fmt_strategy(chosen) \
+            or (out or None) == (chosen_out or None):
+        return text
+    if not out:
+        why = "output AllReduce instead of ReduceScatter (no out_strategy)"
+    elif not chosen_out:
+        why = f"output ReduceScatter instead of AllReduce (out_strategy {fmt_strategy(out)})"
+    else:
+        why = f"out_strategy {fmt_strategy(out)} instead of {fmt_strategy(chosen_out)}"
+    return f"{text}: same in_strategy, {why}"
+
+
+def fmt_runner_up(runner_up: dict | None, chosen=None, chosen_out=None) -> str:
     """``strategy (+x ms)`` (``(tie)`` at equal cost) from a decision's ``runner_up`` (keys
-    ``strategy`` and one of ``extra_seconds`` / ``delta_seconds`` / ``seconds``)."""
+    ``strategy`` and one of ``extra_seconds`` / ``delta_seconds`` / ``seconds``); with the
+    decision's own strategy and out_strategy (``chosen``, ``chosen_out``) a runner-up of the
+    same in_strategy says what differs (:func:`fmt_candidate`)."""
     if not runner_up:
         return "-"
-    strategy = fmt_strategy(runner_up.get("strategy"), runner_up.get("out_strategy"))
+    strategy = fmt_candidate(runner_up.get("strategy"), runner_up.get("out_strategy"), chosen,
+                             chosen_out)
     for key in ("extra_seconds", "delta_seconds", "loss_seconds"):
         if key in runner_up:
             if abs(float(runner_up[key])) < 1e-12:   # rounding noise: the two cost the same
