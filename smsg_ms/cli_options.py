@@ -240,6 +240,39 @@ def given_options(args) -> dict:
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
+def network_shape(spec: str, options: dict) -> dict:
+    """The shape a network is planned for: each network option of the command line (the size
+    flags :data:`SIZE_FLAGS`, then the width flags, in the flags' order) that ``spec``'s
+    function takes, at its value in ``options`` or else at the function's default; an option
+    whose value is ``None`` (a default the network derives, as ``kv_heads`` = ``heads``) is
+    left out. A function with ``**kwargs`` gives the options given only; a spec that does not
+    resolve here (a plan file of another machine's network) too.
+
+    ``llama`` with ``{"batch": 16}``: ``{"batch": 16, "seq": 512, "layers": 2, "hidden":
+    1024, "heads": 16, "ffn": 2816, "vocab": 32000, "attention": "plain"}``."""
+    import inspect
+
+    from .networks import NetworkSpecError, resolve_spec
+    from .networks.presets import WIDTH_FLAGS
+
+    keys = SIZE_FLAGS + tuple(WIDTH_FLAGS)
+    try:
+        params = inspect.signature(resolve_spec(spec)[1]).parameters
+    except NetworkSpecError:
+        params = {}
+    out = {}
+    for key in keys:
+        if key in options:
+            value = options[key]
+        elif key in params and params[key].default is not inspect.Parameter.empty:
+            value = params[key].default
+        else:
+            continue
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def flag_of(option: str) -> str:
     """The command-line flag of a network option: ``kv_heads`` → ``--kv-heads``."""
     return "--" + option.replace("_", "-")

@@ -249,6 +249,10 @@ def test_plan_with_no_arguments_plans_the_default_network(work):
     assert proc.returncode == 0, proc.stderr
     assert files(work) == ["llama-8dev.plan.json"]
     assert "layers.*" in proc.stdout and "attention.wq.matmul" in proc.stdout
+    # the title names the shape planned for: batch and seq those of the captured data input
+    batch, seq = json.loads((work / "llama-8dev.plan.json").read_text())["input_shapes"][0]
+    title = " ".join(proc.stdout[:proc.stdout.index("┏")].split())
+    assert title.startswith(f"llama (batch {batch}, seq {seq}, layers 2, hidden "), title
     assert "step / pure data parallel" in proc.stdout
     # a primitive listed more than once names disjoint instances on each of its rows
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()

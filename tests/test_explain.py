@@ -488,3 +488,58 @@ def test_stays_best_deviation_of_the_same_in_strategy_says_what_differs():
     assert lines == ["bandwidth x0.5 to x2 (below x0.5: fc3.matmul takes (4,2)(8,2)→(8,8); "
                      "above x2: fc3.matmul takes (1,8)(1,8): same in_strategy, output AllReduce "
                      "instead of ReduceScatter (no out_strategy))"]
+
+
+def _title(plan, width=200) -> str:
+    text = _render(print_summary, plan, width=width)
+    return " ".join(text[:text.index("┏")].split())
+
+
+def test_plan_title_states_the_shape_planned_for():
+    """The ``plan`` table's title names the network's shape. The default ``llama`` and ``mlp``
+    reference plans (no option given): each value read off the captured graph the plan records,
+    not off the network's defaults: batch and seq the data input's shape, layers the block
+    instances, hidden and ffn the widths of ``wq`` and ``w1``, heads the attention scores'
+    second axis, vocab the LM head's output; mlp's batch its input rows, hidden fc1's output.
+    A given option (the redesign plans' ``--hidden 256 ...``) is the one named."""
+    plan = load_plan(ROOT / "strategies" / "llama-8dev.plan.json")
+    assert plan.options == {}
+    sizes = {d.name: plan.symbolic_of(d)["sizes"] for d in plan.decisions
+             if plan.symbolic_of(d)}
+    batch, seq = plan.input_shapes[0]
+    layers = len({d.name.split(".")[1] for d in plan.decisions if d.name.startswith("layers.")})
+    want = {"batch": batch, "seq": seq, "layers": layers,
+            "hidden": sizes["layers.0.attention.wq.matmul"]["k"],
+            "heads": sizes["layers.0.attention.qk"]["b"],
+            "ffn": sizes["layers.0.feed_forward.w1.matmul"]["n"],
+            "vocab": sizes["lm_head.matmul"]["n"]}
+    title = _title(plan)
+    assert title.startswith("llama (") and title.endswith("): 8 devices, atlas-800t-a2"), title
+    for key, value in want.items():
+        assert re.search(rf"[(,] ?{key} {value}[,)]", title), (key, value, title)
+    mlp = load_plan(ROOT / "strategies" / "mlp-8dev.plan.json")
+    fc1 = next(mlp.symbolic_of(d) for d in mlp.decisions if d.name == "fc1.matmul")
+    assert _title(mlp) == (f"mlp (batch {mlp.input_shapes[0][0]}, hidden {fc1['sizes']['n']}): "
+                           "8 devices, atlas-800t-a2")
+    given = load_plan(ROOT / "tests/data/plans_before_redesign/llama-8dev.plan.json")
+    title = _title(given)
+    for key, value in given.options.items():
+        assert re.search(rf"[(,] ?{key} {value}[,)]", title), (key, value, title)
+
+
+def test_plan_title_states_the_shape_of_every_builtin():
+    """Every built-in network: the title names a shape, and each option it names is a flag that
+    ``plan <network>`` accepts (the CLI's own check refuses the others)."""
+    from smsg_ms.cli_options import UsageError, check_flags
+    from smsg_ms.networks import BUILTINS
+
+    for name in BUILTINS:
+        plan = Plan(network=name, fingerprint="f", devices=8, options={}, input_shapes=[],
+                    hardware="atlas-800t-a2", decisions=[])
+        title = _title(plan)
+        assert title.startswith(f"{name} (batch "), title
+        shown = re.findall(r"[(,] ?([a-z-]+) ", title[:title.index("):")])
+        for flag in shown:
+            check_flags(name, {flag.replace("-", "_"): 1})      # no UsageError
+        with pytest.raises(UsageError):
+            check_flags(name, {"no_such_option": 1})

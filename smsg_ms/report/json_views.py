@@ -31,7 +31,10 @@ def plan_json(plan: Plan, path: str) -> dict:
     the predicted ``totals`` (seconds, bytes), data-input layout, pipeline record and
     write-back; ``largest_stage`` (a pipelined plan's stage needing the most memory per device,
     ``{"stage", "memory_bytes"}``, else ``None``) and ``not_written_back`` (operator names folded
-    over block instances, by kind: ``Reshape``, ``functional``, ``other``)."""
+    over block instances, by kind: ``Reshape``, ``functional``, ``other``); ``shape``: the
+    network options planned for, given or at their defaults
+    (:func:`smsg_ms.cli_options.network_shape`, as the table's title names them)."""
+    from ..cli_options import network_shape
     from .plan_notes import largest_stage, unwritten_groups
     from .tables import summary_rows
 
@@ -41,6 +44,7 @@ def plan_json(plan: Plan, path: str) -> dict:
             "not_written_back": dict(unwritten_groups(plan)),
             "file": path, "content_hash": plan.content_hash, "network": plan.network,
             "devices": plan.devices, "hardware": plan.hardware, "options": plan.options,
+            "shape": network_shape(plan.network, plan.options),
             "strategies": [{"block": b, "primitive": p, "strategy": s}
                            for b, p, s in summary_rows(plan)],
             "totals": plan.totals, "dataset_strategy": plan.dataset_strategy,

@@ -293,12 +293,26 @@ def fitted_title(title: str, width: int) -> tuple[str, int]:
     return "\n".join(lines), max(len(line) for line in lines)
 
 
+def shape_text(plan: Plan) -> str:
+    """`` (batch 8, seq 512, layers 2, ...)``: the shape ``plan`` was planned for
+    (:func:`smsg_ms.cli_options.network_shape` of its network and options: the command line's
+    network options the network takes, given or at their defaults; ``batch`` the global
+    batch), ``""`` when the network has none of them."""
+    from ..cli_options import network_shape
+
+    shape = network_shape(plan.network, plan.options)
+    return (" (" + ", ".join(glue(f"{k.replace('_', '-')} {v}") for k, v in shape.items()) + ")"
+            if shape else "")
+
+
 def print_summary(plan: Plan, console) -> None:
-    """Print the ``plan`` command's summary to a ``rich.console.Console``."""
+    """Print the ``plan`` command's summary to a ``rich.console.Console``: its title names the
+    network, the shape planned for (:func:`shape_text`), the devices and the hardware."""
     from rich.table import Table
 
-    title, width = fitted_title(f"{plan.network}: {count(plan.devices, 'device')}, "
-                                f"{plan.hardware}", console.width)
+    title, width = fitted_title(f"{plan.network}{shape_text(plan)}: "
+                                f"{count(plan.devices, 'device')}, {plan.hardware}",
+                                console.width)
     table = Table(title=title, min_width=width)
     table.add_column("block", overflow="fold")
     table.add_column("primitive", overflow="fold")
