@@ -543,3 +543,50 @@ def test_plan_title_states_the_shape_of_every_builtin():
             check_flags(name, {flag.replace("-", "_"): 1})      # no UsageError
         with pytest.raises(UsageError):
             check_flags(name, {"no_such_option": 1})
+
+
+def _splits_a_sequence(rows: int, batch: int, cut: int) -> bool:
+    """Brute force: ``rows`` = ``batch`` samples of ``rows / batch`` consecutive rows each, laid
+    in ``cut`` contiguous slices (MindSpore's layout of a dimension cut ``cut``-way): does a
+    sample have rows on two devices?"""
+    per_sample, per_device = rows // batch, rows // cut
+    owner = {}
+    for row in range(rows):
+        if owner.setdefault(row // per_sample, row // per_device) != row // per_device:
+            return True
+    return False
+
+
+def test_sequence_parallel_only_where_a_sequence_is_cut():
+    """``sp`` of the degrees line: the ReduceScatter group of an out_strategy MatMul whose
+    token rows are cut through a sample's sequence. Expected per reference plan by brute force
+    over the rows (:func:`_splits_a_sequence`); a plan whose rows are its samples (mlp, 64 rows
+    = batch 64: no sequence axis) has none. The 8-device mindformers LLaMA (batch 8, rows 8 ·
+    2048, out_strategy (8, 1)) holds whole sequences: its decoder norms after ``wo`` take
+    (8, 1, 1) on (batch, seq, hidden), the sequence uncut."""
+    from smsg_ms.report.degrees import chosen_degrees
+
+    for path in _reference_plans():
+        plan = load_plan(path)
+        batch = plan.input_shapes[0][0]
+        want = 1
+        for d in plan.decisions:
+            out = plan.out_strategies.get(d.name)
+            if not out:
+                continue
+            sym = plan.symbolic_of(d)
+            ins, outs = sym["einsum"].split("->")
+            rows = sym["sizes"][outs[0]]
+            contracting = [ch for ch in ins.split(",")[0] if ch not in outs]
+            b = math.prod(sym["cuts"][f"c_{ch}"] for ch in contracting)
+            if rows % batch == 0 and _splits_a_sequence(rows, batch, out[0][0]):
+                want = max(want, b)          # the ReduceScatter group: the contracting cut
+        assert chosen_degrees(plan)["sp"] == want, path
+    mlp = load_plan(ROOT / "strategies" / "mlp-8dev.plan.json")
+    assert mlp.out_strategies and chosen_degrees(mlp)["sp"] == 1
+    mf = load_plan(ROOT / "strategies" / "mf-llama-7b-2l-8dev.plan.json")
+    norms = [d for d in mf.decisions if ".ffn_norm." in d.name and d.op_type == "Square"]
+    assert norms and all(d.strategy[0][1] == 1 for d in norms)
+    assert mf.out_strategies and chosen_degrees(mf)["sp"] == 1
+    big = load_plan(ROOT / "strategies" / "llama-64dev.plan.json")      # 64 slices of 8 samples
+    assert chosen_degrees(big)["sp"] > 1

@@ -166,13 +166,39 @@ def _query_sequence_cut(plan: Plan, d: OpDecision) -> int:
 
 
 def sequence_parallel_degree(plan: Plan) -> int:
-    """The largest ReduceScatter group of the plan's out_strategies: a MatMul with in_strategy
-    ``((a, b), (b, c))`` and out_strategy ``((a·b, c),)`` scatters over ``b`` devices
-    (``ops_info/matmul_info.cc``); 1 when the plan sets no out_strategy."""
+    """Sequence parallel (Megatron-LM's, docs/sequence-parallel.md): the largest ReduceScatter
+    group ``b`` of the plan's out_strategies that cut a sequence axis. A MatMul with in_strategy
+    ``((a, b), (b, c))`` and out_strategy ``((a·b, c),)`` reduce-scatters its partial sums over
+    ``b`` devices onto its rows (``ops_info/matmul_info.cc``), and the norms and element-wise
+    operators after it work on ``1/(a·b)`` of those rows. That is sequence parallel only where
+    the rows are tokens, ``batch · S`` with ``S > 1`` positions per sample (the rows outnumber
+    the data input's first axis, the batch), and the row cut splits a sample's positions: the
+    ``a·b`` contiguous slices of ``batch · S`` rows hold whole samples when ``a·b`` divides
+    ``batch``, a batch cut. The mlp's ``fc3`` (rows = its 64 samples) cuts no sequence; nor does
+    llama's ``wo`` with batch 8 and ``a·b = 8`` (one whole sequence per device), while batch 4
+    does (half a sequence per device). Rows from the decision's symbolic description, the batch
+    from the plan's first data input (a stage's micro-batch where pipelined); 1 when no
+    out_strategy cuts a sequence (or either is unknown)."""
+    batch = plan.input_shapes[0][0] if plan.input_shapes and plan.input_shapes[0] else None
     strategies = plan.strategies
-    degrees = [int(out[0][0]) // int(strategies[name][0][0])
-               for name, out in plan.out_strategies.items() if name in strategies]
+    degrees = []
+    for d in plan.decisions:
+        out = plan.out_strategies.get(d.name)
+        if not out or d.name not in strategies:
+            continue
+        rows, cut = _output_rows(plan, d), int(out[0][0])
+        if isinstance(rows, int) and isinstance(batch, int) and batch > 0 \
+                and rows > batch and rows % batch == 0 and batch % cut:
+            degrees.append(cut // int(strategies[d.name][0][0]))
     return max(degrees, default=1)
+
+
+def _output_rows(plan: Plan, d: OpDecision):
+    """The global size of the first axis of ``d``'s (first) output, from its symbolic einsum
+    (``mk,kn->mn``: ``m``); ``None`` without one."""
+    sym = plan.symbolic_of(d) or {}
+    outs = (sym.get("einsum") or "").partition("->")[2].split(",")[0]
+    return (sym.get("sizes") or {}).get(outs[0]) if outs else None
 
 
 def _instance_groups(plan: Plan) -> "OrderedDict[str, list[tuple[int, int]]]":
