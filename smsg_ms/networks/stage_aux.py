@@ -11,15 +11,20 @@ both means have a constant gradient. With the batch cut each mean is a forward `
 MindSpore keeps their backward ``AllReduce``, one stage or pipelined, except that the CSE after
 autodiff merges those of equal gradient expressions: the blocks' (one coefficient, 0.01) are one
 per stage and micro-batch (one stage: 2 of 3; ``docs/networks.md``, "Constant gradients in a
-pipeline"; the prediction folds them on one stage, as for mindformers' models).
+pipeline"; the prediction folds them on one stage, as for mindformers' models, and merges them
+per stage in a pipeline, :mod:`smsg_ms.planner.constant_gradients`). ``coefficients`` sets each
+block's coefficient.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def build(batch: int = 16, hidden: int = 32, layers: int = 2):
-    """``{"net", "inputs"}``: input ``x (batch, hidden)`` float32; primitive paths
+def build(batch: int = 16, hidden: int = 32, layers: int = 2,
+          coefficients: tuple | list | None = None):
+    """``{"net", "inputs"}``: input ``x (batch, hidden)`` float32; ``coefficients``: block
+    ``i``'s auxiliary coefficient (default 0.01 each; one per layer, else ``ValueError``);
+    primitive paths
     ``layers.{i}.matmul``, ``layers.{i}.relu``, ``layers.{i}.aux_mean``,
     ``layers.{i}.aux_scale``, ``layers.{i}.aux_add``; ``out_mean``, ``add``."""
     import mindspore as ms
@@ -28,11 +33,15 @@ def build(batch: int = 16, hidden: int = 32, layers: int = 2):
 
     from .world import world_size
 
+    coefficients = [0.01] * layers if coefficients is None else [float(c) for c in coefficients]
+    if len(coefficients) != layers:
+        raise ValueError(f"stage_aux: {len(coefficients)} coefficients for {layers} layers")
     dp = max(world_size() // int(ms.get_auto_parallel_context("pipeline_stages")), 1)
 
     class Block(nn.Cell):
         def __init__(self, i: int):
             super().__init__()
+            self.coefficient = coefficients[i]
             self.w = Parameter(ms.Tensor(np.full((hidden, hidden), 0.01, np.float32)),
                                name=f"w{i}")
             self.matmul = P.MatMul().shard(((dp, 1), (1, 1)))
@@ -43,7 +52,8 @@ def build(batch: int = 16, hidden: int = 32, layers: int = 2):
 
         def construct(self, x, aux):
             h = self.relu(self.matmul(x, self.w))
-            return h, self.aux_add(aux, self.aux_scale(self.aux_mean(h, (0, 1)), 0.01))
+            return h, self.aux_add(aux, self.aux_scale(self.aux_mean(h, (0, 1)),
+                                                            self.coefficient))
 
     class Net(nn.Cell):
         def __init__(self):
