@@ -161,6 +161,11 @@ EQUAL_CONSTANTS = (
     # the output mean (1): 6 and 8 before the rule
     ((0.01, 0.02, 0.01, 0.02, 0.02, 0.03), (4, 6)),
 )
+#: ``two_sums``, 4 blocks of 0.01, planned 3 | 1: stage 0's means add into two sums that
+#: cross the border, ``a + m0 + m2`` and ``b + m1``; their gradients are one expression on
+#: stage 1 (the Adds pass ``dout`` on) but two Receives on stage 0: 2 per micro-batch there
+#: (merged through the border: 1, 2 predicted for 4), stage 1 layer 3 and the output mean 2
+TWO_SUMS = ({"layers": 4, "two_sums": True}, (4, 4))
 
 
 def test_constants_are_fingerprinted_by_value(captured):
@@ -187,7 +192,8 @@ def test_a_pipeline_stage_merges_the_allreduces_of_equal_constant_gradients():
     auxiliary mean by one coefficient have the same gradient expression ``Mul(dout, c)``
     (``dout`` received from the next stage, or the loss's), and MindSpore's CSE after autodiff
     (``frontend/optimizer/cse.cc``: tensor ``ValueNode``\\ s equal in value are one input)
-    leaves one backward AllReduce of them per micro-batch; different coefficients keep theirs
+    leaves one backward AllReduce of them per micro-batch; different coefficients keep theirs,
+    and so do gradients received from the next stage as two tensors (``two_sums``)
     (DeepSeek-V3 ``check 8 p2``: its two routers' auxiliary losses on stage 1, 8 predicted /
     6 inserted before). Oracle: the dry-run compile of each (counts by hand above)."""
     from smsg_ms.integration.check import check_plan
@@ -195,14 +201,13 @@ def test_a_pipeline_stage_merges_the_allreduces_of_equal_constant_gradients():
     from smsg_ms.planner import plan_network_pipelined
 
     spec = "smsg_ms.networks.stage_aux:build"
-    for coefficients, want in EQUAL_CONSTANTS:
-        options = {"layers": len(coefficients), "coefficients": coefficients}
+    cases = [({"layers": len(c), "coefficients": c}, want) for c, want in EQUAL_CONSTANTS]
+    for options, want in cases + [TWO_SUMS]:
         plan = plan_network_pipelined(spec, 8, global_batch=32, stages=2, micro_batches=2,
                                       **options)
         report = check_plan(plan, ranks_per_stage(8, 2))
         assert [r.error for r in report.ranks] == [None, None]
         for rank, backward in zip(report.ranks, want):
             rows = {r.key: (r.predicted, r.inserted) for r in rank.rows}
-            assert rows[("AllReduce", "backward", 4)] == (backward, backward), (coefficients,
-                                                                               rows)
-        assert report.ok, coefficients
+            assert rows[("AllReduce", "backward", 4)] == (backward, backward), (options, rows)
+        assert report.ok, options

@@ -24,7 +24,10 @@ Two such AllReduces are one when they are on one stage and their keys are equal:
 operator's type, attributes, strategy and tensor shapes (its bprop up to the AllReduce), the
 collective's kind, group and bytes, and the gradient key of the tensor
 (:func:`~smsg_ms.planner.twin_gradients.gradient_keys`, which keys a constant by its value
-fingerprint, :attr:`~smsg_ms.graph.model.TensorInfo.value`). A gradient through an operator
+fingerprint, :attr:`~smsg_ms.graph.model.TensorInfo.value`), cut at the stage's border: a
+tensor a later stage reads has its gradient received, one ``Receive`` per tensor, keyed by its
+name (two tensors whose gradients are equal expressions on the later stage still arrive as two
+nodes). A gradient through an operator
 that key does not follow gets a key of its own (not merged): the rule under-merges rather than
 over-merges.
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 from ..graph.model import OpGraph
 from .twin_gradients import gradient_keys
+from .variables import chosen_costs
 
 
 def _op_key(graph: OpGraph, op, cost) -> tuple:
@@ -41,8 +45,20 @@ def _op_key(graph: OpGraph, op, cost) -> tuple:
     return op.type, attrs, tuple(map(tuple, cost.strategy)), shapes
 
 
-def merged_constant_gradients(graph: OpGraph, model, costs: dict, decisions: list,
-                              stage_of: dict[str, int]) -> dict[tuple[int, int], tuple[int, int]]:
+def _received(graph: OpGraph, op_stage: dict[int, int]) -> set[str]:
+    """Tensors an operator of a later stage than their producer's reads."""
+    out = set()
+    for op in graph.ops:
+        if op.id in op_stage:
+            out.update(t for t in op.outputs if any(
+                op_stage.get(c, op_stage[op.id]) > op_stage[op.id]
+                for c in graph.tensors[t].consumers))
+    return out
+
+
+def merged_constant_gradients(graph: OpGraph, model, variables: list, choice: list,
+                              decisions: list, stage_of: dict[str, int]
+                              ) -> dict[tuple[int, int], tuple[int, int]]:
     """``{(decision index, collective index): (decision index, collective index) it is merged
     into}`` for the backward ``AllReduce`` collectives of constant gradients
     (``model.constant_gradient``) that MindSpore computes once per stage (module docstring);
@@ -51,11 +67,16 @@ def merged_constant_gradients(graph: OpGraph, model, costs: dict, decisions: lis
     Args:
         graph: the captured network the plan was made of.
         model: its :class:`~smsg_ms.cost.model.CostModel`.
-        costs: ``{operator id: chosen OpCost}`` (:func:`~.variables.chosen_costs`).
-        decisions: the plan's decisions (``OpDecision``), their collectives as dicts with
+        variables, choice: the stage plan's variables (:func:`~.variables.group_variables`)
+            and the option chosen for each.
+        decisions: the plan's decisions (``OpDecision``, one per variable, same name), their
+            collectives as dicts with
             ``kind``, ``phase``, ``group``, ``bytes``, ``tensor``.
         stage_of: ``{decision name: stage}`` (:func:`~.pipelined.stage_of_decision`).
     """
+    costs = chosen_costs(variables, choice)
+    op_stage = {op.id: stage_of[var.name] for var in variables if var.name in stage_of
+                for op in var.ops}
     keys = None
     first: dict[tuple, tuple[int, int]] = {}
     out: dict[tuple[int, int], tuple[int, int]] = {}
@@ -68,7 +89,8 @@ def merged_constant_gradients(graph: OpGraph, model, costs: dict, decisions: lis
             if op is None or op.id not in costs or not model.constant_gradient(tensor):
                 continue
             if keys is None:
-                keys = gradient_keys(graph, costs, model.normalized)
+                keys = gradient_keys(graph, costs, model.normalized,
+                                     _received(graph, op_stage))
             if tensor not in keys:
                 continue
             key = (stage_of[decision.name], c.get("group"), c.get("bytes"),
@@ -80,12 +102,12 @@ def merged_constant_gradients(graph: OpGraph, model, costs: dict, decisions: lis
     return out
 
 
-def merge_constant_gradients(graph: OpGraph, model, costs: dict, decisions: list,
-                             stage_of: dict[str, int]) -> int:
+def merge_constant_gradients(graph: OpGraph, model, variables: list, choice: list,
+                             decisions: list, stage_of: dict[str, int]) -> int:
     """Drop from ``decisions`` (in place) each backward ``AllReduce`` that
     :func:`merged_constant_gradients` merges into an earlier one of its stage, with a note on
     the decision; returns how many were dropped."""
-    merged = merged_constant_gradients(graph, model, costs, decisions, stage_of)
+    merged = merged_constant_gradients(graph, model, variables, choice, decisions, stage_of)
     for (di, ci), (dk, _) in sorted(merged.items(), reverse=True):
         decision = decisions[di]
         tensor = decision.collectives[ci].get("tensor")

@@ -76,7 +76,8 @@ def _read_key(graph: OpGraph, name: str):
     return name
 
 
-def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
+def gradient_keys(graph: OpGraph, costs: dict, normalized,
+                  received=()) -> dict[str, tuple]:
     """``{tensor name: key of its gradient expression}`` for the tensors the outputs read
     (module docstring); equal keys: MindSpore's CSE computes the two gradients once.
 
@@ -86,8 +87,11 @@ def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
             (:func:`~smsg_ms.planner.variables.chosen_costs`); operators not in it (not
             planned) give their inputs keys of their own.
         normalized: ``TensorLayout -> TensorLayout`` normal form (``CostModel.normalized``).
+        received: tensors whose gradient a pipeline stage receives from a later stage (a
+            ``Receive`` of its own each): keyed ``("received", name)``, as the outputs are.
     """
     key: dict[str, tuple] = {name: ("output", name) for name in graph.outputs}
+    key.update({name: ("received", name) for name in received if name not in key})
 
     def layout_out(name):   # the layout the tensor's producer gives it (None: no producer)
         op = graph.producer_of(name)
