@@ -22,14 +22,13 @@ on stage 1 (6); coefficients 0.01, 0.02, 0.03, 0.04 insert 4 and 6.
 
 Two such AllReduces are one when they are on one stage and their keys are equal: the
 operator's type, attributes, strategy and tensor shapes (its bprop up to the AllReduce), the
-collective's kind, group and bytes, and the gradient key of the tensor
+collective's group and bytes, and the gradient key of the tensor
 (:func:`~smsg_ms.planner.twin_gradients.gradient_keys`, which keys a constant by its value
 fingerprint, :attr:`~smsg_ms.graph.model.TensorInfo.value`), cut at the stage's border: a
 tensor a later stage reads has its gradient received, one ``Receive`` per tensor, keyed by its
 name (two tensors whose gradients are equal expressions on the later stage still arrive as two
-nodes). A gradient through an operator
-that key does not follow gets a key of its own (not merged): the rule under-merges rather than
-over-merges.
+nodes). A gradient through an operator that key does not follow gets a key of its own (not
+merged): the rule under-merges rather than over-merges.
 """
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def merged_constant_gradients(graph: OpGraph, model, variables: list, choice: li
         variables, choice: the stage plan's variables (:func:`~.variables.group_variables`)
             and the option chosen for each.
         decisions: the plan's decisions (``OpDecision``, one per variable, same name), their
-            collectives as dicts with
-            ``kind``, ``phase``, ``group``, ``bytes``, ``tensor``.
+            collectives as dicts with ``kind``, ``phase``, ``group``, ``bytes``, ``tensor``.
         stage_of: ``{decision name: stage}`` (:func:`~.pipelined.stage_of_decision`).
     """
     costs = chosen_costs(variables, choice)
