@@ -148,3 +148,66 @@ def test_an_inplace_add_of_two_inputs_gathered_alike_scatters_back_once():
     assert rows[("AllGather", "forward", 8)] == (2, 2), rows
     assert rows[("ReduceScatter", "backward", 8)] == (1, 1), rows
     assert report.ok, rows
+
+
+#: (stage_aux coefficients, backward AllReduces per stage) on 2 stages of 4 devices, 2
+#: micro-batches; the counts are the dry-run's (MindSpore's CSE merges a stage's equal
+#: ``Mul(dout, c)`` per micro-batch, ``smsg_ms.planner.constant_gradients``)
+EQUAL_CONSTANTS = (
+    # stage 0 layers 0-1 (0.01 twice: 1 per micro-batch), stage 1 layers 2-3 (0.01 twice: 1)
+    # and the output mean (1): 4 and 6 before the rule
+    ((0.01, 0.01, 0.01, 0.01), (2, 4)),
+    # stage 0 layers 0-2 (0.01, 0.02, 0.01: 2), stage 1 layers 3-5 (0.02, 0.02, 0.03: 2) and
+    # the output mean (1): 6 and 8 before the rule
+    ((0.01, 0.02, 0.01, 0.02, 0.02, 0.03), (4, 6)),
+)
+#: ``two_sums``, 4 blocks of 0.01, planned 3 | 1: stage 0's means add into two sums that
+#: cross the border, ``a + m0 + m2`` and ``b + m1``; their gradients are one expression on
+#: stage 1 (the Adds pass ``dout`` on) but two Receives on stage 0: 2 per micro-batch there
+#: (merged through the border: 1, 2 predicted for 4), stage 1 layer 3 and the output mean 2
+TWO_SUMS = ({"layers": 4, "two_sums": True}, (4, 4))
+
+
+def test_constants_are_fingerprinted_by_value(captured):
+    """The capture records a constant's value fingerprint: the blocks' ``aux_scale``
+    coefficients of ``stage_aux`` are equal exactly where the coefficients given are (the
+    oracle: the network's arguments)."""
+    coefficients = EQUAL_CONSTANTS[1][0]
+    graph = captured("smsg_ms.networks.stage_aux:build", layers=len(coefficients),
+                     coefficients=coefficients)
+    scales = {op.prim_path: graph.tensors[op.inputs[1]] for op in graph.ops
+              if op.prim_path and op.prim_path.endswith(".aux_scale")}
+    values = [scales[f"layers.{i}.aux_scale"] for i in range(len(coefficients))]
+    assert all(t.kind == "constant" and len(t.value) == 16 for t in values)
+    for a, ca in zip(values, coefficients):
+        for b, cb in zip(values, coefficients):
+            assert (a.value == b.value) == (ca == cb), (ca, cb)
+    again = type(graph).from_json(graph.to_json())
+    assert again.tensors[values[0].name].value == values[0].value
+    assert again.fingerprint() == graph.fingerprint()
+
+
+def test_a_pipeline_stage_merges_the_allreduces_of_equal_constant_gradients():
+    """``stage_aux`` with more blocks than stages: on one stage, blocks that scale their
+    auxiliary mean by one coefficient have the same gradient expression ``Mul(dout, c)``
+    (``dout`` received from the next stage, or the loss's), and MindSpore's CSE after autodiff
+    (``frontend/optimizer/cse.cc``: tensor ``ValueNode``\\ s equal in value are one input)
+    leaves one backward AllReduce of them per micro-batch; different coefficients keep theirs,
+    and so do gradients received from the next stage as two tensors (``two_sums``)
+    (DeepSeek-V3 ``check 8 p2``: its two routers' auxiliary losses on stage 1, 8 predicted /
+    6 inserted before). Oracle: the dry-run compile of each (counts by hand above)."""
+    from smsg_ms.integration.check import check_plan
+    from smsg_ms.integration.pipeline import ranks_per_stage
+    from smsg_ms.planner import plan_network_pipelined
+
+    spec = "smsg_ms.networks.stage_aux:build"
+    cases = [({"layers": len(c), "coefficients": c}, want) for c, want in EQUAL_CONSTANTS]
+    for options, want in cases + [TWO_SUMS]:
+        plan = plan_network_pipelined(spec, 8, global_batch=32, stages=2, micro_batches=2,
+                                      **options)
+        report = check_plan(plan, ranks_per_stage(8, 2))
+        assert [r.error for r in report.ranks] == [None, None]
+        for rank, backward in zip(report.ranks, want):
+            rows = {r.key: (r.predicted, r.inserted) for r in rank.rows}
+            assert rows[("AllReduce", "backward", 4)] == (backward, backward), (options, rows)
+        assert report.ok, options

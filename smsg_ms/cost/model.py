@@ -175,7 +175,9 @@ class CostModel:
         whole bprop to zeros, Qwen3-MoE's ``opt_a`` dump); a ``dout`` left a CNode
         (``networks/stage_aux`` on one stage) keeps it, and the CSE after autodiff merges the
         AllReduces of equal ``dout`` expressions (equal constant coefficients;
-        ``docs/networks.md``, "Constant gradients in a pipeline")."""
+        ``docs/networks.md``, "Constant gradients in a pipeline"), which a pipelined plan's
+        predicted collectives model per stage (:mod:`smsg_ms.planner.constant_gradients`;
+        the cost here still prices each)."""
         self._gradient_sets()
         return name in self._with_grad[0] and name not in self._with_grad[1]
 

@@ -9,6 +9,7 @@ This module needs only the protobuf classes, not a compiled network.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 
@@ -30,10 +31,30 @@ _DTYPE_NAMES = {
 
 
 class _Tensor:
-    """A decoded Constant tensor value (shape and dtype only)."""
+    """A decoded Constant tensor value: shape, dtype and ``value``, the
+    :func:`value_fingerprint` of its data (``""`` when the MindIR carries none)."""
 
-    def __init__(self, dims: list[int], dtype: str):
-        self.dims, self.dtype = dims, dtype
+    def __init__(self, dims: list[int], dtype: str, value: str = ""):
+        self.dims, self.dtype, self.value = dims, dtype, value
+
+
+def value_fingerprint(tensor_proto) -> str:
+    """Deterministic fingerprint of a MindIR ``TensorProto``'s value: the first 16 hex digits of
+    the SHA-256 of its data type, dimensions and data (``raw_data``, else the typed repeated
+    fields); ``""`` when it holds no data. Two constants with equal fingerprints are equal in
+    value, shape and dtype (up to hash collision), which is what MindSpore's CSE compares
+    (``Tensor::ValueEqual``, ``frontend/optimizer/cse.cc``)."""
+    data = bytes(tensor_proto.raw_data)
+    if not data:
+        for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+            values = list(getattr(tensor_proto, field, ()))
+            if values:
+                data = f"{field}:{values!r}".encode()
+                break
+    if not data:
+        return ""
+    head = f"{int(tensor_proto.data_type)}:{list(tensor_proto.dims)}:".encode()
+    return hashlib.sha256(head + data).hexdigest()[:16]
 
 
 def _dims(tensor_proto) -> tuple:
@@ -57,7 +78,8 @@ def decode_attribute(attr) -> Any:
         return attr.s.decode() if isinstance(attr.s, bytes) else attr.s
     if kind == "TENSORS" and attr.tensors:
         t = attr.tensors[0]
-        return _Tensor(list(t.dims), _DTYPE_NAMES.get(t.data_type, "float32"))
+        return _Tensor(list(t.dims), _DTYPE_NAMES.get(t.data_type, "float32"),
+                       value_fingerprint(t))
     if kind in ("UMONAD", "IOMONAD"):
         return "<monad>"
     if kind == "NONE":
@@ -346,9 +368,11 @@ class _Walker:
         self.tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
 
     def constant_tensor(self, value: _Tensor) -> str:
-        """A new ``constant`` tensor of ``value``'s shape and dtype; returns its name."""
+        """A new ``constant`` tensor of ``value``'s shape, dtype and value fingerprint; returns
+        its name."""
         name = f"const{len(self.tensors)}"
-        self.tensors[name] = TensorInfo(name, tuple(value.dims), value.dtype, kind="constant")
+        self.tensors[name] = TensorInfo(name, tuple(value.dims), value.dtype, kind="constant",
+                                        value=value.value)
         return name
 
     def primitive(self, node, prim, args, out_name: str) -> None:

@@ -65,6 +65,10 @@ class TensorInfo:
         foreign_reads: for parameters, forward reads by functional operators whose cell (scope)
             is not the cell owning the parameter (its name's prefix): the parameter reached them
             as a call argument (``nn.GRU``'s recurrence). Left out of the JSON form when 0.
+        value: for constants, a fingerprint of the value (16 hex digits,
+            :func:`smsg_ms.graph.mindir.value_fingerprint`): equal for constants of equal value,
+            shape and dtype; ``""`` when unknown. Left out of the JSON form when empty and of
+            :meth:`OpGraph.fingerprint`.
     """
 
     name: str
@@ -77,6 +81,7 @@ class TensorInfo:
     parallel_optimizer: bool = True
     dynamic: list = field(default_factory=list)
     foreign_reads: int = 0
+    value: str = ""
 
     @property
     def numel(self) -> int | None:
@@ -103,6 +108,8 @@ def _tensor_dict(t: TensorInfo) -> dict:
         del out["dynamic"]
     if not out["foreign_reads"]:
         del out["foreign_reads"]
+    if not out["value"]:
+        del out["value"]
     return out
 
 

@@ -11,28 +11,41 @@ both means have a constant gradient. With the batch cut each mean is a forward `
 MindSpore keeps their backward ``AllReduce``, one stage or pipelined, except that the CSE after
 autodiff merges those of equal gradient expressions: the blocks' (one coefficient, 0.01) are one
 per stage and micro-batch (one stage: 2 of 3; ``docs/networks.md``, "Constant gradients in a
-pipeline"; the prediction folds them on one stage, as for mindformers' models).
+pipeline"; the prediction folds them on one stage, as for mindformers' models, and merges them
+per stage in a pipeline, :mod:`smsg_ms.planner.constant_gradients`). ``coefficients`` sets each
+block's coefficient. ``two_sums``: two accumulators ``(a, b)``, block ``i`` returning
+``(h, b, a + c_i · mean(h))`` and the network ``mean(x_L) + a_L + b_L``, so that two auxiliary
+sums cross a stage border, their gradients equal expressions on the later stage but two
+``Receive`` s on the earlier one.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def build(batch: int = 16, hidden: int = 32, layers: int = 2):
-    """``{"net", "inputs"}``: input ``x (batch, hidden)`` float32; primitive paths
+def build(batch: int = 16, hidden: int = 32, layers: int = 2,
+          coefficients: tuple | list | None = None, two_sums: bool = False):
+    """``{"net", "inputs"}``: input ``x (batch, hidden)`` float32; ``coefficients``: block
+    ``i``'s auxiliary coefficient (default 0.01 each; one per layer, else ``ValueError``);
+    primitive paths
     ``layers.{i}.matmul``, ``layers.{i}.relu``, ``layers.{i}.aux_mean``,
-    ``layers.{i}.aux_scale``, ``layers.{i}.aux_add``; ``out_mean``, ``add``."""
+    ``layers.{i}.aux_scale``, ``layers.{i}.aux_add``; ``out_mean``, ``add`` (and ``add2``
+    with ``two_sums``)."""
     import mindspore as ms
     from mindspore import Parameter, nn
     from mindspore.ops import operations as P  # noqa: N812
 
     from .world import world_size
 
+    coefficients = [0.01] * layers if coefficients is None else [float(c) for c in coefficients]
+    if len(coefficients) != layers:
+        raise ValueError(f"stage_aux: {len(coefficients)} coefficients for {layers} layers")
     dp = max(world_size() // int(ms.get_auto_parallel_context("pipeline_stages")), 1)
 
     class Block(nn.Cell):
         def __init__(self, i: int):
             super().__init__()
+            self.coefficient = coefficients[i]
             self.w = Parameter(ms.Tensor(np.full((hidden, hidden), 0.01, np.float32)),
                                name=f"w{i}")
             self.matmul = P.MatMul().shard(((dp, 1), (1, 1)))
@@ -41,9 +54,12 @@ def build(batch: int = 16, hidden: int = 32, layers: int = 2):
             self.aux_scale = P.Mul()
             self.aux_add = P.Add()
 
-        def construct(self, x, aux):
+        def construct(self, x, aux, *other):
             h = self.relu(self.matmul(x, self.w))
-            return h, self.aux_add(aux, self.aux_scale(self.aux_mean(h, (0, 1)), 0.01))
+            aux = self.aux_add(aux, self.aux_scale(self.aux_mean(h, (0, 1)), self.coefficient))
+            if other:       # two_sums: (h, b, a')
+                return h, other[0], aux
+            return h, aux
 
     class Net(nn.Cell):
         def __init__(self):
@@ -52,9 +68,15 @@ def build(batch: int = 16, hidden: int = 32, layers: int = 2):
             self.zero = ms.Tensor(np.zeros((1, 1), np.float32))
             self.out_mean = P.ReduceMean(keep_dims=True).shard(((dp, 1),))
             self.add = P.Add()
+            self.add2 = P.Add()
 
         def construct(self, x):
             aux = self.zero
+            if two_sums:
+                other = self.zero
+                for block in self.layers:
+                    x, aux, other = block(x, aux, other)
+                return self.add2(self.add(self.out_mean(x, (0, 1)), aux), other)
             for block in self.layers:
                 x, aux = block(x, aux)
             return self.add(self.out_mean(x, (0, 1)), aux)

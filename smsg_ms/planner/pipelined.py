@@ -397,6 +397,10 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         told = graph_stages(plan, costs.graph(d, b), stage.variables)
         if told:    # stages the decisions' names do not tell
             plan.pipeline["decision_stages"] = told
+        # backward AllReduces of equal constant gradients on one stage: one (MindSpore's CSE)
+        from .constant_gradients import merge_constant_gradients
+        merge_constant_gradients(costs.graph(d, b), stage.model, stage.variables, stage.choice,
+                                 plan.decisions, stage_of_decision(plan))
     plan.totals = pipelined_totals(plan.totals, best.step_seconds)
     plan.options = dict(plan.options, batch=int(global_batch))   # the micro-batch: the record's
     return plan.seal()

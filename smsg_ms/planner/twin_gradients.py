@@ -24,7 +24,8 @@ gets
   inputs of one shape and layouts);
 * from an operator of :data:`BPROP_READS`: a key of the operator's type, attributes, strategy,
   input index, the forward tensors the bprop of that input reads (the same tensor, redistributed
-  alike, is one node after CSE) and the output's gradient key;
+  alike, is one node after CSE; a constant by its value fingerprint, shape and dtype, as CSE
+  takes tensor ``ValueNode``\\ s equal in value for one) and the output's gradient key;
 * from anything else, or from more than one read: a key of its own (not merged).
 
 Weights merge when their keys, shapes, dtypes and layouts (so the mirror's group) are equal.
@@ -65,7 +66,18 @@ def _attrs(op) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in op.attrs.items() if not k.startswith("smsg_")))
 
 
-def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
+def _read_key(graph: OpGraph, name: str):
+    """A forward tensor a bprop reads, as CSE tells it apart: a constant whose value the capture
+    fingerprinted by that value, shape and dtype (two tensor ``ValueNode``\\ s equal in value
+    are one, ``Tensor::ValueEqual``); anything else by its name."""
+    tensor = graph.tensors[name]
+    if tensor.kind == "constant" and tensor.value:
+        return ("constant", tensor.value, tuple(tensor.shape), tensor.dtype)
+    return name
+
+
+def gradient_keys(graph: OpGraph, costs: dict, normalized,
+                  received=()) -> dict[str, tuple]:
     """``{tensor name: key of its gradient expression}`` for the tensors the outputs read
     (module docstring); equal keys: MindSpore's CSE computes the two gradients once.
 
@@ -75,8 +87,11 @@ def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
             (:func:`~smsg_ms.planner.variables.chosen_costs`); operators not in it (not
             planned) give their inputs keys of their own.
         normalized: ``TensorLayout -> TensorLayout`` normal form (``CostModel.normalized``).
+        received: tensors whose gradient a pipeline stage receives from a later stage (a
+            ``Receive`` of its own each): keyed ``("received", name)``, as the outputs are.
     """
     key: dict[str, tuple] = {name: ("output", name) for name in graph.outputs}
+    key.update({name: ("received", name) for name in received if name not in key})
 
     def layout_out(name):   # the layout the tensor's producer gives it (None: no producer)
         op = graph.producer_of(name)
@@ -105,7 +120,7 @@ def gradient_keys(graph: OpGraph, costs: dict, normalized) -> dict[str, tuple]:
                 else:                               # reduced to the shape, redistributed back
                     key[name] = ("dout", out_key) + back
             elif i in BPROP_READS.get(op.type, {}):
-                reads = tuple((j, op.inputs[j], normalized(cost.in_layouts[j]))
+                reads = tuple((j, _read_key(graph, op.inputs[j]), normalized(cost.in_layouts[j]))
                               for j in BPROP_READS[op.type][i])
                 key[name] = ("bprop", op.type, _attrs(op), tuple(map(tuple, cost.strategy)), i,
                              reads, out_key) + back
