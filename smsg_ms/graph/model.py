@@ -65,6 +65,11 @@ class TensorInfo:
         foreign_reads: for parameters, forward reads by functional operators whose cell (scope)
             is not the cell owning the parameter (its name's prefix): the parameter reached them
             as a call argument (``nn.GRU``'s recurrence). Left out of the JSON form when 0.
+        zeros_like: for constants, a folded ``ops.zeros_like(y)`` of an activation: MindSpore
+            lays its ``ZerosLike`` out by the batch default and redistributes it like any
+            operator output during its parallel pass, and folds it into this zero constant only
+            after (``ZeroLikeFillZero``, optimizer pass ``opt_b``). Left out of the JSON form
+            when ``False``.
     """
 
     name: str
@@ -77,6 +82,7 @@ class TensorInfo:
     parallel_optimizer: bool = True
     dynamic: list = field(default_factory=list)
     foreign_reads: int = 0
+    zeros_like: bool = False
 
     @property
     def numel(self) -> int | None:
@@ -103,6 +109,8 @@ def _tensor_dict(t: TensorInfo) -> dict:
         del out["dynamic"]
     if not out["foreign_reads"]:
         del out["foreign_reads"]
+    if not out["zeros_like"]:
+        del out["zeros_like"]
     return out
 
 
