@@ -223,3 +223,19 @@ def test_a_folded_zeros_like_is_gathered_once(captured, capture_of, shared_captu
                                   capture=capture_of(like))
     report = check_plan(plan, ranks_per_stage(8, 2))
     assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_table_gathered_for_few_indices_takes_two_allgathers(captured, shared_capture):
+    """``ops.gather(y, keep, 1)`` with 2 constant indices on 8 devices: the Gather's device
+    matrix is ``[2, 4]`` (indices cut 2 ways, 4 repeated), so MindSpore takes the batch-cut
+    table whole in two AllGathers, over 4 devices then over 2 (one sub-dimension per part of
+    the unified device arrangement); before, the plan predicted one AllGather of 8 (seen
+    while building :mod:`smsg_ms.networks.gather_axis`)."""
+    spec = "smsg_ms.networks.gather_few:build"
+    graph = captured(spec)
+    plan = plan_graph(graph, 8, network=spec, progress=False)
+    gather = next(d for d in plan.decisions if d.op_type == "Gather")
+    forward = [(c["kind"], c["group"]) for c in gather.collectives if c["phase"] == "forward"]
+    assert forward == [("AllGather", 4), ("AllGather", 2)]
+    report = check_plan(plan, [0])
+    assert _rows_ok(report), _bad_rows(report)
