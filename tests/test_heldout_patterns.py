@@ -239,3 +239,21 @@ def test_a_table_gathered_for_few_indices_takes_two_allgathers(captured, shared_
     assert forward == [("AllGather", 4), ("AllGather", 2)]
     report = check_plan(plan, [0])
     assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_reshaped_weight_on_a_stage_of_4_is_cut(capture_of, shared_capture):
+    """ConViT's ``gating_param (heads,)`` read only by a Reshape, pipelined on 2 stages of 4
+    devices: MindSpore's ``CreateParameterLayout`` cuts its first dimension over the stage's
+    4 devices (4 heads), so no gradient AllReduce: an AllGather once per step (parameter-only,
+    merged over micro-batches) and a ReduceScatter per micro-batch. Before, the plan kept it
+    whole (ConViT p2: its 6 and 4 ``gating_param`` AllReduces predicted, none inserted); a
+    ``cls`` token tiled over the batch (``tile``) rides along. On 8 devices the 4 heads do not
+    divide: whole, AllReduced (:func:`test_a_reshaped_weight_has_its_gradient_allreduce`)."""
+    spec = "smsg_ms.networks.gated_blocks:build"
+    plan = plan_network_pipelined(spec, 8, global_batch=16, stages=2, micro_batches=2,
+                                  capture=capture_of(spec, tile=True), tile=True)
+    syncs = [c["tensor"] for d in plan.decisions for c in d.collectives
+             if c["phase"] == "grad_sync"]
+    assert not [t for t in syncs if t.endswith("gate.param")]
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert _rows_ok(report), _bad_rows(report)
