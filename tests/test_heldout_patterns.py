@@ -19,6 +19,15 @@ the rule read from ``frontend/parallel/ops_info/*_info.cc`` where a unit test st
 * :mod:`smsg_ms.networks.reshaped_weight`: a weight read first by a Reshape (its gradient
   AllReduce) and broadcast products ``w (H, 1, 1) · x`` (the element-wise split flags).
 * :mod:`smsg_ms.networks.cls_token`: a weight tiled over the batch.
+
+After the trial (branch leftovers):
+
+* :mod:`smsg_ms.networks.zeros_like`: ``ops.where(mask, ops.zeros_like(y), gelu(y))``, the
+  folded ``ZerosLike``'s AllGather (once per graph), against ``ops.zeros(y.shape)`` (none).
+* :mod:`smsg_ms.networks.gather_few`: a table taken whole for 2 indices on 8 devices in two
+  AllGathers (the destination's device matrix splits the source axis).
+* :mod:`smsg_ms.networks.gated_blocks`: a reshaped weight on a pipeline stage of 4 devices
+  (cut by ``CreateParameterLayout``, gathered, not AllReduced).
 """
 from __future__ import annotations
 

@@ -18,7 +18,11 @@ before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → 
 (1,8) → (2,1) likewise (``tests/test_cost_vs_mindspore.py``).
 
 Adjacent unified axes that come from one source axis and take the same action form one
-collective. Every slice (split, and the slice after a permute's AllGather) is taken after all the
+collective, except that a concat does not run on across the first axis of a destination axis:
+a source axis the destination's device matrix splits (into axes it does not use, a repeated
+calculation) is one sub-dimension per part in MindSpore's expanded shape, each gathered on its
+own unless ``MergeAllConcat`` joins them (a Gather of 2 indices on 8 devices, device matrix
+``[2, 4]``, takes its 8-way batch-cut table by AllGathers of 4 then 2 in the dry-run). Every slice (split, and the slice after a permute's AllGather) is taken after all the
 AllGathers, so each AllGather carries the tensor as the previous gathers left it, unsliced: in
 the dry-run MindSpore's gathers grow that way (``tests/test_cost_vs_mindspore.py``: Transpose
 (2,4,1) → ReLU (4,2,1) gathers 4, 8, 16 KiB; a Gather row split (4,1) → ReLU (2,4) gathers the
