@@ -23,7 +23,8 @@ the rule read from ``frontend/parallel/ops_info/*_info.cc`` where a unit test st
 After the trial (branch leftovers):
 
 * :mod:`smsg_ms.networks.zeros_like`: ``ops.where(mask, ops.zeros_like(y), gelu(y))``, the
-  folded ``ZerosLike``'s AllGather (once per graph), against ``ops.zeros(y.shape)`` (none).
+  folded ``ZerosLike``'s AllGather (once per graph), against ``ops.zeros(y.shape)`` (none)
+  and ``mint.zeros_like(y)`` (an operator whose output carries no gradient).
 * :mod:`smsg_ms.networks.gather_few`: a table taken whole for 2 indices on 8 devices in two
   AllGathers (the destination's device matrix splits the source axis).
 * :mod:`smsg_ms.networks.gated_blocks`: a reshaped weight on a pipeline stage of 4 devices
@@ -231,6 +232,17 @@ def test_a_folded_zeros_like_is_gathered_once(captured, capture_of, shared_captu
     plan = plan_network_pipelined(like, 8, global_batch=16, stages=2, micro_batches=2,
                                   capture=capture_of(like))
     report = check_plan(plan, ranks_per_stage(8, 2))
+    assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_zeros_like_operator_output_has_no_backward(captured, shared_capture):
+    """``mint.zeros_like(y)`` stays a ``ZerosLikeExt`` operator (not folded): gathered for the
+    Select in each block, but its bprop returns zeros (``ReturnZeros``), so the AllGathers
+    have no ReduceScatter (before: 4 predicted, 2 inserted, those of ``gelu(y)``)."""
+    spec = "smsg_ms.networks.zeros_like:build"
+    plan = plan_graph(captured(spec, zeros="mint"), 8, network=spec, progress=False,
+                      options={"zeros": "mint"})
+    report = check_plan(plan, [0])
     assert _rows_ok(report), _bad_rows(report)
 
 

@@ -1,6 +1,8 @@
 """Blocks masking an activation with ``ops.where(mask, ops.zeros_like(y), gelu(y))`` under a
 broadcast mask, as users write a masked block; or, with ``zeros="shape"``, with
-``ops.zeros(y.shape, y.dtype)``.
+``ops.zeros(y.shape, y.dtype)``; with ``zeros="mint"``, with ``mint.zeros_like(y)`` (a
+``ZerosLikeExt``, not folded: an operator in the capture too, gathered per block, whose
+output carries no gradient).
 
 ``x (batch, tokens, dim)``, ``mask (1, tokens, 1)`` bool; per block ``y = Dense(x)``,
 ``x + ops.where(mask, zeros, gelu(y))``; head ``Dense(x.mean(axis=1))`` to 4 classes. The
@@ -9,7 +11,8 @@ blocks are ``blocks.0`` ... ``blocks.{n-1}``.
 The capture sees both zero tensors as constants; MindSpore's parallel pass sees
 ``zeros_like``'s ``ZerosLike`` still as an operator and redistributes its output into the
 Select (one AllGather for all blocks, :mod:`smsg_ms.planner.zeros_like`), while ``ops.zeros``
-is a constant already (none).
+is a constant already (none). Not recognised (the fold keeps the user's variable name): a
+``ops.ZerosLike()`` primitive held by the cell, whose AllGather the plan misses.
 """
 from __future__ import annotations
 
@@ -19,12 +22,13 @@ import numpy as np
 def build(batch: int = 16, tokens: int = 8, dim: int = 32, blocks: int = 2,
           zeros: str = "like"):
     """``{"net", "inputs"}`` (float32 ``x``, bool ``mask``); ``zeros``: ``"like"``
-    (``ops.zeros_like(y)``) or ``"shape"`` (``ops.zeros(y.shape, y.dtype)``)."""
+    (``ops.zeros_like(y)``), ``"shape"`` (``ops.zeros(y.shape, y.dtype)``) or ``"mint"``
+    (``mint.zeros_like(y)``)."""
     import mindspore as ms
-    from mindspore import nn, ops
+    from mindspore import mint, nn, ops
 
-    if zeros not in ("like", "shape"):
-        raise ValueError(f"zeros must be 'like' or 'shape', not {zeros!r}")
+    if zeros not in ("like", "shape", "mint"):
+        raise ValueError(f"zeros must be 'like', 'shape' or 'mint', not {zeros!r}")
 
     class Block(nn.Cell):
         def __init__(self):
@@ -33,7 +37,12 @@ def build(batch: int = 16, tokens: int = 8, dim: int = 32, blocks: int = 2,
 
         def construct(self, x, mask):
             y = self.fc(x)
-            z = ops.zeros_like(y) if zeros == "like" else ops.zeros(y.shape, y.dtype)
+            if zeros == "like":
+                z = ops.zeros_like(y)
+            elif zeros == "mint":
+                z = mint.zeros_like(y)
+            else:
+                z = ops.zeros(y.shape, y.dtype)
             return x + ops.where(mask, z, ops.gelu(y))
 
     class Net(nn.Cell):
