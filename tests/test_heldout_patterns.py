@@ -19,6 +19,16 @@ the rule read from ``frontend/parallel/ops_info/*_info.cc`` where a unit test st
 * :mod:`smsg_ms.networks.reshaped_weight`: a weight read first by a Reshape (its gradient
   AllReduce) and broadcast products ``w (H, 1, 1) · x`` (the element-wise split flags).
 * :mod:`smsg_ms.networks.cls_token`: a weight tiled over the batch.
+
+After the trial (branch leftovers):
+
+* :mod:`smsg_ms.networks.zeros_like`: ``ops.where(mask, ops.zeros_like(y), gelu(y))``, the
+  folded ``ZerosLike``'s AllGather (once per graph), against ``ops.zeros(y.shape)`` (none)
+  and ``mint.zeros_like(y)`` (an operator whose output carries no gradient).
+* :mod:`smsg_ms.networks.gather_few`: a table taken whole for 2 indices on 8 devices in two
+  AllGathers (the destination's device matrix splits the source axis).
+* :mod:`smsg_ms.networks.gated_blocks`: a reshaped weight on a pipeline stage of 4 devices
+  (cut by ``CreateParameterLayout``, gathered, not AllReduced).
 """
 from __future__ import annotations
 
@@ -191,3 +201,80 @@ def test_a_tiled_class_token_is_whole_and_synchronised(captured, shared_capture)
     assert rank.error is None, rank.error
     assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
                                               for r in rank.rows]
+
+
+def _rows_ok(report):
+    return all(r.error is None and all(x.ok for x in r.rows + r.p2p) for r in report.ranks)
+
+
+def _bad_rows(report):
+    return [(r.stage, r.error, [(x.key, x.predicted, x.inserted) for x in r.rows + r.p2p
+                                if not x.ok]) for r in report.ranks]
+
+
+def test_a_folded_zeros_like_is_gathered_once(captured, capture_of, shared_capture):
+    """``ops.where(mask, ops.zeros_like(y), gelu(y))`` in 2 blocks: MindSpore's parallel pass
+    still sees the ``ZerosLike`` (batch default, cut 8 ways) and gathers it for the whole
+    Select; ``ZeroLikeFillZero`` folds it after, and CSE merges the AllGathers of the equal
+    constants: 3 forward AllGathers where the plan predicted 2 (the held-out masked blocks,
+    check 8: 3 / 2; p2: 3 / 2 per stage over 2 micro-batches). ``ops.zeros(y.shape)`` is a
+    constant before the parallel pass and adds none."""
+    like = "smsg_ms.networks.zeros_like:build"
+    g_like, g_shape = captured(like), captured(like, zeros="shape")
+    zeros = lambda g: [t for t in g.tensors.values() if t.kind == "constant" and t.shape]
+    assert zeros(g_like) and all(t.zeros_like for t in zeros(g_like))
+    assert zeros(g_shape) and not any(t.zeros_like for t in zeros(g_shape))
+    for graph in (g_like, g_shape):
+        plan = plan_graph(graph, 8, network=like, progress=False,
+                          options=None if graph is g_like else {"zeros": "shape"})
+        report = check_plan(plan, [0])
+        assert _rows_ok(report), _bad_rows(report)
+    plan = plan_network_pipelined(like, 8, global_batch=16, stages=2, micro_batches=2,
+                                  capture=capture_of(like))
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_zeros_like_operator_output_has_no_backward(captured, shared_capture):
+    """``mint.zeros_like(y)`` stays a ``ZerosLikeExt`` operator (not folded): gathered for the
+    Select in each block, but its bprop returns zeros (``ReturnZeros``), so the AllGathers
+    have no ReduceScatter (before: 4 predicted, 2 inserted, those of ``gelu(y)``)."""
+    spec = "smsg_ms.networks.zeros_like:build"
+    plan = plan_graph(captured(spec, zeros="mint"), 8, network=spec, progress=False,
+                      options={"zeros": "mint"})
+    report = check_plan(plan, [0])
+    assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_table_gathered_for_few_indices_takes_two_allgathers(captured, shared_capture):
+    """``ops.gather(y, keep, 1)`` with 2 constant indices on 8 devices: the Gather's device
+    matrix is ``[2, 4]`` (indices cut 2 ways, 4 repeated), so MindSpore takes the batch-cut
+    table whole in two AllGathers, over 4 devices then over 2 (one sub-dimension per part of
+    the unified device arrangement); before, the plan predicted one AllGather of 8 (seen
+    while building :mod:`smsg_ms.networks.gather_axis`)."""
+    spec = "smsg_ms.networks.gather_few:build"
+    graph = captured(spec)
+    plan = plan_graph(graph, 8, network=spec, progress=False)
+    gather = next(d for d in plan.decisions if d.op_type == "Gather")
+    forward = [(c["kind"], c["group"]) for c in gather.collectives if c["phase"] == "forward"]
+    assert forward == [("AllGather", 4), ("AllGather", 2)]
+    report = check_plan(plan, [0])
+    assert _rows_ok(report), _bad_rows(report)
+
+
+def test_a_reshaped_weight_on_a_stage_of_4_is_cut(capture_of, shared_capture):
+    """ConViT's ``gating_param (heads,)`` read only by a Reshape, pipelined on 2 stages of 4
+    devices: MindSpore's ``CreateParameterLayout`` cuts its first dimension over the stage's
+    4 devices (4 heads), so no gradient AllReduce: an AllGather once per step (parameter-only,
+    merged over micro-batches) and a ReduceScatter per micro-batch. Before, the plan kept it
+    whole (ConViT p2: its 6 and 4 ``gating_param`` AllReduces predicted, none inserted); a
+    ``cls`` token tiled over the batch (``tile``) rides along. On 8 devices the 4 heads do not
+    divide: whole, AllReduced (:func:`test_a_reshaped_weight_has_its_gradient_allreduce`)."""
+    spec = "smsg_ms.networks.gated_blocks:build"
+    plan = plan_network_pipelined(spec, 8, global_batch=16, stages=2, micro_batches=2,
+                                  capture=capture_of(spec, tile=True), tile=True)
+    syncs = [c["tensor"] for d in plan.decisions for c in d.collectives
+             if c["phase"] == "grad_sync"]
+    assert not [t for t in syncs if t.endswith("gate.param")]
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert _rows_ok(report), _bad_rows(report)

@@ -33,6 +33,11 @@ LINEAR = frozenset({
 })
 #: linear in the inputs listed when every other input is a constant
 _SCALED = {"Mul": (0, 1), "Div": (0,), "RealDiv": (0,)}
+#: operators whose bprop returns zeros for every input (``ReturnZeros`` in
+#: ``frontend/expander/bprop/grad_ops/grad_array_ops.cc``): no gradient reaches their inputs
+#: and their outputs carry none, so a redistribution of such an output has no backward part
+#: (``mint.zeros_like(y)`` gathered for a Select: no ReduceScatter in the dry-run)
+NO_GRADIENT = frozenset({"ZerosLike", "ZerosLikeExt", "OnesLike", "OnesLikeExt"})
 
 CONSTANT, VARYING = 1, 2
 
@@ -63,7 +68,7 @@ def gradient_kinds(graph: OpGraph) -> dict[str, int]:
         kind[name] = CONSTANT if prod(int(d) for d in shape) == 1 else VARYING
     for op in reversed(graph.ops):          # topological order, reversed
         out_kind = max((kind.get(n, 0) for n in op.outputs), default=0)
-        if not out_kind:
+        if not out_kind or op.type in NO_GRADIENT:
             continue
         for i, name in enumerate(op.inputs):
             if graph.tensors[name].kind == "constant":

@@ -18,7 +18,7 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
-from .gradient_flow import data_dependent_gradients, gradient_kinds
+from .gradient_flow import NO_GRADIENT, data_dependent_gradients, gradient_kinds
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
@@ -186,7 +186,7 @@ class CostModel:
             out = {n for n, t in self.graph.tensors.items()
                    if t.kind == "parameter" and t.requires_grad}
             for op in self.graph.ops:  # topological order
-                if any(n in out for n in op.inputs):
+                if op.type not in NO_GRADIENT and any(n in out for n in op.inputs):
                     out.update(op.outputs)
             self._with_grad = (out & set(gradient_kinds(self.graph)),
                                out & data_dependent_gradients(self.graph))

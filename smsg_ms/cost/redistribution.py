@@ -18,7 +18,11 @@ before moving the others to the columns (8 KiB), and (8,1) → (1,2), (2,4) → 
 (1,8) → (2,1) likewise (``tests/test_cost_vs_mindspore.py``).
 
 Adjacent unified axes that come from one source axis and take the same action form one
-collective. Every slice (split, and the slice after a permute's AllGather) is taken after all the
+collective, except that a concat does not run on across the first axis of a destination axis:
+a source axis the destination's device matrix splits (into axes it does not use, a repeated
+calculation) is one sub-dimension per part in MindSpore's expanded shape, each gathered on its
+own unless ``MergeAllConcat`` joins them (a Gather of 2 indices on 8 devices, device matrix
+``[2, 4]``, takes its 8-way batch-cut table by AllGathers of 4 then 2 in the dry-run). Every slice (split, and the slice after a permute's AllGather) is taken after all the
 AllGathers, so each AllGather carries the tensor as the previous gathers left it, unsliced: in
 the dry-run MindSpore's gathers grow that way (``tests/test_cost_vs_mindspore.py``: Transpose
 (2,4,1) → ReLU (4,2,1) gathers 4, 8, 16 KiB; a Gather row split (4,1) → ReLU (2,4) gathers the
@@ -180,15 +184,16 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
         return (dim > 0 or bool(before)) and all(x in cur[dim] for x in before) and all(
             isinstance(n, int) and n == 1 for n in local[:dim])
 
-    def groups(pred):
+    def groups(pred, breaks=frozenset()):
         """Runs of adjacent unified axes from one source axis satisfying ``pred`` (with AlltoAll,
         also to one destination dimension, or none: one AlltoAll per destination, as in the
-        dry-run)."""
+        dry-run); a run does not go on into an axis of ``breaks``."""
         runs = []
         for x in range(len(sizes)):
             if not pred(x):
                 continue
             if runs and runs[-1][-1] == x - 1 and src_axis_of.get(x) == src_axis_of.get(x - 1) \
+                    and x not in breaks \
                     and (not enable_alltoall or dst_owner.get(x) == dst_owner.get(x - 1)):
                 runs[-1].append(x)
             else:
@@ -219,7 +224,15 @@ def redistribute(shape, elem_bytes: int, src: TensorLayout, dst: TensorLayout, t
     # 2. concat: axis used by the source only (before the permutes, as in the dry-run)
     # from the source's last dimension, minor axis first, as the permutes (the dry-run's
     # Reshape bank: (4,1,2,1) -> replicated gathers dimension 2 before dimension 0)
-    concats = groups(lambda x: x in src_owner and x not in dst_owner)
+    # a source axis the destination's device matrix splits (into axes it does not use: a
+    # repeated calculation) is one sub-dimension per part in MindSpore's expanded tensor shape,
+    # each gathered on its own (MergeAllConcat may join them back, _merge_gathers): a Gather
+    # whose indices (2,) are cut 2 ways on 8 devices (device matrix [2, 4]) takes its table,
+    # batch-cut 8 ways, whole by an AllGather of 4 then one of 2 (dry-run,
+    # tests/test_heldout_patterns.py); as runs, with AlltoAll
+    starts = frozenset() if unified is None or enable_alltoall else \
+        frozenset(span[0] for span in spans_dst if span)
+    concats = groups(lambda x: x in src_owner and x not in dst_owner, starts)
     concats.sort(key=lambda run: (-src_owner[run[0]], -s_axes[src_owner[run[0]]].index(run[0])))
     # 3. permute: axis moves from one dimension to another; in MindSpore's order, the
     # destination's sub-dimensions from the last one (minor first)

@@ -25,7 +25,8 @@ from .layout import TensorLayout
 #    at different bits gathers the overlap (which leaves both owners; it is on one dimension in
 #    both layouts, so no rule below sees it);
 # 2. concat: runs of adjacent bits cutting one source dimension, replicated in the destination,
-#    ordered by that source dimension, last first, then by first bit, highest (minor) first;
+#    not across the first bit of a destination axis, ordered by that source dimension, last
+#    first, then by first bit, highest (minor) first;
 # 3. permute: runs of adjacent bits cutting one source dimension and another destination
 #    dimension, ordered by the destination dimension of the run's first bit, last dimension
 #    first, then by that first bit, highest (minor) first.
@@ -46,9 +47,10 @@ FAST_MAX_BITS = 16
 @lru_cache(maxsize=65536)
 def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
     """Per tensor dimension, the mask of bits cutting it (bit ``x`` = ``1 << x``, ``x`` counted
-    from the left of the device matrix), then the cuts; ``None`` for an axis not a power of two."""
+    from the left of the device matrix), then the cuts, then the mask of the first bits of the
+    device matrix's axes; ``None`` for an axis not a power of two."""
     masks = [0] * rank
-    n, lo = len(layout.device_matrix), 0
+    n, lo, starts = len(layout.device_matrix), 0, 0
     dim_of_axis = {n - 1 - m: d for d, m in enumerate(layout.tensor_map) if m != -1}
     for i, s in enumerate(layout.device_matrix):
         e = s.bit_length() - 1
@@ -56,8 +58,10 @@ def _bit_masks(layout: TensorLayout, rank: int, nbits: int):
             return None
         if i in dim_of_axis:
             masks[dim_of_axis[i]] |= ((1 << e) - 1) << lo
+        if e:
+            starts |= 1 << lo
         lo += e
-    return tuple(masks) + layout.cuts if lo == nbits else None
+    return tuple(masks) + layout.cuts + (starts,) if lo == nbits else None
 
 
 @lru_cache(maxsize=None)
@@ -72,17 +76,18 @@ def _bit_tables(nbits: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _side(layouts, rank: int, nbits: int):
     """Arrays of one side: masks ``(rank, n)``, owned mask, same-dimension-as-left-neighbour
-    mask, first bit per dimension (``-1`` uncut), cuts ``(rank, n)``; ``None`` if not binary."""
+    mask, first bit per dimension (``-1`` uncut), cuts ``(rank, n)``, first bits of the device
+    matrix's axes; ``None`` if not binary."""
     rows = [_bit_masks(x, rank, nbits) for x in layouts]
     if any(r is None for r in rows):
         return None
     both = np.array(rows, dtype=np.int32).T
-    m, cuts = both[:rank], both[rank:]
+    m, cuts, starts = both[:rank], both[rank:2 * rank], both[2 * rank]
     owned = np.bitwise_or.reduce(m, axis=0)
     same = np.bitwise_or.reduce(m & (m << 1), axis=0)
     low = m & -m
     first = np.where(m > 0, np.log2(np.maximum(low, 1)).astype(np.int32), -1)
-    return m, owned, same, first, cuts
+    return m, owned, same, first, cuts, starts
 
 
 #: gather programs kept (most recent last), each with the row/column index of its layouts
@@ -163,8 +168,8 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     a, b = _side(list(srcs), rank, nbits), _side(list(dsts), rank, nbits)
     if a is None or b is None:
         return None
-    sa, owned_a, same_a, first_a, cut_a = (x[..., :, None] for x in a)
-    sb, owned_b, _, first_b, _ = (x[..., None, :] for x in b)
+    sa, owned_a, same_a, first_a, cut_a, _ = (x[..., :, None] for x in a)
+    sb, owned_b, _, first_b, _, starts_b = (x[..., None, :] for x in b)
     popcount, highbit = _bit_tables(nbits)
     pairs = (len(srcs), len(dsts))
     grown = np.zeros(pairs[0] * pairs[1], dtype=np.int32)    # bits gathered so far (flat)
@@ -213,10 +218,11 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
     def flat(x):
         return np.broadcast_to(x, pairs).reshape(-1)
 
-    def runs(pred):
+    def runs(pred, breaks=0):
         """Starts and ends (bit masks) of the runs of adjacent ``pred`` bits of one source
-        dimension."""
-        cont = pred & (pred << 1) & same_a        # bit x continues the run ending at bit x-1
+        dimension; a run does not go on into a bit of ``breaks``."""
+        # bit x continues the run ending at bit x-1
+        cont = pred & (pred << 1) & same_a & ~breaks
         return pred & ~cont, pred & ~(cont >> 1)
 
     # 1. order: one gather per dimension, in dimension order
@@ -245,7 +251,8 @@ def _build_gather_program(srcs: tuple, dsts: tuple, rank: int, nbits: int):
                 at, left, end = at[keep], left[keep], end[keep]
 
     # 2. concat: by source dimension
-    by_dimension(*runs(owned_a & ~owned_b), sa, True)
+    # (a source axis the destination's device matrix splits is gathered part by part)
+    by_dimension(*runs(owned_a & ~owned_b, starts_b), sa, True)
     # 3. permute: by destination dimension
     same_dim = np.bitwise_or.reduce(sa & sb, axis=0)
     by_dimension(*runs(owned_a & owned_b & ~same_dim), sb, False)

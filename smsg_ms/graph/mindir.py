@@ -31,11 +31,18 @@ _DTYPE_NAMES = {
 
 
 class _Tensor:
-    """A decoded Constant tensor value: shape, dtype and ``value``, the
-    :func:`value_fingerprint` of its data (``""`` when the MindIR carries none)."""
+    """A decoded Constant tensor value: shape, dtype, ``value``, the :func:`value_fingerprint`
+    of its data (``""`` when the MindIR carries none), and whether every element is 0
+    (``zero``: raw data present and all zero bytes; a value without raw data is not zero)."""
 
-    def __init__(self, dims: list[int], dtype: str, value: str = ""):
-        self.dims, self.dtype, self.value = dims, dtype, value
+    def __init__(self, dims: list[int], dtype: str, value: str = "", zero: bool = False):
+        self.dims, self.dtype, self.value, self.zero = dims, dtype, value, zero
+
+
+#: MindSpore's name of the constant its ``ZeroLikeFillZero`` pass folds ``ops.zeros_like(y)``
+#: into (``output = zeros_like_(input)`` in ``ops/function/array_func.py``; the value node
+#: keeps the folded node's name, ``output`` or ``output_<n>``)
+_ZEROS_LIKE_NAME = re.compile(r"output(_\d+)?")
 
 
 def value_fingerprint(tensor_proto) -> str:
@@ -78,8 +85,9 @@ def decode_attribute(attr) -> Any:
         return attr.s.decode() if isinstance(attr.s, bytes) else attr.s
     if kind == "TENSORS" and attr.tensors:
         t = attr.tensors[0]
+        zero = bool(t.raw_data) and not any(t.raw_data)
         return _Tensor(list(t.dims), _DTYPE_NAMES.get(t.data_type, "float32"),
-                       value_fingerprint(t))
+                       value_fingerprint(t), zero)
     if kind in ("UMONAD", "IOMONAD"):
         return "<monad>"
     if kind == "NONE":
@@ -367,12 +375,15 @@ class _Walker:
         self.alias[out_name] = out_name
         self.tensors[out_name] = TensorInfo(out_name, shape, dtype, kind="input")
 
-    def constant_tensor(self, value: _Tensor) -> str:
+    def constant_tensor(self, value: _Tensor, source: str = "") -> str:
         """A new ``constant`` tensor of ``value``'s shape, dtype and value fingerprint; returns
-        its name."""
+        its name. ``source``: the MindIR name of the Constant node, which marks a folded
+        ``ops.zeros_like`` of an activation (:attr:`TensorInfo.zeros_like`)."""
         name = f"const{len(self.tensors)}"
-        self.tensors[name] = TensorInfo(name, tuple(value.dims), value.dtype, kind="constant",
-                                        value=value.value)
+        self.tensors[name] = TensorInfo(
+            name, tuple(value.dims), value.dtype, kind="constant", value=value.value,
+            zeros_like=bool(value.dims) and value.zero
+            and _ZEROS_LIKE_NAME.fullmatch(source.rpartition(":")[2]) is not None)
         return name
 
     def primitive(self, node, prim, args, out_name: str) -> None:
@@ -410,7 +421,7 @@ class _Walker:
                     if isinstance(el, str) and el in tensors:
                         data_inputs.append(el)
                     elif isinstance(el, str) and isinstance(constants.get(el), _Tensor):
-                        data_inputs.append(self.constant_tensor(constants[el]))
+                        data_inputs.append(self.constant_tensor(constants[el], el))
                 continue
             if a in tensors:
                 data_inputs.append(a)
@@ -419,7 +430,7 @@ class _Walker:
                 if v == "<monad>":
                     continue
                 if isinstance(v, _Tensor):
-                    data_inputs.append(self.constant_tensor(v))
+                    data_inputs.append(self.constant_tensor(v, a))
                     continue
                 k = names[i] if i < len(names) else f"input{i}"
                 attrs[k] = v

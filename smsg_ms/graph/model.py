@@ -69,6 +69,11 @@ class TensorInfo:
             :func:`smsg_ms.graph.mindir.value_fingerprint`): equal for constants of equal value,
             shape and dtype; ``""`` when unknown. Left out of the JSON form when empty and of
             :meth:`OpGraph.fingerprint`.
+        zeros_like: for constants, a folded ``ops.zeros_like(y)`` of an activation: MindSpore
+            lays its ``ZerosLike`` out by the batch default and redistributes it like any
+            operator output during its parallel pass, and folds it into this zero constant only
+            after (``ZeroLikeFillZero``, optimizer pass ``opt_b``). Left out of the JSON form
+            when ``False``.
     """
 
     name: str
@@ -82,6 +87,7 @@ class TensorInfo:
     dynamic: list = field(default_factory=list)
     foreign_reads: int = 0
     value: str = ""
+    zeros_like: bool = False
 
     @property
     def numel(self) -> int | None:
@@ -110,6 +116,8 @@ def _tensor_dict(t: TensorInfo) -> dict:
         del out["foreign_reads"]
     if not out["value"]:
         del out["value"]
+    if not out["zeros_like"]:
+        del out["zeros_like"]
     return out
 
 

@@ -82,8 +82,26 @@ def inserted_bytes(c: dict) -> int:
 
 
 def predicted_collectives(plan: Plan) -> list[dict]:
-    """All decisions' predicted collectives, each with ``op`` (the decision name) added."""
-    return [dict(c, op=d.name) for d in plan.decisions for c in d.collectives]
+    """All decisions' predicted collectives, each with ``op`` (the decision name) added; those
+    of one ``merged_as`` key once (:func:`merged_once`)."""
+    return merged_once([dict(c, op=d.name) for d in plan.decisions for c in d.collectives])
+
+
+def merged_once(collectives: list[dict]) -> list[dict]:
+    """``collectives`` less the repeats of a ``merged_as`` key: collectives MindSpore's CSE
+    merges into one wherever one graph holds them (the AllGathers of a folded
+    ``ops.zeros_like``, :mod:`smsg_ms.planner.zeros_like`), kept at their first entry."""
+    seen: set = set()
+    out = []
+    for c in collectives:
+        key = c.get("merged_as")
+        if key is not None:
+            key = (key, c["kind"], c.get("phase"), c.get("group"))
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(c)
+    return out
 
 
 def predicted_key(c: dict) -> Key:
@@ -248,7 +266,8 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     parameters and constants alone, :mod:`smsg_ms.planner.param_only`) is counted once per
     step, on every stage that computes it; one of a tensor in ``recomputed_reads`` counted on
     an earlier stage's reader is counted again on the later stages that read it
-    (:func:`_regathered`).
+    (:func:`_regathered`). One of a ``merged_as`` key (a folded ``ops.zeros_like``'s AllGather)
+    is counted once on the stage (:func:`merged_once`).
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
     from ..planner.pipelined import stage_of_decision
@@ -267,7 +286,7 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
         if where[d.name] != stage:
             continue
         for c in d.collectives:
-            if c.get("phase") == "forward" and c.get("tensor") in once:
+            if c.get("phase") == "forward" and (c.get("tensor") in once or "merged_as" in c):
                 out.append(dict(c, op=d.name))  # parameter-only: merged over micro-batches
             elif c.get("phase") != "grad_sync":
                 out.extend([dict(c, op=d.name)] * m)
@@ -278,7 +297,7 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
                                      optimizer_sharding=True)] * n)
             else:
                 out.append(dict(c, op=d.name))
-    return out
+    return merged_once(out)
 
 
 def _regathered(plan: Plan, stage: int, where: dict, m: int, once: set) -> list[dict]:

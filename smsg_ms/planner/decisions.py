@@ -22,6 +22,7 @@ from . import merge_comm
 from .data_inputs import (accepted_dataset, dataset_cuts, input_reads, read_collectives,
                           read_seconds)
 from .twin_gradients import merge_shared_syncs
+from .zeros_like import zeros_like_collectives
 from .loss import loss_reads
 from .variables import (PlanVariable, chosen_costs, op_signature, planned_edges, strategy_key,
                         tensor_names, variable_index)
@@ -238,6 +239,11 @@ def _redistributions(graph: OpGraph, model, variables: list[PlanVariable], choic
                 out[read.variable].append({"kind": coll.kind, "group": int(coll.group),
                                            "phase": coll.phase, "bytes": float(coll.full_bytes),
                                            "tensor": read.tensor.name, "redistribution": True})
+    for v, merged, colls in zeros_like_collectives(graph, model, variables, choice, where):
+        for coll in colls:
+            out[v].append({"kind": coll.kind, "group": int(coll.group), "phase": coll.phase,
+                           "bytes": float(coll.full_bytes), "tensor": coll.tensor,
+                           "redistribution": True, "merged_as": merged})
     for read in reads:
         for coll in read.collectives(model, read.source(variables, choice[read.variable])):
             out[read.variable].append({"kind": coll.kind, "group": int(coll.group),

@@ -49,10 +49,32 @@ def options(model, op) -> list[OpCost]:
     with AlltoAlls (seen in the dry-run, ``tests/test_moe.py``: ``(E, B, C, h)`` cut
     ``(1, 8, 1, 1)`` into a Reshape whose consumer takes ``(4, 2, 1)`` is two AlltoAlls)."""
     got = passthrough_options(model.graph, op, model.devices)
+    wanted = parameter_layout_cuts(model.graph, op, model.devices)
+    if wanted is not None:
+        got = [o for o in got if tuple(o.strategy[0]) == wanted] or got
     if getattr(model, "enable_alltoall", False):
         full = [o for o in got if prod(o.strategy[0]) == model.devices]
         got = full or got
     return [_holding(model, op, o) for o in got]
+
+
+def parameter_layout_cuts(graph, op, devices: int) -> tuple | None:
+    """The input cuts MindSpore gives a Reshape of a parameter that no other operator lays
+    out: ``CreateParameterLayout`` (``frontend/parallel/step_parallel_utils.cc``, "shard
+    parameter's first dimension when parameter->Reshape->Op") cuts the parameter's first
+    dimension over the stage's devices when they divide it, else leaves it whole;
+    ``FindParameterNextLayout`` takes the layout of another reader first, skipping Reshapes
+    (``None`` here: such a reader decides). Seen in the dry-run (mindcv ConViT's
+    ``gating_param (heads,)``, 4 heads): whole on 8 devices (its gradient AllReduced), cut 4
+    ways on a pipeline stage of 4 (an AllGather of it instead, no AllReduce;
+    :mod:`smsg_ms.networks.reshaped_weight`)."""
+    t = graph.tensors[op.inputs[0]]
+    if t.kind != "parameter" or not t.shape or \
+            any(graph.ops[c].type not in TYPES for c in t.consumers):
+        return None
+    first = t.shape[0]
+    cut = devices if isinstance(first, int) and first % devices == 0 else 1
+    return (cut,) + (1,) * (len(t.shape) - 1)
 
 
 def _holding(model, op, option: OpCost) -> OpCost:
