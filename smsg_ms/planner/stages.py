@@ -182,7 +182,51 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
             v = last if following[i] is None else following[i]
         out[op.id] = last if op.id in side else (0 if v is None else v)
         previous = indexed[i] if indexed[i] is not None else previous
-    return names, out
+    return data_flow_order(graph, names, out)
+
+
+def data_flow_order(graph: OpGraph, names: list[str],
+                    block: dict[int, int]) -> tuple[list[str], dict[int, int]]:
+    """``(names, block)`` with the blocks reordered so that no block reads a tensor of a later
+    one, where the graph's order is not such an order already.
+
+    MindSpore's topological order runs a block's first operators as soon as their inputs are
+    ready, so a block that reads an earlier block only part-way (a decoder layer's cross-attention
+    reads the encoder's output, its self-attention does not) can open the graph: a T5-like
+    encoder-decoder's order starts with ``dec.0``'s self-attention, before ``enc.0``. Pipeline
+    stages follow the chain: ``dec.0`` on stage 0 and ``enc.1`` on stage 1 make MindSpore refuse
+    the plan ("The stage setting is incorrect. PreNode's stage:1 is larger than NextNode's
+    stage:0", ``pipeline_transformer.cc``). The chain is then the topological order of the
+    blocks' data dependencies (tensors made by one block's operators and read by another's),
+    earliest first appearance first among the ready blocks; with a cycle (operators given to
+    the wrong block) ``names`` and ``block`` are returned unchanged. ``block``: op id → chain
+    index (:func:`chain_blocks`)."""
+    n = len(names)
+    after: list[set[int]] = [set() for _ in range(n)]   # block → blocks reading its tensors
+    before = [0] * n
+    for op in graph.ops:
+        if op.phase != "forward":
+            continue
+        for name in op.inputs:
+            q = graph.tensors[name].producer
+            if q is not None and q in block and block[q] != block[op.id] \
+                    and block[op.id] not in after[block[q]]:
+                after[block[q]].add(block[op.id])
+                before[block[op.id]] += 1
+    order: list[int] = []
+    ready = sorted(b for b in range(n) if not before[b])
+    while ready:
+        b = ready.pop(0)
+        order.append(b)
+        for c in after[b]:
+            before[c] -= 1
+            if not before[c]:
+                ready.append(c)
+        ready.sort()
+    if len(order) < n or order == list(range(n)):
+        return names, block
+    index = {b: k for k, b in enumerate(order)}
+    return [names[b] for b in order], {i: index[b] for i, b in block.items()}
 
 
 def parameter_block(graph: OpGraph, op, named: set[str]) -> tuple[str, int] | None:
@@ -616,7 +660,7 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
     return [main] + side
 
 
-__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "data_flow_order", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "recomputed_reads", "shared_parameters", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

@@ -1,0 +1,101 @@
+"""An encoder-decoder (T5-like) of blocks whose graph order opens with a decoder block, and a
+window-masked attention score, as users write them.
+
+:func:`build`: ``src (batch, seq, dim)``, ``tgt (batch, seq, dim)`` float32 →
+``enc.0`` … ``enc.{n-1}`` on ``src`` (``x + o(attention(x))``, one head, then ``x + ff(x)``) →
+``dec.0`` … ``dec.{n-1}`` on ``tgt`` (self-attention, then cross-attention reading the
+encoder's output, then ``ff``) → ``mean(y²)``-ready output ``(batch, seq, dim)``. A decoder
+block's self-attention does not read the encoder, so MindSpore's graph order runs ``dec.0``'s
+first operators before ``enc.0``; the chain of blocks (pipeline stages) is ``enc.*`` then
+``dec.*``.
+
+:func:`build_window`: ``x (batch, seq, dim)`` → one-head scores ``(batch, seq, seq)`` masked
+by ``masked_fill(scores, ~((j <= i) & (i - j < window)), -1e9)``, a sliding-window causal mask
+``(seq, seq)`` computed in ``construct`` from ``ops.arange`` (LessEqual, Less, LogicalAnd,
+LogicalNot) and broadcast over the batch → softmax → ``Dense``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def build(batch: int = 8, seq: int = 8, dim: int = 16, layers: int = 2):
+    """``{"net", "inputs"}`` of the encoder-decoder above (float32)."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Attn(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Dense(dim, dim, has_bias=False)
+            self.kv = nn.Dense(dim, 2 * dim, has_bias=False)
+            self.o = nn.Dense(dim, dim, has_bias=False)
+
+        def construct(self, x, mem):
+            k, v = ops.split(self.kv(mem), dim, axis=-1)
+            p = ops.softmax(ops.bmm(self.q(x), k.transpose(0, 2, 1)), -1)
+            return self.o(ops.bmm(p, v))
+
+    class Enc(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.att = Attn()
+            self.ff = nn.Dense(dim, dim)
+
+        def construct(self, x):
+            x = x + self.att(x, x)
+            return x + ops.relu(self.ff(x))
+
+    class Dec(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.self_att = Attn()
+            self.cross = Attn()
+            self.ff = nn.Dense(dim, dim)
+
+        def construct(self, y, enc):
+            y = y + self.self_att(y, y)
+            y = y + self.cross(y, enc)
+            return y + ops.relu(self.ff(y))
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.CellList([Enc() for _ in range(layers)])
+            self.dec = nn.CellList([Dec() for _ in range(layers)])
+
+        def construct(self, src, tgt):
+            x = src
+            for blk in self.enc:
+                x = blk(x)
+            y = tgt
+            for blk in self.dec:
+                y = blk(y, x)
+            return y
+
+    ones = ms.Tensor(np.ones((batch, seq, dim), np.float32))
+    return {"net": Net(), "inputs": (ones, ones)}
+
+
+def build_window(batch: int = 8, seq: int = 16, dim: int = 16, window: int = 4):
+    """``{"net", "inputs"}`` of the window-masked attention above (float32)."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Dense(dim, 3 * dim)
+            self.o = nn.Dense(dim, dim)
+
+        def construct(self, x):
+            q, k, v = ops.split(self.qkv(x), dim, axis=-1)
+            s = x.shape[1]
+            i = ops.arange(s).view(s, 1)
+            j = ops.arange(s).view(1, s)
+            allowed = ops.logical_and(j <= i, (i - j) < window)
+            sc = ops.masked_fill(ops.bmm(q, k.transpose(0, 2, 1)), ops.logical_not(allowed),
+                                 -1e9)
+            return self.o(ops.bmm(ops.softmax(sc, -1), v))
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, seq, dim), np.float32)),)}

@@ -1,0 +1,76 @@
+"""Patterns found in the third held-out trial (docs/networks.md, "Held-out trial,
+2026-12-08"), each on a small network, against MindSpore's compiler (CPU dry-run): the
+expected collectives are those MindSpore's compile of the plan inserts (``check_plan``).
+
+* :mod:`smsg_ms.networks.enc_dec` ``build``: an encoder-decoder whose graph order opens with
+  ``dec.0``'s self-attention. Before, the chain of blocks was the order of first appearance
+  (``dec.0, enc.0, enc.1, dec.1``): the pipelined plan put ``dec.0`` on stage 0 and ``enc.1``
+  on stage 1, which MindSpore refused ("The stage setting is incorrect. PreNode's stage:1 is
+  larger than NextNode's stage:0"), and a plan file read back ordered its blocks by graph
+  order again.
+* :mod:`smsg_ms.networks.enc_dec` ``build_window``: a sliding-window mask built with
+  ``LessEqual``, ``LogicalAnd``, ``LogicalNot`` and applied by ``MaskedFill`` (broadcast over
+  the batch). Before, MaskedFill had no family: its fallback cut the mask like the scores and
+  the plan missed the mask's forward AllGather MindSpore inserts (a held-out GQA decoder,
+  check 8: AllGather forward 2 predicted / 3 inserted).
+"""
+from __future__ import annotations
+
+from smsg_ms.integration.check import check_plan
+from smsg_ms.integration.pipeline import ranks_per_stage
+from smsg_ms.planner import plan_graph, plan_network_pipelined
+
+ENC_DEC = "smsg_ms.networks.enc_dec:build"
+WINDOW = "smsg_ms.networks.enc_dec:build_window"
+
+
+def _mismatches(report):
+    return [(r.stage, [(x.key, x.predicted, x.inserted) for x in r.rows + r.p2p if not x.ok])
+            for r in report.ranks]
+
+
+def test_the_chain_follows_the_data_flow_not_the_graph_order(captured):
+    from smsg_ms.planner.stages import block_of_ops, chain_blocks
+
+    graph = captured(ENC_DEC, batch=4)
+    first = next(op for op in graph.ops if op.prim_path)
+    assert first.prim_path.startswith("dec.0.")          # MindSpore's order opens with dec.0
+    names, block = chain_blocks(graph)
+    assert names == ["enc.0", "enc.1", "dec.0", "dec.1"]
+    names, block = block_of_ops(graph)
+    for op in graph.ops:                                 # no block reads a later block
+        for n in op.inputs:
+            q = graph.tensors[n].producer
+            if q is not None:
+                assert block[q] <= block[op.id], (op.type, op.prim_path)
+
+
+def test_an_encoder_decoder_pipelines_and_checks(capture_of, shared_capture):
+    from smsg_ms.integration.plan_io import plan_from_text
+
+    plan = plan_network_pipelined(ENC_DEC, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(ENC_DEC))
+    stages = plan.pipeline["stage_of_block"]
+    assert [stages[n] for n in ("enc.0", "enc.1", "dec.0", "dec.1")] == [0, 0, 1, 1]
+    plan.seal()
+    again = plan_from_text(plan.to_json())               # the file sorts keys as strings
+    assert list(again.pipeline["stage_of_block"].values()) == [0, 0, 1, 1]
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    assert report.ok, _mismatches(report)
+
+
+def test_a_window_mask_by_masked_fill_matches_mindspore(captured, shared_capture):
+    from smsg_ms.cost import operators
+
+    graph = captured(WINDOW)
+    fill = next(op for op in graph.ops if op.type == "MaskedFill")
+    d = operators.describe(fill, [graph.tensors[t].shape for t in fill.inputs],
+                           [graph.tensors[t].shape for t in fill.outputs])
+    assert d is not None and d.family == "elementwise"
+    assert d.inputs[1] == d.outputs[0][1:]               # the (seq, seq) mask broadcasts
+    plan = plan_graph(graph, 8, network=WINDOW, progress=False)
+    rank = check_plan(plan, [0]).ranks[0]
+    assert rank.error is None, rank.error
+    assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
+                                              for r in rank.rows]
