@@ -225,11 +225,11 @@ KNOWN_SOURCES = {
                      "stop passing the unused tensor from block to block",
     "Reshape op can't be a border":
         "raised by MindSpore's pipeline split (pipeline_transformer.cc), which refuses to send "
-        "a Reshape's output between stages: a cell called on two stages (a T5-like shared "
-        "embedding, src for the encoder and tgt for the decoder) runs on one stage and its "
-        "Reshape's output would cross the border; read the weight in each block instead "
-        "(ops.gather(self.shared.embedding_table, ids, 0) in the decoder's cell: a parameter "
-        "read on several stages is allowed) or plan without --pipeline",
+        "a Reshape's output between stages: the cell computing it (a block whose construct "
+        "ends with a reshape, or a cell called on two stages such as a T5-like shared "
+        "embedding) runs on the stage before the border; end that cell on another operator, "
+        "read a shared weight in each block instead (ops.gather(table, ids, 0)), or plan "
+        "without --pipeline",
     "pointer[next_distribute_operator] is null":
         "raised by MindSpore's parallel compiler (frontend/parallel/parallel_processer.cc, "
         "Redistribution) while redistributing a tensor into an operator that has no sharding "
