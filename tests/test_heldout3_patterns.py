@@ -8,6 +8,8 @@ expected collectives are those MindSpore's compile of the plan inserts (``check_
   on stage 1, which MindSpore refused ("The stage setting is incorrect. PreNode's stage:1 is
   larger than NextNode's stage:0"), and a plan file read back ordered its blocks by graph
   order again.
+* :mod:`smsg_ms.networks.reshape_tail`: blocks of two containers in turn (mindcv PiT), whose
+  functional calls go to the container their scope names.
 * :mod:`smsg_ms.networks.enc_dec` ``build_window``: a sliding-window mask built with
   ``LessEqual``, ``LogicalAnd``, ``LogicalNot`` and applied by ``MaskedFill`` (broadcast over
   the batch). Before, MaskedFill had no family: its fallback cut the mask like the scores and
@@ -74,3 +76,42 @@ def test_a_window_mask_by_masked_fill_matches_mindspore(captured, shared_capture
     assert rank.error is None, rank.error
     assert all(row.ok for row in rank.rows), [(r.key, r.predicted, r.inserted)
                                               for r in rank.rows]
+
+
+RESHAPE_TAIL = "smsg_ms.networks.reshape_tail:build"
+
+
+def test_functional_calls_go_to_the_container_their_scope_names(captured):
+    """mindcv PiT's pattern: MindSpore's order puts ``mix.i``'s trailing slices, transpose and
+    reshape (scoped ``mix-CellList/0-Mix``, the first instance's) between ``pool.i``'s
+    operators, and ``mix.{i+1}``'s opening reshape, transpose and concat after them. Before,
+    they were counted in ``pool.i``: no border was seen to send a Reshape's output, the plan
+    ended stage 0 after ``mix.1`` unsplit and MindSpore refused it ("Reshape op can't be a
+    border"; PiT check p2: 2 rejected). Now ``mix.1``'s tail (its last unit) runs with
+    ``pool.1`` (``border_tails``), the border MindSpore accepts."""
+    from smsg_ms.planner.pipelined import split_blocks_of
+    from smsg_ms.planner.stages import (block_of_ops, chain_blocks, reshape_borders,
+                                        weight_dependent)
+
+    graph = captured(RESHAPE_TAIL, batch=4)
+    names, block = chain_blocks(graph)
+    assert names == ["mix.0", "pool.0", "mix.1", "pool.1", "mix.2"]
+    for op in graph.ops:
+        if not op.prim_path and op.phase == "forward":
+            assert names[block[op.id]].startswith("mix."), (op.id, op.type)
+    sent = weight_dependent(graph)
+    assert reshape_borders(graph, block, sent) == {0, 1, 2, 3}
+    assert split_blocks_of(graph) == {"mix.1": {"mix.1.units.0": "mix.1",
+                                                "mix.1.units.1": "pool.1"}}
+    names, block = block_of_ops(graph)
+    assert reshape_borders(graph, block, sent) == {0, 1, 3}
+
+
+def test_blocks_ending_with_a_reshape_pipeline_and_check(capture_of, shared_capture):
+    plan = plan_network_pipelined(RESHAPE_TAIL, 8, global_batch=8, stages=2, micro_batches=2,
+                                  capture=capture_of(RESHAPE_TAIL))
+    if plan.pipeline["stage_of_block"]["mix.1"] == 0:
+        assert plan.pipeline["split_blocks"]["mix.1"]["mix.1.units.1"] == "pool.1"
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert [r.error for r in report.ranks] == [None, None]
+    assert report.ok, _mismatches(report)

@@ -182,7 +182,97 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
             v = last if following[i] is None else following[i]
         out[op.id] = last if op.id in side else (0 if v is None else v)
         previous = indexed[i] if indexed[i] is not None else previous
-    return data_flow_order(graph, names, out)
+    return data_flow_order(graph, names, scope_container_calls(graph, names, indexed, out))
+
+
+def scope_container_calls(graph: OpGraph, names: list[str], indexed: list,
+                          block: dict[int, int]) -> dict[int, int]:
+    """``block`` with each functional call whose scope names another container's cell than
+    its block's moved to a block of that container where the data flow agrees: the latest one
+    before it in graph order when its latest input is made there, else the next one when that
+    block alone reads it. Only calls of a block's own construct count, of a class no other
+    container's blocks have.
+
+    A reused cell's functional calls all carry its first instance's scope
+    (``transformers-CellList/0-Transformer`` for every Transformer), so the scope cannot
+    tell the block, but it does tell the container. mindcv PiT alternates ``transformers.i``
+    and ``pools.i``: a Transformer's construct ends with ``x[:, n:]``, a transpose and
+    ``ops.reshape`` to ``(B, C, H, W)``, which MindSpore's order puts between ``pools.i``'s
+    operators and the fewest-tensors rule (:func:`block_heads`) gave to ``pools.i``; the next
+    Transformer's opening reshape, transpose and concat went to ``pools.i`` too. MindSpore runs
+    each in the construct that calls it, so :func:`reshape_borders` must see the Transformer's
+    trailing Reshape in the Transformer (MindSpore refused the stage border after it: "Reshape
+    op can't be a border"). ``indexed``: the block of each operator with an indexed primitive
+    path (``None`` otherwise), in graph order; ``block``: op id → chain index."""
+    from ..graph.mindir import cell_path_of_scope
+
+    container = [n.rsplit(".", 1)[0] for n in names]
+    if len(set(container)) < 2:
+        return block
+    # the class of each container's elements (``0-Transformer``): a reused class's calls carry
+    # its first instance's scope, so a class used in two containers tells neither
+    classes: dict[str, set] = {}
+    for op in graph.ops:
+        bp = block_prefix(op.prim_path) if op.prim_path else None
+        element = _element_class(op.scope or "", bp)
+        if element is not None:
+            classes.setdefault(element, set()).add(bp[0])
+    out = dict(block)
+    seen: dict[str, int] = {}           # container → latest block of it met so far
+    upcoming: list[dict[str, int]] = [{} for _ in graph.ops]
+    ahead: dict[str, int] = {}
+    for i in range(len(graph.ops) - 1, -1, -1):
+        upcoming[i] = dict(ahead)
+        if indexed[i] is not None:
+            ahead[container[indexed[i]]] = indexed[i]
+    target: dict[int, tuple[str, int | None, int | None]] = {}
+    for i, op in enumerate(graph.ops):
+        if indexed[i] is not None:
+            seen[container[indexed[i]]] = indexed[i]
+            continue
+        if op.prim_path or op.phase != "forward" or not op.scope:
+            continue
+        path = cell_path_of_scope(op.scope)
+        bp = block_prefix(path)
+        # only a call of the block's own construct (scope ``mix-CellList/0-Mix/Reshape-op3``)
+        # of a class no other container uses: a call inside a sub-cell carries the scope of
+        # that sub-cell class's first instance, which may be another container's
+        if bp is None or path != "%s.%d" % bp or bp[0] == container[out[op.id]] \
+                or bp[0] not in container \
+                or classes.get(_element_class(op.scope, bp), set()) != {bp[0]}:
+            continue
+        target[op.id] = (bp[0], seen.get(bp[0]), upcoming[i].get(bp[0]))
+        # MindSpore's scopes of functional calls are not always their construct's (an
+        # encoder-decoder's decoder residual Add is scoped to the encoder's class): a call
+        # moves only where the data flow agrees, into the block it continues (its latest
+        # input made there) ...
+        latest = max((out[q] for q in (graph.tensors[n].producer for n in op.inputs)
+                      if q is not None), default=-1)
+        if target[op.id][1] is not None and latest == target[op.id][1]:
+            out[op.id] = latest
+            del target[op.id]
+    # ... or into the block that alone reads it (the next block's opening reshape)
+    for op in reversed(graph.ops):
+        if op.id not in target or target[op.id][2] is None:
+            continue
+        readers = {out[c] for n in op.outputs for c in graph.tensors[n].consumers}
+        if readers == {target[op.id][2]}:
+            out[op.id] = target[op.id][2]
+    return out
+
+
+def _element_class(scope: str, bp: tuple[str, int] | None) -> str | None:
+    """The cell class of block ``bp`` (``("transformers", 1)``) named in ``scope``
+    (``Default/transformers-CellList/1-Transformer/...`` → ``"Transformer"``), or ``None``."""
+    if bp is None:
+        return None
+    parts = scope.split("/")
+    want = bp[0].split(".")
+    names = [p.rsplit("-", 1)[0] for p in parts]
+    for k in range(len(parts) - len(want)):
+        if names[k:k + len(want)] == want and "-" in parts[k + len(want)]:
+            return parts[k + len(want)].split("-", 1)[1]
+    return None
 
 
 def data_flow_order(graph: OpGraph, names: list[str],
