@@ -10,6 +10,7 @@ expected collectives are those MindSpore's compile of the plan inserts (``check_
   order again.
 * :mod:`smsg_ms.networks.reshape_tail`: blocks of two containers in turn (mindcv PiT), whose
   functional calls go to the container their scope names.
+* :mod:`smsg_ms.networks.enc_dec` ``build_where``: the refusal of a broadcast ``ops.where``.
 * :mod:`smsg_ms.networks.enc_dec` ``build_window``: a sliding-window mask built with
   ``LessEqual``, ``LogicalAnd``, ``LogicalNot`` and applied by ``MaskedFill`` (broadcast over
   the batch). Before, MaskedFill had no family: its fallback cut the mask like the scores and
@@ -115,3 +116,18 @@ def test_blocks_ending_with_a_reshape_pipeline_and_check(capture_of, shared_capt
     report = check_plan(plan, ranks_per_stage(8, 2))
     assert [r.error for r in report.ranks] == [None, None]
     assert report.ok, _mismatches(report)
+
+
+def test_a_broadcast_where_is_refused_in_one_line_saying_what_to_write():
+    """MindSpore's parallel Select takes three inputs of one shape; its message ("Failure:
+    operator Select init failed") says neither why for ``ops.where`` nor what to write (the
+    held-out GPT-J's causal mask ``ops.where(tril(ones((s, s))), s, full_like(s, -1e9))``)."""
+    import pytest
+
+    from smsg_ms.graph.capture import CaptureError, capture_network
+
+    with pytest.raises(CaptureError) as err:
+        capture_network("smsg_ms.networks.enc_dec:build_where")
+    text = str(err.value)
+    assert "\n" not in text and "Select" in text
+    assert "ops.masked_fill" in text and "broadcast_to" in text

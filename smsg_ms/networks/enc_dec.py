@@ -9,6 +9,9 @@ block's self-attention does not read the encoder, so MindSpore's graph order run
 first operators before ``enc.0``; the chain of blocks (pipeline stages) is ``enc.*`` then
 ``dec.*``.
 
+:func:`build_where`: causal scores masked by a lower-rank ``ops.where`` condition (refused by
+MindSpore's parallel Select).
+
 :func:`build_window`: ``x (batch, seq, dim)`` → one-head scores ``(batch, seq, seq)`` masked
 by ``masked_fill(scores, ~((j <= i) & (i - j < window)), -1e9)``, a sliding-window causal mask
 ``(seq, seq)`` computed in ``construct`` from ``ops.arange`` (LessEqual, Less, LogicalAnd,
@@ -97,5 +100,27 @@ def build_window(batch: int = 8, seq: int = 16, dim: int = 16, window: int = 4):
             sc = ops.masked_fill(ops.bmm(q, k.transpose(0, 2, 1)), ops.logical_not(allowed),
                                  -1e9)
             return self.o(ops.bmm(ops.softmax(sc, -1), v))
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, seq, dim), np.float32)),)}
+
+
+def build_where(batch: int = 8, seq: int = 8, dim: int = 16):
+    """``{"net", "inputs"}``: one-head scores ``(batch, seq, seq)`` causally masked by
+    ``ops.where(tril(ones((seq, seq))), scores, full_like(scores, -1e9))``, whose condition
+    has a lower rank than the values: MindSpore's parallel Select refuses it
+    (``SelectInfo::CheckStrategy``: "all three input shapes are equal")."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.qk = nn.Dense(dim, 2 * dim)
+
+        def construct(self, x):
+            q, k = ops.split(self.qk(x), dim, axis=-1)
+            sc = ops.bmm(q, k.transpose(0, 2, 1))
+            causal = ops.tril(ops.ones((seq, seq), ms.bool_))
+            return ops.softmax(ops.where(causal, sc, ops.full_like(sc, -1e9)), -1)
 
     return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, seq, dim), np.float32)),)}
