@@ -131,3 +131,14 @@ def test_a_broadcast_where_is_refused_in_one_line_saying_what_to_write():
     text = str(err.value)
     assert "\n" not in text and "Select" in text
     assert "ops.masked_fill" in text and "broadcast_to" in text
+
+
+def test_a_gather_elements_of_a_topk_index_is_explained(captured, shared_capture):
+    """The held-out top-2 MoE: MindSpore refuses ``gather_elements(probs, 1, topk_index)``
+    under any strategy (its own data-parallel default too); the rejection says why and what to
+    write, without the "no sharding rule" hint."""
+    spec = "smsg_ms.networks.enc_dec:build_topk_gather"
+    plan = plan_graph(captured(spec), 8, network=spec, progress=False)
+    error = check_plan(plan, [0]).ranks[0].error
+    assert error is not None and "\n" not in error and "GatherD" in error
+    assert "one_hot" in error and "no sharding rule" not in error

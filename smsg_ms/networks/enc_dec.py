@@ -12,6 +12,8 @@ first operators before ``enc.0``; the chain of blocks (pipeline stages) is ``enc
 :func:`build_where`: causal scores masked by a lower-rank ``ops.where`` condition (refused by
 MindSpore's parallel Select).
 
+:func:`build_topk_gather`: a top-2 router's ``gather_elements`` refused by MindSpore.
+
 :func:`build_window`: ``x (batch, seq, dim)`` → one-head scores ``(batch, seq, seq)`` masked
 by ``masked_fill(scores, ~((j <= i) & (i - j < window)), -1e9)``, a sliding-window causal mask
 ``(seq, seq)`` computed in ``construct`` from ``ops.arange`` (LessEqual, Less, LogicalAnd,
@@ -124,3 +126,30 @@ def build_where(batch: int = 8, seq: int = 8, dim: int = 16):
             return ops.softmax(ops.where(causal, sc, ops.full_like(sc, -1e9)), -1)
 
     return {"net": Net(), "inputs": (ms.Tensor(np.ones((batch, seq, dim), np.float32)),)}
+
+
+def build_topk_gather(tokens: int = 64, dim: int = 16, experts: int = 4):
+    """``{"net", "inputs"}``: a top-2 router, ``probs = softmax(Dense(x))`` ``(tokens,
+    experts)``, ``top, idx = topk(probs, 2)``, gates ``tensor_scatter_elements(zeros_like(probs),
+    idx, top, axis=1)``, returning ``mean(gather_elements(probs, 1, idx)) + mean(gates · probs)
+    + mean(Dense(x))``: MindSpore's parallel compile cuts the GatherD's input by the batch and
+    leaves the TopK index whole, with or without strategies (also under semi_auto_parallel's
+    own data-parallel default: "For primitive[GatherD], the x shape must be greater than or
+    equal to 64, but got 8")."""
+    import mindspore as ms
+    from mindspore import nn, ops
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.router = nn.Dense(dim, experts, has_bias=False)
+            self.fc = nn.Dense(dim, dim)
+
+        def construct(self, x):
+            probs = ops.softmax(self.router(x), -1)
+            top, idx = ops.topk(probs, 2)
+            gates = ops.tensor_scatter_elements(ops.zeros_like(probs), idx, top, axis=1)
+            return (ops.gather_elements(probs, 1, idx).mean() + (gates * probs).mean()
+                    + self.fc(x).mean())
+
+    return {"net": Net(), "inputs": (ms.Tensor(np.ones((tokens, dim), np.float32)),)}
