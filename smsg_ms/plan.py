@@ -147,7 +147,11 @@ def _natural_key(name: str) -> list:
 def in_chain_order(record: dict, decisions: list[OpDecision]) -> dict:
     """A copy of a pipeline record whose ``stage_of_block`` and ``recompute`` maps list the blocks
     in the order their first operator has in ``decisions`` (graph order); a block no decision
-    lies in follows, in natural order (digit runs as numbers)."""
+    lies in follows, in natural order (digit runs as numbers). Without virtual stages the
+    blocks are ordered by stage first: MindSpore's graph order can open with a later block's
+    first operators (a T5-like decoder layer's self-attention runs before the encoder, which
+    only its cross-attention reads), while the chain the plan staged never goes back a stage
+    (:func:`smsg_ms.planner.stages.data_flow_order`)."""
     first: dict[str, int] = {}
     names = set(record.get("stage_of_block", {})) | set(record.get("recompute", {}))
     for i, d in enumerate(decisions):
@@ -156,8 +160,13 @@ def in_chain_order(record: dict, decisions: list[OpDecision]) -> dict:
             prefix = ".".join(parts[:k])
             if prefix in names and prefix not in first:
                 first[prefix] = i
+    stage_of = record.get("stage_of_block", {})
+    by_stage = int(record.get("virtual_stages", 1) or 1) <= 1
+
     def order(name: str):
-        return (0, first[name], []) if name in first else (1, 0, _natural_key(name))
+        stage = int(stage_of.get(name, 0)) if by_stage else 0
+        return ((stage, 0, first[name], []) if name in first
+                else (stage, 1, 0, _natural_key(name)))
     out = dict(record)
     for key in ("stage_of_block", "recompute"):
         if isinstance(record.get(key), dict):

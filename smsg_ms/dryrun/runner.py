@@ -66,10 +66,21 @@ def run_child(job: dict, devices: int, rank: int = 0, timeout: float = 900.0) ->
         message = result.get("error", "unknown error")
         reason = parallel_error(log)
         if reason and reason not in message:
-            message = f"{message} (MindSpore: {reason})"
+            advice = [why for what, why in PARALLEL_ADVICE.items() if what in reason]
+            message = f"{message} (MindSpore: {reason}{''.join('; ' + a for a in advice)})"
         raise DryRunError(message, result.get("kind", "compile"), log)
     return result
 
+
+#: a rejection of MindSpore's parallel front end (its ``[ERROR] PARALLEL`` reason) → what it
+#: means and what to write instead, where the reason alone does not say
+PARALLEL_ADVICE = {
+    "all three input shapes are equal":
+        "SelectInfo::CheckStrategy (select_info.cc) takes ops.where's condition and both values "
+        "of one shape, whatever the strategy: write ops.masked_fill(x, ~condition, value), "
+        "whose mask may broadcast, or ops.broadcast_to the condition and the other value to "
+        "x's shape",
+}
 
 _PARALLEL_ERROR = re.compile(r"\[ERROR\] PARALLEL\([^)]*\):[^\]]*\] (?:\w+\] )?(.*)$")
 

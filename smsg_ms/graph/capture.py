@@ -223,6 +223,20 @@ KNOWN_SOURCES = {
                      "tensor a stage passes on (mindformers' training sums the LM and auxiliary "
                      "losses, as smsg_ms.networks.families:mf_qwen3_moe does by default), or "
                      "stop passing the unused tensor from block to block",
+    "Reshape op can't be a border":
+        "raised by MindSpore's pipeline split (pipeline_transformer.cc), which refuses to send "
+        "a Reshape's output between stages: the cell computing it (a block whose construct "
+        "ends with a reshape, or a cell called on two stages such as a T5-like shared "
+        "embedding) runs on the stage before the border; end that cell on another operator, "
+        "read a shared weight in each block instead (ops.gather(table, ids, 0)), or plan "
+        "without --pipeline",
+    "For primitive[GatherD], the x shape must be greater than or equal to":
+        "raised by MindSpore's shape check of a GatherD (ops.gather_elements) whose input the "
+        "parallel compile cut by the batch while its index stayed whole; MindSpore 2.10 does "
+        "so without any strategy too (semi_auto_parallel's data-parallel default, checked on "
+        "a top-k router's gather_elements(probs, 1, topk_index) beside a "
+        "tensor_scatter_elements of the same index): use the values TopK returns, "
+        "or write the gather as (x * ops.one_hot(index, n)).sum(axis), which it splits",
     "pointer[next_distribute_operator] is null":
         "raised by MindSpore's parallel compiler (frontend/parallel/parallel_processer.cc, "
         "Redistribution) while redistributing a tensor into an operator that has no sharding "

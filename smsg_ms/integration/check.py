@@ -433,6 +433,9 @@ def unknown_operators_hint(plan: Plan, error: str = "") -> str:
     parallel compile's: ``nn.LSTM``'s "split_size's length must be equal with dimIndex".)"""
     if re.search(r"\bTypeError:|Failed calling ", error):
         return ""
+    from ..graph.capture import KNOWN_SOURCES
+    if any(why in error for why in KNOWN_SOURCES.values()):
+        return ""          # the message says already what MindSpore refused and why
     seen: dict[str, None] = {}
     for d in plan.decisions:
         if any(note.startswith("fallback: no cost family") for note in d.notes):

@@ -182,7 +182,141 @@ def chain_blocks(graph: OpGraph) -> tuple[list[str], dict[int, int]]:
             v = last if following[i] is None else following[i]
         out[op.id] = last if op.id in side else (0 if v is None else v)
         previous = indexed[i] if indexed[i] is not None else previous
-    return names, out
+    return data_flow_order(graph, names, scope_container_calls(graph, names, indexed, out))
+
+
+def scope_container_calls(graph: OpGraph, names: list[str], indexed: list,
+                          block: dict[int, int]) -> dict[int, int]:
+    """``block`` with each functional call whose scope names another container's cell than
+    its block's moved to a block of that container where the data flow agrees: the latest one
+    before it in graph order when its latest input is made there, else the next one when that
+    block alone reads it. Only calls of a block's own construct count, of a class no other
+    container's blocks have.
+
+    A reused cell's functional calls all carry its first instance's scope
+    (``transformers-CellList/0-Transformer`` for every Transformer), so the scope cannot
+    tell the block, but it does tell the container. mindcv PiT alternates ``transformers.i``
+    and ``pools.i``: a Transformer's construct ends with ``x[:, n:]``, a transpose and
+    ``ops.reshape`` to ``(B, C, H, W)``, which MindSpore's order puts between ``pools.i``'s
+    operators and the fewest-tensors rule (:func:`block_heads`) gave to ``pools.i``; the next
+    Transformer's opening reshape, transpose and concat went to ``pools.i`` too. MindSpore runs
+    each in the construct that calls it, so :func:`reshape_borders` must see the Transformer's
+    trailing Reshape in the Transformer (MindSpore refused the stage border after it: "Reshape
+    op can't be a border"). ``indexed``: the block of each operator with an indexed primitive
+    path (``None`` otherwise), in graph order; ``block``: op id → chain index."""
+    from ..graph.mindir import cell_path_of_scope
+
+    container = [n.rsplit(".", 1)[0] for n in names]
+    if len(set(container)) < 2:
+        return block
+    # the class of each container's elements (``0-Transformer``): a reused class's calls carry
+    # its first instance's scope, so a class used in two containers tells neither
+    classes: dict[str, set] = {}
+    for op in graph.ops:
+        bp = block_prefix(op.prim_path) if op.prim_path else None
+        element = _element_class(op.scope or "", bp)
+        if element is not None:
+            classes.setdefault(element, set()).add(bp[0])
+    out = dict(block)
+    seen: dict[str, int] = {}           # container → latest block of it met so far
+    upcoming: list[dict[str, int]] = [{} for _ in graph.ops]
+    ahead: dict[str, int] = {}
+    for i in range(len(graph.ops) - 1, -1, -1):
+        upcoming[i] = dict(ahead)
+        if indexed[i] is not None:
+            ahead[container[indexed[i]]] = indexed[i]
+    target: dict[int, tuple[str, int | None, int | None]] = {}
+    for i, op in enumerate(graph.ops):
+        if indexed[i] is not None:
+            seen[container[indexed[i]]] = indexed[i]
+            continue
+        if op.prim_path or op.phase != "forward" or not op.scope:
+            continue
+        path = cell_path_of_scope(op.scope)
+        bp = block_prefix(path)
+        # only a call of the block's own construct (scope ``mix-CellList/0-Mix/Reshape-op3``)
+        # of a class no other container uses: a call inside a sub-cell carries the scope of
+        # that sub-cell class's first instance, which may be another container's
+        if bp is None or path != "%s.%d" % bp or bp[0] == container[out[op.id]] \
+                or bp[0] not in container \
+                or classes.get(_element_class(op.scope, bp), set()) != {bp[0]}:
+            continue
+        target[op.id] = (bp[0], seen.get(bp[0]), upcoming[i].get(bp[0]))
+        # MindSpore's scopes of functional calls are not always their construct's (an
+        # encoder-decoder's decoder residual Add is scoped to the encoder's class): a call
+        # moves only where the data flow agrees, into the block it continues (its latest
+        # input made there) ...
+        latest = max((out[q] for q in (graph.tensors[n].producer for n in op.inputs)
+                      if q is not None), default=-1)
+        if target[op.id][1] is not None and latest == target[op.id][1]:
+            out[op.id] = latest
+            del target[op.id]
+    # ... or into the block that alone reads it (the next block's opening reshape)
+    for op in reversed(graph.ops):
+        if op.id not in target or target[op.id][2] is None:
+            continue
+        readers = {out[c] for n in op.outputs for c in graph.tensors[n].consumers}
+        if readers == {target[op.id][2]}:
+            out[op.id] = target[op.id][2]
+    return out
+
+
+def _element_class(scope: str, bp: tuple[str, int] | None) -> str | None:
+    """The cell class of block ``bp`` (``("transformers", 1)``) named in ``scope``
+    (``Default/transformers-CellList/1-Transformer/...`` → ``"Transformer"``), or ``None``."""
+    if bp is None:
+        return None
+    parts = scope.split("/")
+    want = bp[0].split(".")
+    names = [p.rsplit("-", 1)[0] for p in parts]
+    for k in range(len(parts) - len(want)):
+        if names[k:k + len(want)] == want and "-" in parts[k + len(want)]:
+            return parts[k + len(want)].split("-", 1)[1]
+    return None
+
+
+def data_flow_order(graph: OpGraph, names: list[str],
+                    block: dict[int, int]) -> tuple[list[str], dict[int, int]]:
+    """``(names, block)`` with the blocks reordered so that no block reads a tensor of a later
+    one, where the graph's order is not such an order already.
+
+    MindSpore's topological order runs a block's first operators as soon as their inputs are
+    ready, so a block that reads an earlier block only part-way (a decoder layer's cross-attention
+    reads the encoder's output, its self-attention does not) can open the graph: a T5-like
+    encoder-decoder's order starts with ``dec.0``'s self-attention, before ``enc.0``. Pipeline
+    stages follow the chain: ``dec.0`` on stage 0 and ``enc.1`` on stage 1 make MindSpore refuse
+    the plan ("The stage setting is incorrect. PreNode's stage:1 is larger than NextNode's
+    stage:0", ``pipeline_transformer.cc``). The chain is then the topological order of the
+    blocks' data dependencies (tensors made by one block's operators and read by another's),
+    earliest first appearance first among the ready blocks; with a cycle (operators given to
+    the wrong block) ``names`` and ``block`` are returned unchanged. ``block``: op id → chain
+    index (:func:`chain_blocks`)."""
+    n = len(names)
+    after: list[set[int]] = [set() for _ in range(n)]   # block → blocks reading its tensors
+    before = [0] * n
+    for op in graph.ops:
+        if op.phase != "forward":
+            continue
+        for name in op.inputs:
+            q = graph.tensors[name].producer
+            if q is not None and q in block and block[q] != block[op.id] \
+                    and block[op.id] not in after[block[q]]:
+                after[block[q]].add(block[op.id])
+                before[block[op.id]] += 1
+    order: list[int] = []
+    ready = sorted(b for b in range(n) if not before[b])
+    while ready:
+        b = ready.pop(0)
+        order.append(b)
+        for c in after[b]:
+            before[c] -= 1
+            if not before[c]:
+                ready.append(c)
+        ready.sort()
+    if len(order) < n or order == list(range(n)):
+        return names, block
+    index = {b: k for k, b in enumerate(order)}
+    return [names[b] for b in order], {i: index[b] for i, b in block.items()}
 
 
 def parameter_block(graph: OpGraph, op, named: set[str]) -> tuple[str, int] | None:
@@ -616,7 +750,7 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
     return [main] + side
 
 
-__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
+__all__ = ["StageSolution", "block_of_ops", "chain_blocks", "data_flow_order", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
            "parameter_slices", "recomputed_on_later_stages", "recomputed_reads", "shared_parameters", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

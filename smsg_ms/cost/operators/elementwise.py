@@ -19,6 +19,14 @@ BINARY = {
     "SquaredDifference": (2, 2, ("in0", "in1")), "Pow": (10, 12, ("in0", "in1")),
     "FloorDiv": (1, 0, ()), "Equal": (1, 0, ()), "Less": (1, 0, ()), "Greater": (1, 0, ()),
     "LogicalAnd": (1, 0, ()), "Select": (1, 1, ("in0",)),
+    # ArithmeticBase too (``arithmetic_info.h``: LogicalOrInfo, MaskedFillInfo, whose third
+    # input, the fill value, is a scalar left whole; ``comparison_function_info.h``:
+    # LessEqualInfo, GreaterEqualInfo): a sliding-window or padding mask
+    # ``masked_fill(scores, ~(j <= i), -1e9)``. NotEqual (NotEqualInfo) is one too, but as a
+    # family it gives mindformers' ``casual_mask.not_equal`` (a tensor and a scalar) a
+    # strategy and changes the reference plans: left to a change checked on them
+    "LogicalOr": (1, 0, ()), "LessEqual": (1, 0, ()), "GreaterEqual": (1, 0, ()),
+    "MaskedFill": (1, 1, ("in1",)),
 }
 UNARY = {
     "ReLU": (1, 1, ("out0",)), "GeLU": (12, 16, ("in0",)), "FastGeLU": (8, 12, ("in0",)),
@@ -34,6 +42,7 @@ UNARY = {
     # its angle table; Muls (tensor × scalar, ``arithmetic_info.h`` MulsInfo: an Activation,
     # the scalar input whole)
     "Cos": (4, 5, ("in0",)), "Sin": (4, 5, ("in0",)), "Muls": (1, 1, ()),
+    "LogicalNot": (1, 0, ()),   # ActivationOther (``activation_info.h``: LogicalNotInfo)
 }
 TYPES = tuple(BINARY) + tuple(UNARY) + ("BiasAdd",)
 
