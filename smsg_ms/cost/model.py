@@ -18,7 +18,7 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
-from .gradient_flow import data_dependent_gradients, gradient_kinds
+from .gradient_flow import data_dependent_gradients, folds_loss_gradient, gradient_kinds
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
@@ -64,8 +64,10 @@ class CostModel:
         replace_strategies: plan anew the primitives whose strategy the network's own
             ``shard()`` sets (by default their one option, :mod:`smsg_ms.cost.kept_layout`).
         fold_constant_gradients: no backward ``AllReduce`` of a tensor whose gradient is a
-            constant (:meth:`constant_gradient`), as MindSpore compiles one stage (default);
-            ``False``: a stage of a pipeline of two stages or more, where MindSpore keeps it.
+            constant (:meth:`constant_gradient`), as MindSpore compiles one stage where the
+            loss's bprop folds to a value; ``False``: a stage of a pipeline of two stages or
+            more, where MindSpore keeps it; ``None`` (default): :func:`folds_loss_gradient`
+            of ``graph`` (a returned loss of rank 2 or more keeps them).
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses (a ``ValueError``).
@@ -75,7 +77,7 @@ class CostModel:
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
                  optimizer: str = "adam", *, enable_alltoall: bool | None = None,
                  fully_use_devices: bool = False, replace_strategies: bool = False,
-                 fold_constant_gradients: bool = True):
+                 fold_constant_gradients: bool | None = None):
         check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
@@ -90,6 +92,11 @@ class CostModel:
             enable_alltoall = wants_alltoall(graph)
         self.enable_alltoall = bool(enable_alltoall)
         self.fully_use_devices = fully_use_devices
+        #: one stage whose loss keeps its constant gradients expressions (merged by the CSE)
+        self.merges_constant_gradients = (fold_constant_gradients is None
+                                          and not folds_loss_gradient(graph))
+        if fold_constant_gradients is None:
+            fold_constant_gradients = folds_loss_gradient(graph)
         self.fold_constant_gradients = fold_constant_gradients
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
