@@ -176,15 +176,16 @@ class CostModel:
         (``tests/test_reshape_chain_plan.py``). Not folded where ``fold_constant_gradients``
         is off: a stage of a pipeline, whose compile keeps that ``AllReduce`` (Qwen3-MoE's
         aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``). Not
-        modelled: the fold in MindSpore's source is ``AllReduceConstElim`` (``opt_a``), of an
-        AllReduce whose input is a ``ValueNode`` (mindformers' one stage: the loss's bprop
-        folds to one, and its default ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's
-        whole bprop to zeros, Qwen3-MoE's ``opt_a`` dump); a ``dout`` left a CNode
-        (``networks/stage_aux`` on one stage) keeps it, and the CSE after autodiff merges the
-        AllReduces of equal ``dout`` expressions (equal constant coefficients;
-        ``docs/networks.md``, "Constant gradients in a pipeline"), which a pipelined plan's
-        predicted collectives model per stage (:mod:`smsg_ms.planner.constant_gradients`;
-        the cost here still prices each)."""
+        folded either where the loss's bprop stays a CNode (one stage, a loss of rank 2 or
+        more: :func:`~.gradient_flow.folds_loss_gradient`): the fold in MindSpore's source is
+        ``AllReduceConstElim`` (``opt_a``), of an AllReduce whose input is a ``ValueNode``
+        (mindformers' one stage: the rank-0 loss's bprop folds to one, and its default
+        ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's whole bprop to zeros, Qwen3-MoE's
+        ``opt_a`` dump); a ``dout`` left a CNode (``networks/stage_aux``, a ``(1, 1)`` loss)
+        keeps it, and the CSE after autodiff merges the AllReduces of equal ``dout``
+        expressions (equal constant coefficients; ``docs/networks.md``, "Constant gradients
+        in a pipeline"), which a plan's predicted collectives model per stage
+        (:mod:`smsg_ms.planner.constant_gradients`; the cost here still prices each)."""
         self._gradient_sets()
         return name in self._with_grad[0] and name not in self._with_grad[1]
 
