@@ -211,3 +211,29 @@ def test_a_pipeline_stage_merges_the_allreduces_of_equal_constant_gradients():
             rows = {r.key: (r.predicted, r.inserted) for r in rank.rows}
             assert rows[("AllReduce", "backward", 4)] == (backward, backward), (options, rows)
         assert report.ok, options
+
+
+#: (stage_aux options, backward AllReduces) on one stage of 8 devices, counts from the
+#: dry-run: the ``(1, 1)`` loss keeps its bprop a CNode, so no constant gradient is folded
+#: (``opt_a`` dump: ``RealDiv(Tensor[[1]], 1)``); the CSE merges the blocks' equal ones
+ONE_STAGE_KEPT = (
+    ({"layers": 2, "coefficients": (0.01, 0.02)}, 3),   # 2 blocks and the output mean
+    ({"layers": 2}, 2),                                  # 0.01 twice: one, and the output mean
+)
+
+
+def test_one_stage_keeps_constant_gradients_of_a_rank_two_loss():
+    """``stage_aux`` planned on one stage: ``AllReduceConstElim`` drops only an AllReduce of a
+    ``ValueNode``, and the ``(1, 1)`` loss's bprop is no value, so its constant gradients'
+    backward AllReduces stay (0 predicted before, the fold); the ``(1,)`` loss of
+    ``aux_loss`` folds (``test_backward_allreduces_are_mindspores``: 1 / 1, the numerator's
+    only). Oracle: the dry-run (``opt_a`` IR dumps of both)."""
+    from smsg_ms.cost.gradient_flow import folds_loss_gradient
+    from smsg_ms.graph.capture import capture_network
+
+    assert not folds_loss_gradient(capture_network("smsg_ms.networks.stage_aux:build"))
+    assert folds_loss_gradient(capture_network(SPEC))
+    for options, want in ONE_STAGE_KEPT:
+        report, rows = _check_rows("smsg_ms.networks.stage_aux:build", **options)
+        assert rows[("AllReduce", "backward", 8)] == (want, want), (options, rows)
+        assert report.ok, (options, rows)

@@ -75,3 +75,24 @@ def gradient_kinds(graph: OpGraph) -> dict[str, int]:
                 continue
             kind[name] = max(kind.get(name, 0), _input_kind(graph, op, i, out_kind))
     return kind
+
+
+def folds_loss_gradient(graph: OpGraph) -> bool:
+    """Whether a one-stage compile of ``graph`` folds the loss's bprop to a constant
+    ``ValueNode``, so that ``AllReduceConstElim`` (``frontend/optimizer/irpass/
+    special_op_eliminate.h``: an ``AllReduce`` whose input is a ``ValueNode``) drops the
+    backward AllReduce of a constant gradient: every output of ``graph`` (the returned loss, or
+    the outputs smsg-ms's default loss averages) has rank 0 or 1.
+
+    Seen in the dry-run (MindSpore 2.10, ``opt_a`` IR dumps; ``networks/stage_aux``, 8
+    devices): a ``(1, 1)`` loss leaves the default loss mean's bprop
+    ``RealDiv(Tensor[[1]], 1)`` a CNode and every constant gradient downstream an expression
+    (2 and 3 backward AllReduces kept); a ``()`` loss (``stage_aux`` with its means not kept)
+    or a ``(1,)`` one (``networks/aux_loss``) folds the bprop to ``Tensor(0.125)`` and its
+    ``Mul``/``RealDiv`` chain on rank-0 tensors too, and the AllReduce goes. mindformers'
+    models return a rank-0 loss (Qwen3-MoE's ``opt_a`` dump: ``Tensor[0.125]``). Not modelled:
+    the ``Mul``/``RealDiv`` of a rank-2 constant stays a CNode even under a folded loss
+    (``(1, 1)`` blocks reshaped to a ``(1,)`` loss: kept, by hand); mindformers' routers,
+    ``(1, E)`` pieces, fold only through their zero coefficient (``moe_aux_loss_coeff`` 0)."""
+    return all(len(graph.tensors[name].shape) <= 1 for name in graph.outputs
+               if name in graph.tensors)

@@ -18,7 +18,8 @@ import sympy
 from ..devices import check_device_count
 from ..graph.model import DTYPE_BYTES, OpGraph, OpNode, TensorInfo
 from .expert_dispatch import morph_expert_weights, parameter_behind
-from .gradient_flow import NO_GRADIENT, data_dependent_gradients, gradient_kinds
+from .gradient_flow import (NO_GRADIENT, data_dependent_gradients, folds_loss_gradient,
+                            gradient_kinds)
 from . import operators
 from .api import MEMORY_KINDS, Collective, OpCost, Strategy, StrategyError
 from .dynamic_axes import allowed_cuts
@@ -64,8 +65,10 @@ class CostModel:
         replace_strategies: plan anew the primitives whose strategy the network's own
             ``shard()`` sets (by default their one option, :mod:`smsg_ms.cost.kept_layout`).
         fold_constant_gradients: no backward ``AllReduce`` of a tensor whose gradient is a
-            constant (:meth:`constant_gradient`), as MindSpore compiles one stage (default);
-            ``False``: a stage of a pipeline of two stages or more, where MindSpore keeps it.
+            constant (:meth:`constant_gradient`), as MindSpore compiles one stage where the
+            loss's bprop folds to a value; ``False``: a stage of a pipeline of two stages or
+            more, where MindSpore keeps it; ``None`` (default): :func:`folds_loss_gradient`
+            of ``graph`` (a returned loss of rank 2 or more keeps them).
 
     Raises:
         smsg_ms.devices.DeviceCountError: a device count MindSpore refuses (a ``ValueError``).
@@ -75,7 +78,7 @@ class CostModel:
     def __init__(self, graph: OpGraph, devices: int, hardware: Hardware | str = "ascend910b",
                  optimizer: str = "adam", *, enable_alltoall: bool | None = None,
                  fully_use_devices: bool = False, replace_strategies: bool = False,
-                 fold_constant_gradients: bool = True):
+                 fold_constant_gradients: bool | None = None):
         check_device_count(devices)
         if optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: "
@@ -90,6 +93,11 @@ class CostModel:
             enable_alltoall = wants_alltoall(graph)
         self.enable_alltoall = bool(enable_alltoall)
         self.fully_use_devices = fully_use_devices
+        #: one stage whose loss keeps its constant gradients expressions (merged by the CSE)
+        self.merges_constant_gradients = (fold_constant_gradients is None
+                                          and not folds_loss_gradient(graph))
+        if fold_constant_gradients is None:
+            fold_constant_gradients = folds_loss_gradient(graph)
         self.fold_constant_gradients = fold_constant_gradients
         self._options: dict[int, list[OpCost]] = {}
         self._specs: dict[int, Einsum | None] = {}
@@ -169,15 +177,16 @@ class CostModel:
         (``tests/test_reshape_chain_plan.py``). Not folded where ``fold_constant_gradients``
         is off: a stage of a pipeline, whose compile keeps that ``AllReduce`` (Qwen3-MoE's
         aux loss, 2 stages: one per micro-batch on each stage, ``docs/networks.md``). Not
-        modelled: the fold in MindSpore's source is ``AllReduceConstElim`` (``opt_a``), of an
-        AllReduce whose input is a ``ValueNode`` (mindformers' one stage: the loss's bprop
-        folds to one, and its default ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's
-        whole bprop to zeros, Qwen3-MoE's ``opt_a`` dump); a ``dout`` left a CNode
-        (``networks/stage_aux`` on one stage) keeps it, and the CSE after autodiff merges the
-        AllReduces of equal ``dout`` expressions (equal constant coefficients;
-        ``docs/networks.md``, "Constant gradients in a pipeline"), which a pipelined plan's
-        predicted collectives model per stage (:mod:`smsg_ms.planner.constant_gradients`;
-        the cost here still prices each)."""
+        folded either where the loss's bprop stays a CNode (one stage, a loss of rank 2 or
+        more: :func:`~.gradient_flow.folds_loss_gradient`): the fold in MindSpore's source is
+        ``AllReduceConstElim`` (``opt_a``), of an AllReduce whose input is a ``ValueNode``
+        (mindformers' one stage: the rank-0 loss's bprop folds to one, and its default
+        ``moe_aux_loss_coeff`` 0 folds the auxiliary loss's whole bprop to zeros, Qwen3-MoE's
+        ``opt_a`` dump); a ``dout`` left a CNode (``networks/stage_aux``, a ``(1, 1)`` loss)
+        keeps it, and the CSE after autodiff merges the AllReduces of equal ``dout``
+        expressions (equal constant coefficients; ``docs/networks.md``, "Constant gradients
+        in a pipeline"), which a plan's predicted collectives model per stage
+        (:mod:`smsg_ms.planner.constant_gradients`; the cost here still prices each)."""
         self._gradient_sets()
         return name in self._with_grad[0] and name not in self._with_grad[1]
 

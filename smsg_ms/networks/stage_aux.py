@@ -11,8 +11,8 @@ both means have a constant gradient. With the batch cut each mean is a forward `
 MindSpore keeps their backward ``AllReduce``, one stage or pipelined, except that the CSE after
 autodiff merges those of equal gradient expressions: the blocks' (one coefficient, 0.01) are one
 per stage and micro-batch (one stage: 2 of 3; ``docs/networks.md``, "Constant gradients in a
-pipeline"; the prediction folds them on one stage, as for mindformers' models, and merges them
-per stage in a pipeline, :mod:`smsg_ms.planner.constant_gradients`). ``coefficients`` sets each
+pipeline"; the ``(1, 1)`` loss keeps them on one stage too, unlike mindformers' rank-0 losses,
+and the prediction merges them per stage, :mod:`smsg_ms.planner.constant_gradients`). ``coefficients`` sets each
 block's coefficient. ``two_sums``: two accumulators ``(a, b)``, block ``i`` returning
 ``(h, b, a + c_i · mean(h))`` and the network ``mean(x_L) + a_L + b_L``, so that two auxiliary
 sums cross a stage border, their gradients equal expressions on the later stage but two

@@ -7,7 +7,10 @@ routers), a one-stage compile folds the AllReduce (``AllReduceConstElim``,
 ``frontend/optimizer/irpass/special_op_eliminate``: an AllReduce whose input is a
 ``ValueNode``; :class:`~smsg_ms.cost.model.CostModel`'s ``fold_constant_gradients``). A stage
 of a pipeline keeps it: its ``dout`` is a CNode (the loss's sens, or a gradient received from
-the next stage), so the gradient is an expression, not a value. The ``"cse"`` pass of
+the next stage), so the gradient is an expression, not a value; so does one stage whose loss
+has rank 2 or more (its bprop ``RealDiv(Tensor[[1]], 1)`` stays a CNode:
+:func:`~smsg_ms.cost.gradient_flow.folds_loss_gradient`), where a single-stage plan merges them
+as one stage (``networks/stage_aux`` on 8 devices: 2 and 3 kept, as predicted). The ``"cse"`` pass of
 ``opt_a``, after autodiff (``frontend/optimizer/cse.cc``), then merges CNodes whose inputs are
 the same nodes or tensor ``ValueNode``\\ s equal in value, shape and dtype
 (``Tensor::ValueEqual``) and whose primitives compare equal: two blocks scaling their

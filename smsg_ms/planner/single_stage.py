@@ -146,6 +146,10 @@ def _plan(graph: OpGraph, devices: int, settings: PlanningOptions, *, network, n
     plan = plan_from_solution(graph, model, problem, variables, solution,
                               network=network or graph.name,
                               network_options=dict(network_options or {}))
+    if model.merges_constant_gradients:  # kept constant gradients: one per expression (CSE)
+        from .constant_gradients import merge_constant_gradients
+        one = {v.name: 0 for v in variables} | {d.name: 0 for d in plan.decisions}
+        merge_constant_gradients(graph, model, variables, solution.choice, plan.decisions, one)
     return set_write_back(plan, settings.write_back).seal()
 
 

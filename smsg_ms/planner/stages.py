@@ -403,7 +403,7 @@ def stage_cost_model(graph: OpGraph, devices: int, hardware, replace_strategies:
     return CostModel(graph, devices, get_hardware(hardware),
                      fully_use_devices=devices > EXHAUSTIVE_UP_TO,
                      replace_strategies=replace_strategies,
-                     fold_constant_gradients=not pipelined)
+                     fold_constant_gradients=False if pipelined else None)
 
 
 def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
