@@ -267,7 +267,10 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     step, on every stage that computes it; one of a tensor in ``recomputed_reads`` counted on
     an earlier stage's reader is counted again on the later stages that read it
     (:func:`_regathered`). One of a ``merged_as`` key (a folded ``ops.zeros_like``'s AllGather)
-    is counted once on the stage (:func:`merged_once`).
+    is counted once on the stage (:func:`merged_once`). A backward collective of a tensor the
+    record lists in ``gradient_dropped`` for ``stage`` (computed from a parameter the stage
+    reads on the network's root but does not own, :mod:`smsg_ms.planner.root_reads`) is not
+    counted.
     Observed in the dry-run (MindSpore 2.10, ``tests/test_pipeline_check.py``).
     """
     from ..planner.pipelined import stage_of_decision
@@ -279,6 +282,7 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
     again = plan.pipeline.get("recomputed_on") or {}
     once = set(plan.pipeline.get("once_per_step") or ())
     out = _regathered(plan, stage, where, m, once)
+    dead = plan.pipeline.get("gradient_dropped") or {}
     for d in plan.decisions:
         if stage in again.get(d.name, ()):     # weight-independent forward run again here
             out.extend(dict(c, op=d.name) for c in d.collectives if c.get("phase") == "forward"
@@ -286,6 +290,8 @@ def predicted_stage_collectives(plan: Plan, stage: int) -> list[dict]:
         if where[d.name] != stage:
             continue
         for c in d.collectives:
+            if c.get("phase") == "backward" and stage in dead.get(c.get("tensor"), ()):
+                continue                        # the stage keeps no gradient of it
             if c.get("phase") == "forward" and (c.get("tensor") in once or "merged_as" in c):
                 out.append(dict(c, op=d.name))  # parameter-only: merged over micro-batches
             elif c.get("phase") != "grad_sync":

@@ -391,9 +391,23 @@ def _plan(spec: str, devices: int, global_batch: int, settings: PlanningOptions,
         from .param_only import shared_parameter_cells
         tied = shared_parameter_cells(
             costs.graph(d, b), list(plan.pipeline["stage_of_block"]),
-            {p["name"] for p in plan.pipeline.get("shared_parameters", [])}, best.stages)
+            {p["name"] for p in shared_across_stages(
+                stage, list(plan.pipeline["stage_of_block"].values()), cells_only=False)},
+            best.stages)
         if tied:    # unstaged, MindSpore rejects a parameter read on several stages
             plan.pipeline["shared_parameter_cells"] = tied
+        if int(plan.pipeline.get("virtual_stages", 1)) == 1:
+            from .root_reads import dropped_gradients
+            from .stages import block_of_ops
+            graph = costs.graph(d, b)
+            stage_of = list(plan.pipeline["stage_of_block"].values())
+            stage_of_op = {i: stage_of[k] for i, k in block_of_ops(graph)[1].items()}
+            back = {c["tensor"] for dec in plan.decisions for c in dec.collectives
+                    if c.get("phase") == "backward" and c.get("tensor")}
+            dead = dropped_gradients(graph, stage_of_op, best.stages, back,
+                                     list(plan.pipeline["stage_of_block"]))
+            if dead:    # a parameter read on the root of a stage that does not own it
+                plan.pipeline["gradient_dropped"] = dead
         told = graph_stages(plan, costs.graph(d, b), stage.variables)
         if told:    # stages the decisions' names do not tell
             plan.pipeline["decision_stages"] = told
@@ -479,15 +493,16 @@ class PipelineRecord:
         return out
 
 
-def shared_across_stages(stage, stage_of: list[int]) -> list[dict]:
+def shared_across_stages(stage, stage_of: list[int], cells_only: bool = True) -> list[dict]:
     """The record's ``shared_parameters``: ``[{"name", "shape" (per-device slice), "dtype",
     "stages" (sorted, at least two)}]`` of the parameters of the stage plan ``stage`` read on
     more than one stage when block ``i`` runs on stage ``stage_of[i]``
-    (:func:`~smsg_ms.planner.stages.shared_parameters`), in graph order."""
+    (:func:`~smsg_ms.planner.stages.shared_parameters`, ``cells_only`` passed on: by default
+    readers on the network's root do not count), in graph order."""
     from .stages import shared_parameters
 
     out = []
-    for name, (blocks, shape, dtype, _) in shared_parameters(stage).items():
+    for name, (blocks, shape, dtype, _) in shared_parameters(stage, cells_only=cells_only).items():
         stages = sorted({int(stage_of[i]) for i in blocks})
         if len(stages) > 1:
             out.append({"name": name, "shape": shape, "dtype": dtype, "stages": stages})

@@ -564,14 +564,25 @@ def parameter_slices(sol: StageSolution, _known=None) -> dict[str, tuple[int, Pa
     return out
 
 
-def shared_parameters(sol: StageSolution, _known=None) -> dict[str, tuple]:
+def shared_parameters(sol: StageSolution, _known=None, cells_only: bool = True) -> dict[str, tuple]:
     """The trained parameters of a stage solution read in more than one block of the chain (a tied
     embedding table read by the embedding and the output head): ``{name: (block indices
     reading it (sorted tuple), per-device slice shape (list), dtype, slice bytes)}`` in graph
     order, the slice under the layout of its first consumer (MindSpore gives a parameter one
     layout). On two stages, MindSpore Sends it between them once per step
-    (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds`). ``{}`` where none is."""
+    (:func:`smsg_ms.cost.pipeline.shared_parameter_seconds`). ``{}`` where none is.
+
+    ``cells_only`` (default): a reader no staged cell holds (``ops.matmul(x,
+    self.emb.embedding_table.T)`` in the top-level ``construct``:
+    :func:`smsg_ms.planner.root_reads.loose_reads`) does not count: MindSpore gives the
+    parameter no stage there and sends nothing, the reader reads its stage's own copy
+    (checked in the dry-run: :mod:`smsg_ms.networks.tied_root`,
+    ``tests/test_pipeline_tied_root.py``). ``cells_only=False``: every reader counts (the
+    parameters whose cells a pipeline's write-back stages)."""
+    from .root_reads import loose_reads
+
     graph = sol.graph
+    loose = loose_reads(graph, chain_blocks(graph)[0]) if cells_only else set()
     block, cost_of = _blocks_and_costs(sol, _known)
     at: dict[str, set] = {}
     first: dict[str, tuple] = {}
@@ -580,7 +591,9 @@ def shared_parameters(sol: StageSolution, _known=None) -> dict[str, tuple]:
             t = graph.tensors[name]
             if t.kind != "parameter" or not t.requires_grad:
                 continue
-            at.setdefault(name, set()).add(block[op.id])
+            at.setdefault(name, set())
+            if (op.id, name) not in loose:
+                at[name].add(block[op.id])
             if name not in first:
                 sl = list(slice_shape(t.shape, cost_of[op.id].in_layouts[idx]))
                 whole = int(prod(t.shape)) if t.shape else 1
