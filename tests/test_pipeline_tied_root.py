@@ -18,10 +18,23 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
 from smsg_ms.integration.check import check_plan
 from smsg_ms.integration.pipeline import ranks_per_stage
 
 SPEC = "smsg_ms.networks.tied_root:build"
+
+
+def test_the_table_read_on_the_root_is_a_loose_read(captured):
+    from smsg_ms.planner.root_reads import loose_reads
+    from smsg_ms.planner.stages import chain_blocks
+
+    graph = captured(SPEC, world=8, swap=True)
+    (op_id, name), = loose_reads(graph, chain_blocks(graph)[0])
+    op = graph.ops[op_id]
+    assert (op.type, name) == ("Transpose", "emb.embedding_table")
+    assert "0-Block" in op.scope          # the capture's scope names a block, wrongly
 
 
 def _bad(report):
@@ -30,16 +43,20 @@ def _bad(report):
 
 
 @functools.lru_cache(maxsize=None)
-def _checked(head: str):
+def _checked(head: str, swap: bool = False):
     from smsg_ms.planner import plan_network_pipelined
 
+    options = dict(head=head, swap=True) if swap else dict(head=head)
     plan = plan_network_pipelined(SPEC, 8, global_batch=8, stages=2, micro_batches=2,
-                                  head=head)
+                                  **options)
     return plan, check_plan(plan, ranks_per_stage(8, 2))
 
 
-def test_a_head_on_the_root_sends_no_table_and_drops_its_gradient():
-    plan, report = _checked("root")
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_head_on_the_root_sends_no_table_and_drops_its_gradient(swap):
+    """``swap``: the root's Transpose of the table carries the first block's scope in the
+    capture (the rule must not go by scopes)."""
+    plan, report = _checked("root", swap)
     assert [r.error for r in report.ranks] == [None, None]
     assert not plan.pipeline.get("shared_parameters")          # nothing sent for the table
     assert plan.pipeline["shared_parameter_cells"] == {"emb": 0}

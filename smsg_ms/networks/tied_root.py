@@ -17,10 +17,13 @@ import numpy as np
 
 
 def build(batch: int = 8, seq: int = 8, hidden: int = 32, vocab: int = 64, layers: int = 2,
-          head: str = "root"):
+          head: str = "root", swap: bool = False):
     """``{"net", "inputs"}``: input ``ids (batch, seq)`` int32; primitive paths
     ``emb.gather``, ``layers.{i}.fc.matmul``; ``head``: ``"root"`` (the Transpose and MatMul
-    on the root) or ``"cell"``.
+    on the root) or ``"cell"``. ``swap``: each block swaps its sequence and hidden axes
+    there and back (``.transpose(0, 2, 1)`` twice) before its Dense, so that the root's
+    ``Transpose`` of the table carries the first block's scope in the capture (MindSpore
+    scopes a functional call by the first cell that made it).
 
     Raises:
         ValueError: another ``head``.
@@ -38,7 +41,8 @@ def build(batch: int = 8, seq: int = 8, hidden: int = 32, vocab: int = 64, layer
             self.fc = nn.Dense(hidden, hidden, has_bias=False)
 
         def construct(self, x):
-            return x + ops.relu(self.fc(x))
+            h = x.transpose(0, 2, 1).transpose(0, 2, 1) if swap else x
+            return x + ops.relu(self.fc(h))
 
     class Head(nn.Cell):
         def __init__(self, table):
