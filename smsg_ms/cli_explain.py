@@ -61,6 +61,7 @@ def cmd_explain(args) -> int:
     from .report.explain_view import print_explain
 
     plan = load_plan(args.file)
+    _refuse_unused_space_flags(args, plan)
     if args.plot:
         check_writable(args.plot)
     from .integration.writeback import describe
@@ -112,6 +113,27 @@ def cmd_explain(args) -> int:
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _refuse_unused_space_flags(args, plan) -> None:
+    """A search-space flag (``--pipeline`` ... ``--memory``) given where nothing reads it: only
+    ``--runner-up`` of a pipelined plan searches a space.
+
+    Raises:
+        smsg_ms.cli_options.UsageError: such a flag without ``--runner-up`` or on a plan without
+            a pipeline record.
+    """
+    from .cli_options import UsageError
+
+    given = [f"--{k.replace('_', '-')}" for k in _SPACE_FLAGS
+             if getattr(args, k) != args.space_defaults[k]]
+    if given and not (args.runner_up and plan.pipeline):
+        where, todo = (("without --runner-up", "leave them out, or add --runner-up")
+                       if not args.runner_up else
+                       ("on a plan without a pipeline", "leave them out (a single-stage plan's "
+                        "runner-up is searched in its own space)"))
+        raise UsageError(f"{', '.join(given)} given {where}: explain reads them only for "
+                         f"--runner-up of a pipelined plan (its search space); {todo}")
 
 
 def _pipelined_runner_up(args, plan):

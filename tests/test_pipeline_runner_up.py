@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -262,4 +263,25 @@ def test_explain_refuses_a_search_space_the_plan_cannot_have(gpt_plan, tmp_path,
     path.write_text(gpt_plan.to_json())
     with pytest.raises(SystemExit) as exit_:
         main(["explain", str(path), "--runner-up", *flags])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("plan_file, flags, words", [
+    ("pipelined", ["--micro-batches", "2"], "--micro-batches given without --runner-up"),
+    ("pipelined", ["--pipeline", "2"], "--pipeline given without --runner-up"),
+    ("single", ["--runner-up", "--memory", "8"], "--memory given on a plan without a pipeline"),
+])
+def test_explain_refuses_space_flags_nothing_reads(gpt_plan, tmp_path, capsys, plan_file,
+                                                   flags, words):
+    """Search-space flags are read only by ``--runner-up`` of a pipelined plan; anywhere else
+    they were silently ignored (a fresh user's trial): one line, exit 2."""
+    from smsg_ms.cli import main
+
+    path = tmp_path / "p.plan.json"
+    if plan_file == "pipelined":
+        path.write_text(gpt_plan.to_json())
+    else:
+        path = Path(__file__).parents[1] / "strategies" / "llama-8dev.plan.json"
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", str(path), *flags])
     assert exit_.value.code == 2 and words in capsys.readouterr().err
