@@ -43,10 +43,12 @@ def _bad(report):
 
 
 @functools.lru_cache(maxsize=None)
-def _checked(head: str, swap: bool = False):
+def _checked(head: str, swap: bool = False, embed: str = "cell"):
     from smsg_ms.planner import plan_network_pipelined
 
     options = dict(head=head, swap=True) if swap else dict(head=head)
+    if embed != "cell":
+        options["embed"] = embed
     plan = plan_network_pipelined(SPEC, 8, global_batch=8, stages=2, micro_batches=2,
                                   **options)
     return plan, check_plan(plan, ranks_per_stage(8, 2))
@@ -76,5 +78,20 @@ def test_a_head_in_its_own_cell_still_sends_the_table():
     assert prm["name"].endswith("table") and prm["stages"] == [0, 1]
     assert "gradient_dropped" not in plan.pipeline
     sent = {row.key[2] for row in report.ranks[1].p2p if row.inserted}
+    assert tuple(prm["shape"]) in sent                          # MindSpore sends it
+    assert report.ok, _bad(report)
+
+
+def test_a_functional_read_in_a_side_cell_is_staged_and_sends_the_table():
+    """The embedding cell calls ``ops.gather(table, ids, 0)`` (no primitive path, as
+    mindformers' ``VocabParallelEmbedding`` calls its ``Embedding``) and stages itself; the
+    head cell reads the table on the last stage. The read is in a staged cell, not loose:
+    MindSpore sends the table (mindformers DeepSeek-V3 ``--pipeline 2`` failed check alike,
+    the table's Send/Receive 0 predicted / 1 inserted on each stage)."""
+    plan, report = _checked("cell", embed="functional")
+    assert [r.error for r in report.ranks] == [None, None]
+    (prm,) = plan.pipeline["shared_parameters"]
+    assert prm["stages"] == [0, 1]
+    sent = {row.key[2] for row in report.ranks[0].p2p if row.inserted}
     assert tuple(prm["shape"]) in sent                          # MindSpore sends it
     assert report.ok, _bad(report)

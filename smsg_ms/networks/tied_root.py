@@ -17,7 +17,7 @@ import numpy as np
 
 
 def build(batch: int = 8, seq: int = 8, hidden: int = 32, vocab: int = 64, layers: int = 2,
-          head: str = "root", swap: bool = False):
+          head: str = "root", swap: bool = False, embed: str = "cell"):
     """``{"net", "inputs"}``: input ``ids (batch, seq)`` int32; primitive paths
     ``emb.gather``, ``layers.{i}.fc.matmul``; ``head``: ``"root"`` (the Transpose and MatMul
     on the root) or ``"cell"``. ``swap``: each block swaps its sequence and hidden axes
@@ -34,6 +34,17 @@ def build(batch: int = 8, seq: int = 8, hidden: int = 32, vocab: int = 64, layer
 
     if head not in ("root", "cell"):
         raise ValueError(f"head must be 'root' or 'cell', not {head!r}")
+    if embed not in ("cell", "functional"):
+        raise ValueError(f"embed must be 'cell' or 'functional', not {embed!r}")
+
+    class Emb(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.embedding_table = ms.Parameter(
+                ms.Tensor(np.zeros((vocab, hidden), np.float32)), name="embedding_table")
+
+        def construct(self, ids):
+            return ops.gather(self.embedding_table, ids, 0)
 
     class Block(nn.Cell):
         def __init__(self):
@@ -57,7 +68,9 @@ def build(batch: int = 8, seq: int = 8, hidden: int = 32, vocab: int = 64, layer
     class LM(nn.Cell):
         def __init__(self):
             super().__init__()
-            self.emb = nn.Embedding(vocab, hidden)
+            self.emb = nn.Embedding(vocab, hidden) if embed == "cell" else Emb()
+            if embed == "functional" and ms.get_auto_parallel_context("pipeline_stages") > 1:
+                self.emb.pipeline_stage = 0
             self.layers = nn.CellList([Block() for _ in range(layers)])
             self.head = Head(self.emb.embedding_table) if head == "cell" else None
 

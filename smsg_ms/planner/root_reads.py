@@ -23,6 +23,7 @@ none of them (:func:`loose_reads`).
 """
 from __future__ import annotations
 
+from ..graph.mindir import cell_path_of_scope
 from ..graph.model import OpGraph
 
 
@@ -49,9 +50,28 @@ def loose_reads(graph: OpGraph, names: list[str]) -> set[tuple[int, str]]:
             continue
         for name in op.inputs:
             t = graph.tensors[name]
-            if t.kind == "parameter" and t.requires_grad and not in_blocks(name, names):
+            if (t.kind == "parameter" and t.requires_grad and not in_blocks(name, names)
+                    and not in_side_cell(op.scope or "", names)):
                 out.add((op.id, name))
     return out
+
+
+def in_side_cell(scope: str, names: list[str]) -> bool:
+    """Whether an operator of ``scope`` runs in a cell outside the repeated blocks ``names``
+    that holds none of them: its scope's cell chain is not empty (the root), does not lie in a
+    block and is not a container of one. mindformers DeepSeek-V3's ``Embedding`` primitive,
+    called functionally in ``VocabParallelEmbedding`` and so without a primitive path, has the
+    scope ``.../embedding-LanguageModelEmbedding/word_embeddings-VocabParallelEmbedding/
+    Embedding-op0``; that cell is staged (by the network, as mindformers stages its embedding,
+    or by the write-back) and MindSpore gives the parameter its stage (dry-run: the table is
+    sent to the stage of the MTP block that reads it again). A root call's scope is the root's
+    or, when a block made the same functional call first, that block's (the GQA decoder's
+    ``Transpose`` of the table): both loose."""
+    cells = cell_path_of_scope(scope) if scope else ""
+    if not cells or in_blocks(cells, names):
+        return False
+    return not any(b.startswith(cells + ".") for b in names)
+
 
 
 def parameter_stages(graph: OpGraph, stage_of_op: dict[int, int],
@@ -112,4 +132,4 @@ def dropped_gradients(graph: OpGraph, stage_of_op: dict[int, int], stages: int,
     return out
 
 
-__all__ = ["dropped_gradients", "in_blocks", "loose_reads", "parameter_stages", "weights_behind"]
+__all__ = ["dropped_gradients", "in_blocks", "in_side_cell", "loose_reads", "parameter_stages", "weights_behind"]
