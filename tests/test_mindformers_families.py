@@ -197,6 +197,29 @@ def test_deepseek_v3_built_for_eight_devices_checks(work):
     assert json.loads(check.stdout)["ok"], rows
 
 
+def test_telechat3_rotary_cast_behind_a_depend_checks(work):
+    """TeleChat3 as a user plans it: its rotary ``Cast`` of ``key`` is read twice (the
+    rotation's ``Mul`` and ``Split``), and the ``Cast`` reads the QKV split's output through a
+    ``Depend`` (auto-monad, after ``linear_qkv``'s side-effecting ``Morph``). MindSpore's
+    ``MergeComm`` stops its walk at that ``Depend``, so the two AllGathers of the ``Cast``'s
+    output merge and one ReduceScatter comes back per layer (24 predicted / 22 inserted before
+    :attr:`smsg_ms.graph.model.OpNode.depend_inputs`; the one-device capture keeps the
+    ``Depend`` in ``layers.0`` only, spread to the other layers). MindSpore's compile is the
+    oracle: every row agrees."""
+    import json
+
+    plan = smsg(["plan", "smsg_ms.networks.families:mf_telechat3", "--devices", "8",
+                 "--out", "telechat3.json"], work)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    check = smsg(["check", "telechat3.json", "--json"], work)
+    rank = json.loads(check.stdout)["ranks"][0]
+    assert rank["error"] is None, check.stderr[-2000:]
+    rows = {(r["collective"], r["phase"], r["group"]): r for r in rank["collectives"]}
+    scatter = rows[("ReduceScatter", "backward", 8)]
+    assert scatter["predicted"] == scatter["inserted"], scatter
+    assert json.loads(check.stdout)["ok"], rows
+
+
 _FILL_SCRIPT = """
 from mindspore import nn
 from mindformers.parallel_core.transformer_config import TransformerConfig

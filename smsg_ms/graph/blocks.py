@@ -116,3 +116,30 @@ def group_blocks(graph: OpGraph, min_size: int = 2) -> list[BlockGroup]:
         by_key.setdefault((b.container, b.signature), []).append(b)
     groups = [BlockGroup(c, s, tuple(bs)) for (c, s), bs in by_key.items() if len(bs) >= min_size]
     return sorted(groups, key=lambda g: (g.container, g.blocks[0].index))
+
+
+def spread_depend_inputs(graph: OpGraph) -> None:
+    """Give the operators of every block of one container the union of the
+    :attr:`~smsg_ms.graph.model.OpNode.depend_inputs` of their counterparts in the container's
+    other blocks (same primitive path below the block, call index, type and input count; in
+    place).
+
+    MindSpore's auto-monad puts a ``Depend`` on the values a cell uses after a side-effecting
+    call (mindformers' ``Morph`` of ``linear_qkv``) in every instance of the cell, and the
+    parallel compile keeps them all; the one-device capture keeps only some (TeleChat3: those of
+    ``layers.0``, whose other layers also lose a Reshape, so their structural signatures
+    differ). Identical code, identical ``Depend``\\ s.
+    """
+    by_role: dict[tuple, list[OpNode]] = {}
+    for b in find_blocks(graph, signed=False):
+        for i in b.op_ids:
+            op = graph.ops[i]
+            if op.prim_path:
+                rel = op.prim_path[len(b.prefix) + 1:]
+                by_role.setdefault((b.container, rel, op.call_index, op.type, len(op.inputs)),
+                                   []).append(op)
+    for ops in by_role.values():
+        union = sorted({i for op in ops for i in op.depend_inputs})
+        if union:
+            for op in ops:
+                op.depend_inputs = list(union)

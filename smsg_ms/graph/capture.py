@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from .blocks import spread_depend_inputs
 from .broadcast_matmul import refused_broadcast, restore_types, stand_in
 from .model import OpGraph
 
@@ -121,6 +122,7 @@ def read_mindir(net, phase: str, name: str, tag_net=None, wrappers: int | None =
     graph = parse_model(model, name=name, arg_names=primitive_arg_names, trainable=trainable,
                         path_hints=path_hints(tag_primitives(tag_net)), wrappers=wrappers)
     restore_types(graph.ops)
+    spread_depend_inputs(graph)
     record_parallel_optimizer(graph, net)
     locate_control_flow(graph, tag_net)
     return graph

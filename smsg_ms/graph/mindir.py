@@ -230,6 +230,8 @@ class _Walker:
         self.constants: dict[str, Any] = {}
         self.alias: dict[str, Any] = {}
         self.multi_out: dict[str, list[str]] = {}
+        self.depends: set[str] = set()       # names of Depend outputs (and formals bound to one)
+        self.depend_args: list[bool] = []    # per input of the node being walked
         self.ops: list[OpNode] = []
         self.warnings: list[str] = []
         self.calls: dict[str, int] = {}
@@ -252,6 +254,18 @@ class _Walker:
                 return nxt
             n, seen = nxt, seen + 1
         return n
+
+    def through_depend(self, n: str) -> bool:
+        """True when name ``n`` reaches its tensor through the output of a ``Depend``."""
+        seen = 0
+        while n in self.alias and seen < 10000:
+            if n in self.depends:
+                return True
+            nxt = self.alias[n]
+            if not isinstance(nxt, str) or nxt == n:
+                return False
+            n, seen = nxt, seen + 1
+        return False
 
     def resolve_key(self, n: str) -> str:
         """Like :meth:`resolve` but stops at the last name (to look up a closure)."""
@@ -308,9 +322,10 @@ class _Walker:
                 self.alias[out_name] = out_name
                 continue
             args = [self.resolve(key(i)) for i in node.input]
+            self.depend_args = [self.through_depend(key(i)) for i in node.input]
             target = node.op_type[5:] if node.op_type.startswith("REF::") else node.op_type
             if target in self.funcs:
-                self.call(self.funcs[target], args, out_name, node.domain)
+                self.call(self.funcs[target], args, out_name, node.domain, self.depend_args)
                 continue
             closure = self.alias.get(self.resolve_key(key(target)))
             if isinstance(closure, _Partial):  # e.g. the backward graph returned by the forward
@@ -335,13 +350,17 @@ class _Walker:
             self.primitive(node, self.prims[target], args, out_name)
         return [self.resolve(key(o.name)) for o in g.output]
 
-    def call(self, func, args, out_name: str, scope: str) -> None:
+    def call(self, func, args, out_name: str, scope: str, depends=None) -> None:
+        """Walk sub-graph ``func`` with ``args``; ``depends``: per argument, whether it came
+        through a ``Depend`` (its formal is marked so)."""
         if self.depth > 64:
             raise RecursionError(f"{scope}: sub-graph calls nest deeper than 64 (recursion?)")
         self.n_calls += 1
         ns = f"c{self.n_calls}/"
-        for formal, actual in zip(func.input, args):
+        for i, (formal, actual) in enumerate(zip(func.input, args)):
             self.alias[ns + self._local(formal.name, func.name)] = actual
+            if depends and i < len(depends) and depends[i]:
+                self.depends.add(ns + self._local(formal.name, func.name))
         for p in func.parameter:  # parameters owned by the sub-graph itself
             pname = p.ref_key or self._local(p.name, func.name)
             self.tensors.setdefault(pname, TensorInfo(
@@ -392,6 +411,8 @@ class _Walker:
         if op_type in PLUMBING:
             if op_type in ("Load", "Depend", "TensorMove"):  # TensorMove: a copy (reused cells)
                 alias[out_name] = args[0]
+                if op_type == "Depend":
+                    self.depends.add(out_name)
             elif op_type in ("MakeTuple", "MakeList", "make_list"):  # make_list: a Python list
                 alias[out_name] = tuple(args)
             elif op_type in ("TupleGetItem", "ListGetItem"):
@@ -413,6 +434,7 @@ class _Walker:
         names = (self.arg_names(op_type) if self.arg_names else None) or []
         attrs: dict[str, Any] = {}
         data_inputs: list[str] = []
+        depend_inputs: list[int] = []
         for i, a in enumerate(args):
             if isinstance(a, tuple):  # a tuple of tensors (Concat) — flatten
                 # a constant tensor in the tuple is one of the operator's inputs too: MindSpore
@@ -424,6 +446,8 @@ class _Walker:
                         data_inputs.append(self.constant_tensor(constants[el], el))
                 continue
             if a in tensors:
+                if i < len(self.depend_args) and self.depend_args[i]:
+                    depend_inputs.append(len(data_inputs))
                 data_inputs.append(a)
             elif a in constants:
                 v = constants[a]
@@ -468,7 +492,7 @@ class _Walker:
         if path:
             self.calls[path] = call_index + 1
         self.ops.append(OpNode(op_id, op_type, data_inputs, outs, attrs, path, call_index,
-                               node.domain, phase))
+                               node.domain, phase, depend_inputs))
 
 
 def _common_prefix(paths: list) -> str:

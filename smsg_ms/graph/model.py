@@ -106,6 +106,13 @@ class TensorInfo:
         return None if n is None else n * DTYPE_BYTES.get(self.dtype, 4)
 
 
+def _op_dict(op: OpNode) -> dict:
+    out = asdict(op)
+    if not out["depend_inputs"]:
+        del out["depend_inputs"]
+    return out
+
+
 def _tensor_dict(t: TensorInfo) -> dict:
     out = dict(asdict(t), shape=list(t.shape))
     if out["parallel_optimizer"]:
@@ -140,6 +147,10 @@ class OpNode:
         phase: ``"forward"``, ``"backward"`` (scope ``Gradients/...``) or ``"optimizer"``; only
             training graphs (:func:`smsg_ms.graph.capture.capture_training_graph`) have the latter
             two, and their operators carry no primitive path.
+        depend_inputs: positions in ``inputs`` that reach the operator through a ``Depend``
+            (``ops.depend``; the capture looks through it, MindSpore's ``MergeComm`` does not:
+            :func:`smsg_ms.planner.merge_comm.gather_source`). Left out of the JSON form when
+            empty and of :meth:`OpGraph.fingerprint`.
     """
 
     id: int
@@ -151,6 +162,7 @@ class OpNode:
     call_index: int = 0
     scope: str = ""
     phase: str = "forward"
+    depend_inputs: list[int] = field(default_factory=list)
 
     @property
     def shardable(self) -> bool:
@@ -251,7 +263,7 @@ class OpGraph:
             "outputs": self.outputs,
             "warnings": self.warnings,
             "tensors": [_tensor_dict(t) for t in self.tensors.values()],
-            "ops": [asdict(o) for o in self.ops],
+            "ops": [_op_dict(o) for o in self.ops],
             **({"built_for": self.built_for} if self.built_for is not None else {}),
         }
 

@@ -25,6 +25,11 @@ ReduceScatter; DeepSeek-V3's rotary ``strideslice`` reads ``q_pe`` twice, item 1
 attention's ``SplitWithSize`` whose item 0 (``q_nope``) is gathered too: the key's AllGathers
 disagree on ``get_item_index``, none merged, two ReduceScatters for ``q_pe``.
 
+A ``Depend`` (``ops.depend``) on the walk ends it: the capture looks through it, MindSpore's
+walk does not, so the AllGathers behind it have a key of their own (TeleChat3's rotary ``Cast``
+of ``key``, read by a ``Depend`` after the QKV split: its two AllGathers merged, one
+ReduceScatter, seen in ``merge_comm_*.ir`` at 4 devices a stage).
+
 Not modelled: the capture's graph is the compiled one, after MindSpore's CSE, so operators that
 were separate calls of one computation (``nn.MultiheadAttention``'s three ``swapaxes`` of one
 tensor, each read by one projection: three keys, three ReduceScatters) look like one producer
@@ -51,7 +56,7 @@ class FirstGather:
             Reshape (else ``None``), the ``Cast`` passed and the output index.
     """
 
-    source: int
+    source: int | tuple
     agree: tuple
 
 
@@ -65,10 +70,14 @@ def gather_source(graph: OpGraph, tensor: str) -> tuple[int, tuple] | None:
         op.type in reshape.TYPES else None
     name = tensor
     while op is not None and op.type in reshape.TYPES and op.inputs:
+        if 0 in op.depend_inputs:
+            return None
         name = op.inputs[0]
         op = graph.producer_of(name)
     cast = None
     if op is not None and op.type == "Cast" and op.inputs:
+        if 0 in op.depend_inputs:       # the walk stops at the Depend: a key of its own
+            return ("depend", op.id), (reshaped, repr(sorted(op.attrs.items())), None)
         cast = repr(sorted(op.attrs.items()))
         name = op.inputs[0]
         op = graph.producer_of(name)
