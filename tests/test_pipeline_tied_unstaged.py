@@ -65,3 +65,28 @@ def test_builtin_gpt_pipelined_passes_check():
     report = check_plan(plan, ranks_per_stage(8, 2))
     assert all(r.error is None for r in report.ranks), [r.error for r in report.ranks]
     assert report.ok
+
+
+def test_builtin_gpt_with_optimizer_sharding_keeps_the_tied_table_whole(capture_of):
+    """Optimizer sharding on, the table read on both stages: MindSpore 2.10 cannot shard it (the
+    parallel optimizer puts no AllGather before the Send of a shared parameter,
+    ``InsertParallelOpt`` in ``frontend/parallel/parameter_manager.cc``; stage 0 was rejected:
+    "For 'AddN', input shape must be same, but got shape of input[1]: (64, 64), shape of
+    input[0]: ()"). The plan keeps it whole (``Parameter.parallel_optimizer = False`` in the
+    write-back), shards the others, says why, and MindSpore compiles both stages with every
+    row matching."""
+    from smsg_ms.planner import plan_network_pipelined
+    from smsg_ms.report.plan_notes import unsharded_lines
+
+    gpt = dict(layers=4, hidden=64, heads=4, vocab=256, seq=32)
+    plan = plan_network_pipelined("gpt", 8, global_batch=8, stages=2, micro_batches=2,
+                                  optimizer_sharding=True, capture=capture_of("gpt", **gpt),
+                                  **gpt)
+    rec = plan.pipeline
+    assert [p["name"] for p in rec["shared_parameters"]] == ["embedding_weight"]
+    assert rec["optimizer_sharding"] and rec["optimizer_sharded"]
+    assert "embedding_weight" not in rec["optimizer_sharded"]
+    assert "InsertParallelOpt" in " ".join(unsharded_lines(plan))
+    report = check_plan(plan, ranks_per_stage(8, 2))
+    assert all(r.error is None for r in report.ranks), [r.error for r in report.ranks]
+    assert report.ok
