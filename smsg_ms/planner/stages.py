@@ -634,9 +634,10 @@ def unsharded_across_stages(shared: list[dict] | None, optimizer_sharding: bool)
     """Names of the trained parameters read on two stages or more (the record's
     ``shared_parameters``) that a plan with optimizer sharding on keeps whole
     (:data:`UNSHARDED_WHY`; checked in the dry-run,
-    ``tests/test_pipeline_tied_unstaged.py``), sorted; ``[]`` without sharding or without such parameters. :func:`layer_costs_of` prices every
-    parameter read in two blocks or more so on a stage of two stages or more (an upper bound
-    on its memory where the cut keeps its readers on one stage)."""
+    ``tests/test_pipeline_tied_unstaged.py``), sorted; ``[]`` without sharding or without
+    such parameters. :func:`layer_costs_of` prices every parameter read in two blocks or more
+    so on a stage of two stages or more (an upper bound on its memory where the cut keeps its
+    readers on one stage)."""
     if not optimizer_sharding or not shared:
         return []
     return sorted(p["name"] for p in shared)
