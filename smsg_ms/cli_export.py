@@ -60,9 +60,14 @@ def cmd_export(args) -> int:
     written = primitives_reading_parameters(plan, graph)
     left = sorted(set(plan.strategies) - set(written))
     context = context_of(plan, args.out)
+    from .planner.stages import unsharded_across_stages
+    rec = plan.pipeline or {}
+    whole = unsharded_across_stages(rec.get("shared_parameters"),
+                                    bool(rec.get("optimizer_sharding")))
     if args.json:
+        extra = {"parallel_optimizer_off": whole} if whole else {}
         emit_json({"file": args.out, "plan": args.file, "network": network,
-                   "written": written, "not_written": left, "context": context})
+                   "written": written, "not_written": left, "context": context, **extra})
         return 0
     print(f"strategy checkpoint written to {args.out}: {len(written)} of "
           f"{count(len(plan.strategies), 'strategy', 'strategies')} written")
@@ -75,4 +80,8 @@ def cmd_export(args) -> int:
               f"primitive by the Parameter it reads): {shown}")
     kwargs = ", ".join(f"{k}={v!r}" for k, v in context.items())
     print(f"load it with mindspore.set_auto_parallel_context({kwargs})")
+    if whole:   # MindSpore 2.10 cannot optimizer-shard a parameter read on two stages
+        print(f"and set Parameter.parallel_optimizer = False on {', '.join(whole)} (read on two "
+              "pipeline stages: sharded, MindSpore 2.10's compile fails; smsg-ms explain says "
+              "why)")
     return 0

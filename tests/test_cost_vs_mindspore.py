@@ -72,6 +72,15 @@ CASES = [
     ("gather row split, indices not divisible -> relu", [
         ("Gather", {}, [param(128, 32), ["index", [60], 128]], [0], [[8, 1], [1]]),
         ("ReLU", {}, [PREV], [], [[4, 2]])]),
+    # no row split: MindSpore's NormalImpl, indices' cuts first, repeated calculation on the
+    # right (ShardAxisImpl's left rule is for a row split only): the columns of the output lie
+    # over other ranks than a ReLU's columns (gpt's embedding, docs/networks.md)
+    ("gather column split with replicas -> relu rows and columns", [
+        ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[1, 2], [1]]),
+        ("ReLU", {}, [PREV], [], [[4, 2]])]),
+    ("gather column split and indices cut -> relu", [
+        ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[1, 2], [2]]),
+        ("ReLU", {}, [PREV], [], [[2, 2]])]),
     ("gather row split -> relu other cut", [
         ("Gather", {}, [param(128, 32), ["index", [64], 128]], [0], [[4, 1], [1]]),
         ("ReLU", {}, [PREV], [], [[2, 4]])]),

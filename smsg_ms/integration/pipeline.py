@@ -97,7 +97,10 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     2.10 computes the first stage's parameter-only tensors once per micro-batch instead of once.
     The cells of ``shared_parameter_cells`` (``{cell: stage}``: outside the blocks, reading a
     parameter read on several stages, :func:`smsg_ms.planner.param_only.shared_parameter_cells`)
-    take their stage; left unstaged, MindSpore 2.10 rejects the pipeline.
+    take their stage; left unstaged, MindSpore 2.10 rejects the pipeline. With optimizer
+    sharding on, a parameter of ``shared_parameters`` (read on two stages or more) gets
+    ``Parameter.parallel_optimizer = False``
+    (:data:`smsg_ms.planner.stages.UNSHARDED_WHY`: sharded, MindSpore 2.10 cannot compile it).
 
     Returns:
         ``{cell path: stage}`` of the marked cells.
@@ -118,6 +121,17 @@ def mark_cells(net, pipeline: dict) -> dict[str, int]:
     if missing:
         raise PipelineWriteBackError(f"pipeline record names cells the network does not have: "
                                      f"{', '.join(missing[:5])}")
+    from ..planner.stages import unsharded_across_stages
+
+    whole = unsharded_across_stages(pipeline.get("shared_parameters"),
+                                    bool(pipeline.get("optimizer_sharding")))
+    params = {p.name: p for p in net.get_parameters()} if whole else {}
+    if any(n not in params for n in whole):
+        raise PipelineWriteBackError(
+            "pipeline record names parameters the network does not have: "
+            + ", ".join(n for n in whole if n not in params))
+    for name in whole:          # read on several stages: MindSpore cannot shard it
+        params[name].parallel_optimizer = False
     marked = {}
     if int(pipeline["stages"]) > 1:
         for name, stage in stage_of.items():

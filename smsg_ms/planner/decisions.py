@@ -290,7 +290,17 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
     (:func:`~smsg_ms.cost.redistribution_reshape.unify_through_reshape`); the others keep the
     pair of edges (``edges``: :func:`~smsg_ms.planner.variables.planned_edges` as a list). A
     Reshape in a ``Morph`` body is not one: the body runs on the slices the Morph's own layouts
-    give, with no redistribution of its own (:mod:`smsg_ms.graph.morph_regions`)."""
+    give, with no redistribution of its own (:mod:`smsg_ms.graph.morph_regions`).
+
+    A Reshape read by several planned operators (none a Reshape) takes one output layout:
+    ``InitReshapeOpInfo`` sets it to the layout ``FindNextLayout`` returns ("if reshape's
+    output connect to several primitive, return the first layout found",
+    ``frontend/parallel/step_parallel.cc``), the consumer's its users' walk meets first: the
+    last consumer in graph order (seen in the dry-run: a hidden state reshaped to ``(T, h)``
+    and read by a LayerNorm cut ``(2, 1)`` and by the residual Add cut ``(4, 1)`` after it is
+    laid out ``(4, 1)`` whichever of the two reads it so, then gathered for the LayerNorm:
+    the built-in ``gpt``, docs/networks.md). The other consumers are redistributed from that
+    layout, one redistribution per distinct layout (MindSpore's CSE)."""
     into, out_of = defaultdict(list), defaultdict(list)
     for edge in edges:
         into[edge[2]].append(edge)
@@ -299,16 +309,25 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
     for rid, ins in into.items():
         op = graph.ops[rid]
         outs = out_of.get(rid, [])
-        if op.type not in reshape.TYPES or len(ins) != 1 or len(outs) != 1 \
-                or len(graph.tensors[op.outputs[0]].consumers) != 1 or MORPH_ATTR in op.attrs:
+        readers = {e[2] for e in outs}
+        if op.type not in reshape.TYPES or len(ins) != 1 or len(readers) != len(outs) \
+                or set(graph.tensors[op.outputs[0]].consumers) != readers \
+                or MORPH_ATTR in op.attrs:
             continue
-        (src_id, src_t, _, _, _), (_, _, dst_id, _, idx) = ins[0], outs[0]
-        if {graph.ops[src_id].type, graph.ops[dst_id].type} & set(reshape.TYPES):
+        src_id, src_t = ins[0][0], ins[0][1]
+        if ({graph.ops[src_id].type} | {graph.ops[i].type for i in readers}) \
+                & set(reshape.TYPES):
             continue
-        (u, uc), (v, vc) = where[src_id], where[dst_id]
+        (u, uc) = where[src_id]
         producer = variables[u].options[choice[u]][uc]
         src = producer.out_layouts[graph.ops[src_id].outputs.index(src_t)]
-        dst = variables[v].options[choice[v]][vc].in_layouts[idx]
+
+        def need(edge):
+            (v, vc) = where[edge[2]]
+            return variables[v].options[choice[v]][vc].in_layouts[edge[4]]
+
+        last = max(outs, key=lambda e: (e[2], e[4]))      # FindNextLayout's first found
+        dst = need(last)
         t_in, t_out = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
         # the collectives depend on shapes, dtype, layouts and the gradient only: memoised
         key = (tuple(t_in.shape), tuple(t_out.shape), t_in.dtype,
@@ -316,8 +335,16 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
         if key not in made:
             made[key] = None if unify_through_reshape(t_in.shape, src, t_out.shape, dst) is None \
                 else model.reshape_redistribution(op, src, dst)
-        if made[key] is not None:
-            found[rid] = (src, dst, made[key])
+        if made[key] is None:
+            continue
+        colls = list(made[key])
+        done = {model.normalized(dst)}
+        for edge in sorted(outs, key=lambda e: (e[2], e[4])):
+            other = model.normalized(need(edge))
+            if other not in done:               # from the Reshape's layout, once per layout
+                done.add(other)
+                colls += model.redistribution(t_out, model.normalized(dst), other)
+        found[rid] = (src, dst, colls)
     return found
 
 

@@ -23,6 +23,7 @@ from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
 from .stages import (block_of_ops, crossing_slices, bytes_per_element, links_of, optimizer_sharded,
+                     unsharded_across_stages,
                      recomputed_on_later_stages, recomputed_reads, reshape_borders,
                      weight_dependent)
 
@@ -468,9 +469,12 @@ class PipelineRecord:
                          recomputed_on=recomputed_on_later_stages(stage, stage_of),
                          split_blocks=split_blocks_of(stage.graph) or None,
                          shared_parameters=shared_across_stages(stage, stage_of) or None)
+        # a parameter read on two stages stays whole (stages.UNSHARDED_WHY)
+        whole = unsharded_across_stages(extra.get("shared_parameters"), best.optimizer_sharding)
         return cls(search, global_batch,
                    best.candidates + sum(r.candidates for r in results if r is not best),
-                   optimizer_sharded(stage) if best.optimizer_sharding else {},
+                   optimizer_sharded(stage, frozenset(whole)) if best.optimizer_sharding
+                   else {},
                    stage_plan_memory_limit=stage_limit, **extra)
 
     def as_plan_dict(self) -> dict:

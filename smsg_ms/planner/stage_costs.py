@@ -196,6 +196,7 @@ class StageCosts:
         if (d, b) in self.layers:
             return self.layers[(d, b)]
         try:
-            return layer_costs_of(self.solution(d, b), self.structure(d, b))
+            pipelined = self.devices is not None and d < self.devices
+            return layer_costs_of(self.solution(d, b), self.structure(d, b), pipelined)
         except (PlanningError, NoFeasiblePlan, ValueError):
             return None

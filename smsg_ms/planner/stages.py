@@ -11,6 +11,8 @@ stage.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 import math
 from math import prod
@@ -428,7 +430,8 @@ def solve_stage(graph: OpGraph, devices: int, hardware, model=None,
                          solution.bound)
 
 
-def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[LayerCost]:
+def layer_costs_of(sol: StageSolution, structure: tuple | None = None,
+                   pipelined: bool = False) -> list[LayerCost]:
     """Per-block :class:`LayerCost` of a stage solution (one micro-batch, per device).
 
     Forward/backward seconds: the kernels (launches and roofline,
@@ -443,6 +446,9 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     a later block reads; input bytes: those of the tensors it reads from earlier blocks; with
     more than one, each tensor's bytes too (``output_sizes`` / ``input_sizes``: one Send each).
     ``structure``: ``(block_of_ops(graph), weight_dependent(graph))`` when already known.
+    ``pipelined`` (a stage of two stages or more): a parameter read in two blocks or more
+    (:func:`shared_parameters`) is kept out of optimizer sharding
+    (:func:`unsharded_across_stages`).
     """
     graph, model = sol.graph, sol.model
     (names, block), sent = structure or (block_of_ops(graph), weight_dependent(graph))
@@ -518,6 +524,8 @@ def layer_costs_of(sol: StageSolution, structure: tuple | None = None) -> list[L
     for name, (at, shape, dtype, nbytes) in shared_parameters(sol, _known=(block, cost_of)).items():
         for i in at:
             shared[i].append((name, nbytes))
+            if pipelined and name in params[i]:      # MindSpore cannot shard it: see below
+                params[i][name] = dataclasses.replace(params[i][name], parallel_optimizer=False)
     for i in reshape_borders(graph, block, sent):
         out_b[i] = math.inf            # no stage may end there: the cut search avoids it
         out_parts[i] = []
@@ -602,11 +610,37 @@ def shared_parameters(sol: StageSolution, _known=None, cells_only: bool = True) 
             if len(at[name]) > 1}
 
 
-def optimizer_sharded(sol: StageSolution) -> dict[str, int]:
+def optimizer_sharded(sol: StageSolution, unsharded: frozenset = frozenset()) -> dict[str, int]:
     """Parameters MindSpore shards under ``enable_parallel_optimizer`` and their shard count
-    (the replicas of the slice: :meth:`ParamSlice.optimizer_shardable`), sorted by name."""
+    (the replicas of the slice: :meth:`ParamSlice.optimizer_shardable`), sorted by name;
+    ``unsharded``: names kept whole (:func:`unsharded_across_stages`)."""
     return {name: prm.replicas for name, (_, prm) in sorted(parameter_slices(sol).items())
-            if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()}
+            if sol.graph.tensors[name].requires_grad and prm.optimizer_shardable()
+            and name not in unsharded}
+
+
+#: why a parameter read on two pipeline stages is kept out of optimizer sharding (plan notes)
+UNSHARDED_WHY = (
+    "read on two pipeline stages, so MindSpore Sends it from the first to the others "
+    "(PipelineTransformer::HandleSharedParameter, pipeline_transformer.cc); the parallel "
+    "optimizer inserts its AllGather before every forward reader but a Send or Receive "
+    "(InsertParallelOpt, frontend/parallel/parameter_manager.cc), so the Send would carry the "
+    "optimizer shard and MindSpore 2.10's compile fails (\"For 'AddN', input shape must be "
+    "same\" in _TrainGradAccuStepCell); the write-back sets its Parameter.parallel_optimizer "
+    "to False, as mindformers does for its embedding table")
+
+
+def unsharded_across_stages(shared: list[dict] | None, optimizer_sharding: bool) -> list[str]:
+    """Names of the trained parameters read on two stages or more (the record's
+    ``shared_parameters``) that a plan with optimizer sharding on keeps whole
+    (:data:`UNSHARDED_WHY`; checked in the dry-run,
+    ``tests/test_pipeline_tied_unstaged.py``), sorted; ``[]`` without sharding or without
+    such parameters. :func:`layer_costs_of` prices every parameter read in two blocks or more
+    so on a stage of two stages or more (an upper bound on its memory where the cut keeps its
+    readers on one stage)."""
+    if not optimizer_sharding or not shared:
+        return []
+    return sorted(p["name"] for p in shared)
 
 
 def weight_dependent(graph: OpGraph) -> set[str]:
@@ -765,5 +799,6 @@ def crossing_slices(sol: StageSolution, boundary: int) -> list[tuple[list[int], 
 
 __all__ = ["StageSolution", "block_of_ops", "chain_blocks", "data_flow_order", "side_container", "boundary_slice", "boundary_tensors", "crossing_slices", "not_before_inputs", "reshape_borders",
            "bytes_per_element", "layer_costs_of", "links_of", "optimizer_sharded",
+           "unsharded_across_stages", "UNSHARDED_WHY",
            "parameter_slices", "recomputed_on_later_stages", "recomputed_reads", "shared_parameters", "slice_shape", "solve_stage",
            "stage_cost_model", "weight_dependent"]

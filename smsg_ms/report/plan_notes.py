@@ -121,3 +121,19 @@ def largest_stage(plan: Plan) -> tuple[int, float] | None:
         return None
     stage = max(range(len(memory)), key=lambda s: (float(memory[s]), -s))
     return stage, float(memory[stage])
+
+
+def unsharded_lines(plan: Plan, width: int | None = None) -> list[str]:
+    """Why a pipelined plan with optimizer sharding keeps a parameter read on two stages whole
+    (:func:`smsg_ms.planner.stages.unsharded_across_stages`), wrapped to ``width``; ``[]``
+    where none is."""
+    from ..planner.stages import UNSHARDED_WHY, unsharded_across_stages
+
+    rec = plan.pipeline or {}
+    whole = unsharded_across_stages(rec.get("shared_parameters"),
+                                    bool(rec.get("optimizer_sharding")))
+    if not whole:
+        return []
+    text = f"optimizer sharding keeps {', '.join(whole)} whole: {UNSHARDED_WHY}"
+    return wrap(text, width) if width else [text]
+

@@ -448,7 +448,8 @@ def print_pipeline(plan: Plan, console) -> None:
         f"bubble fraction (p-1)/(m+p-1): {float(rec.get('bubble_fraction', 0)):.3f}",
         f"optimizer sharding: {'on' if rec.get('optimizer_sharding') else 'off'}",
         f"super-step (one training step): {fmt_seconds(rec.get('step_seconds'))}"))
-    for text in wrap(line, console.width):
+    from .plan_notes import unsharded_lines
+    for text in wrap(line, console.width) + unsharded_lines(plan, console.width):
         console.print(Text(text))
 
 

@@ -8,10 +8,16 @@ partial results are summed over the ``v`` group: by a ReduceScatter onto the out
 dimension when the indices' first dimension divides by the ``v`` cut (the output then comes out
 cut there by ``v``; bprop: AllGather), else by an AllReduce (output replicated). MindSpore's
 checks for a row split (``CheckSplitAxisStrategy``): the indices uncut; with repeated calculation
-(table cuts below the device count) the other table dimension uncut. The repeated-calculation
-axis goes to the left of the device matrix unless the table cuts are 1 or the device count
-(``ShardAxisImpl::SetAttribute``). No FLOPs forward; the backward scatter-adds one value per
-output element.
+(table cuts below the device count) the other table dimension uncut. With a row split the
+repeated-calculation axis goes to the left of the device matrix unless the table cuts are 1 or
+the device count (``ShardAxisImpl::SetAttribute``, called from ``ShardAxisImpl::CheckStrategy``
+only); without one (``NormalImpl``: ``GatherInfo::GetGatherMode`` gives ``NORMAL`` where the
+table's axis 0 is uncut) it stays on the right, the ``OperatorInfo`` default, and the device
+matrix is the indices' cuts first, then the table's (``NormalImpl::InferDevMatrixShape``:
+``[f, g, c, 1, e]``; a row split needs the indices uncut, so the order is the same). Seen in
+the dry-run: a table ``(1, 2)`` on 4 devices lays the output's hidden cut over ranks ``0-2``,
+not ``0-1`` (docs/networks.md, gpt p2). No FLOPs forward; the backward scatter-adds one value
+per output element.
 """
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ def describe(op, in_shapes, out_shapes):
     table_letters = v + rest
 
     def repeat_left(cuts, devices):
+        if cuts.get("v", 1) == 1:            # NormalImpl: the OperatorInfo default (right)
+            return False
         n = prod(cuts.get(ch, 1) for ch in table_letters)
         return n not in (1, devices)
 
@@ -56,7 +64,7 @@ def describe(op, in_shapes, out_shapes):
         return None
 
     return Einsum("gather", [table_letters, t] + [None] * (len(in_shapes) - 2), [out], lt.sizes,
-                  order=table_letters + t, flops_fwd=lambda s: 0,
+                  order=t + table_letters, flops_fwd=lambda s: 0,
                   flops_bwd_per_grad=lambda s: numel(out, s), saves=("in1",),
                   notes=["row split (table axis 0 cut): indices uncut; ReduceScatter onto the "
                          "output's first dimension when it divides, else AllReduce"],
