@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from .errors import InputError
 from .words import count
 
 SIZE_FLAGS = ("batch", "seq", "layers")
@@ -196,7 +197,7 @@ def device_count(text: str) -> int:
     return value
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Bad command-line input found after argparse (flags that do not go together, a number
     another flag rules out): the CLI reports it as argparse does, one line, exit 2."""
 

@@ -3,8 +3,10 @@
 No heavy imports here: the CLI checks ``--devices`` before MindSpore is loaded."""
 from __future__ import annotations
 
+from .errors import InputError
 
-class DeviceCountError(ValueError):
+
+class DeviceCountError(InputError):
     """A device count MindSpore 2.10 refuses (or not a positive integer); one-line message."""
 
 

@@ -201,8 +201,9 @@ def test_cli_score_config_one_line_error():
     proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", "score", "gpt", "--config",
                            "dp=2,tp=4,pp=1,micro_batch=1"], capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines()[-1].endswith("configuration lacks global_batch")
+    assert proc.returncode == 2     # bad input, as argparse's
+    assert proc.stderr.strip().splitlines()[-1] == ("smsg-ms: error: configuration lacks "
+                                                    "global_batch (see 'smsg-ms score --help')")
 
 
 def test_mindformers_llama_roles_found(captured):
