@@ -92,7 +92,7 @@ def cmd_score(args) -> int:
 
         shape.pop("batch", None)      # a row's batch is micro_batch·dp
         try:
-            src = open(args.configs, newline="")
+            src = open(args.configs, newline="", encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read {args.configs}: {exc.strerror}") from exc
         with src:
@@ -104,8 +104,12 @@ def cmd_score(args) -> int:
                 folder = os.path.dirname(os.path.abspath(args.out))
                 with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, newline="",
                                                  suffix=".csv.tmp") as dst:
-                    rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
-                                             **shape)
+                    try:
+                        rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
+                                                 **shape)
+                    except BaseException:       # a refused file or an interrupt: no temporary
+                        os.unlink(dst.name)
+                        raise
                 os.replace(dst.name, args.out)
                 print(f"{count(rows, 'configuration')} scored ({errors} with an error) -> "
                       f"{args.out}")
@@ -275,9 +279,9 @@ def register(subparsers) -> None:
     how.add_argument("--config", help="dp=D,tp=T,pp=P,micro_batch=B,global_batch=G"
                      "[,recompute=true][,optimizer_shard=true]: price this configuration "
                      "(micro_batch: samples per micro-batch per data-parallel replica)")
-    how.add_argument("--configs", metavar="FILE.csv", help="price every row (columns "
-                     "devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
-                     "optimizer_shard, layers, hidden, heads, seq, vocab): the same rows with "
-                     "step_seconds and error added, CSV to stdout or --out")
+    how.add_argument("--configs", metavar="FILE.csv", help="price every row (UTF-8 CSV, "
+                     "columns devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
+                     "optimizer_shard, layers, hidden, heads, seq, vocab, ffn, name; no other): "
+                     "the same rows with step_seconds and error added, CSV to stdout or --out")
     s.add_argument("-o", "--out", help="with --configs: write the CSV here instead of stdout")
     s.set_defaults(func=cmd_score)
