@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:   # bad input (a flag, a file given, a spec): as argparse's, exit 2
         if args.debug:
             raise
-        parser.usage_error(args, str(exc).splitlines()[0])
+        parser.usage_error(args, str(exc))
     except BrokenPipeError:
         return _closed_stdout()
     except KeyboardInterrupt:
