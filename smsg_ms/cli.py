@@ -311,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from .devices import device_count_note
     from .errors import InputError
+    devices = getattr(args, "devices", None)
+    note = device_count_note(devices) if isinstance(devices, int) else None
+    if note:    # accepted, but what it assumes is said (the flag's help names only the rule)
+        print(f"note: {note}", file=sys.stderr)
     try:
         return args.func(args)
     except InputError as exc:   # bad input (a flag, a file given, a spec): as argparse's, exit 2

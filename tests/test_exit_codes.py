@@ -91,3 +91,33 @@ def test_a_network_that_cannot_be_planned_exits_1(tmp_path):
     one_line_error(proc, "no plan fits in", "give more --devices or a larger --memory")
     assert proc.returncode == 1
     assert not (tmp_path / "p.plan.json").exists()
+
+
+# --devices: 1, 2, 4 or a multiple of 8 (MindSpore 2.10's rule, smsg_ms/devices.py); the
+# planner plans 24 (tests/test_planner.py, 3-way cuts: tests/test_cost_model.py), so a count
+# that is not a power of two is planned, with one line saying what that assumes
+
+def test_a_device_count_not_a_power_of_two_is_planned_with_a_note(tmp_path):
+    proc = smsg(["plan", "mlp", "--devices", "24", "--out", "p.plan.json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "note: 24 devices is not a power of two (nearest: 16, 32): planned as MindSpore runs "
+        "it, with cuts by the divisors of 24, so 3-way cuts only on axes 3 divides"]
+    assert (tmp_path / "p.plan.json").exists()
+
+
+@pytest.mark.parametrize("devices, note", [
+    (1, None), (8, None), (64, None),
+    (40, "40 devices is not a power of two (nearest: 32, 64): planned as MindSpore runs it, "
+         "with cuts by the divisors of 40, so 5-way cuts only on axes 5 divides"),
+    (120, "so 3-way or 5-way cuts only on axes 3 or 5 divides")])
+def test_the_note_names_the_odd_factors(devices, note):
+    from smsg_ms.devices import device_count_note
+
+    got = device_count_note(devices)
+    assert got == note if note is None or note.startswith("40") else note in got
+
+
+def test_a_count_mindspore_refuses_exits_2_naming_the_nearest(capsys):
+    rc, line = run(capsys, ["plan", "mlp", "--devices", "12"])
+    assert rc == 2 and "does not accept 12 devices" in line and "use 8 or 16" in line, line
