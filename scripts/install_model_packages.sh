@@ -2,8 +2,10 @@
 # Installs the public MindSpore model packages the tests and benchmarks plan:
 #   mindcv 0.3.0 (ViT, Swin, ResNet) and mindformers 1.9.0 (LLaMA).
 # mindformers 1.9.0 asks for mindspore~=2.9.0 and numpy<2; it runs on MindSpore 2.10.0 when
-# installed without its dependencies and with the run-time needs below pinned by hand
-# (shared/docs/mindspore-notes.md, "Networks written by others").
+# installed without its dependencies and with the run-time needs below pinned by hand (numpy
+# stays below 2: with numpy 2, MindSpore 2.10 fails on Tensor([0], dtype=ms.bfloat16)). Which
+# mindformers and mindcv models then plan and pass check: docs/networks.md; README.md says how
+# the tests use them.
 set -euo pipefail
 PY=${PYTHON:-python}
 "$PY" -m pip install -q --no-deps mindformers==1.9.0 mindcv==0.3.0

@@ -1,7 +1,9 @@
 """smsg-ms command line: graph, plan (main job), explain, check, export, dryrun, compare, score.
 
-Every command turns a known failure into one line on stderr and a non-zero exit; ``--debug``
-shows the traceback. A closed stdout (``| head``) ends a command quietly with exit 0.
+Every command turns a known failure into one line on stderr: exit 2 for bad input (a flag, a
+file given, a network spec: :class:`smsg_ms.errors.InputError`, as argparse's own), exit 1 for
+a network that cannot be planned or a failed check; ``--debug`` shows the traceback. A closed
+stdout (``| head``) ends a command quietly with exit 0.
 """
 from __future__ import annotations
 
@@ -186,8 +188,8 @@ def _plan_pipelined(args):
         try:
             stages = int(args.pipeline)
         except ValueError:
-            raise PlanError(f"--pipeline must be 'auto' or a stage count, got "
-                            f"{args.pipeline!r}") from None
+            raise UsageError(f"--pipeline must be 'auto' or a stage count, got "
+                             f"{args.pipeline!r}") from None
     options = _network_options(args)
     batch = options.pop("batch", None)
     param = _batch_parameter(args.network)
@@ -196,7 +198,7 @@ def _plan_pipelined(args):
                         f"once per micro-batch size); '{args.network}' has none")
     if batch is None:       # the network function's default batch
         if not isinstance(param.default, int):
-            raise PlanError(f"network '{args.network}' has no default batch: give --batch")
+            raise UsageError(f"network '{args.network}' has no default batch: give --batch")
         batch = param.default
     return plan_network_pipelined(args.network, args.devices, global_batch=int(batch),
                                   stages=stages, micro_batches=args.micro_batches,
@@ -309,15 +311,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .devices import DeviceCountError
-    from .networks.presets import ShapeError
-    from .networks.width_rules import WidthError
+    from .devices import device_count_note
+    from .errors import InputError
+    devices = getattr(args, "devices", None)
+    note = device_count_note(devices) if isinstance(devices, int) else None
+    if note:    # accepted, but what it assumes is said (the flag's help names only the rule)
+        print(f"note: {note}", file=sys.stderr)
     try:
         return args.func(args)
-    except (UsageError, DeviceCountError, ShapeError, WidthError) as exc:   # bad input: as argparse's
+    except InputError as exc:   # bad input (a flag, a file given, a spec): as argparse's, exit 2
         if args.debug:
             raise
-        parser.usage_error(args, str(exc).splitlines()[0])
+        parser.usage_error(args, str(exc))
     except BrokenPipeError:
         return _closed_stdout()
     except KeyboardInterrupt:

@@ -3,8 +3,8 @@ compiler in the CPU dry-run, predicted and inserted collectives side by side (mo
 :mod:`smsg_ms.cli`, which registers it)."""
 from __future__ import annotations
 
-from .cli_options import (add_json_arg, add_size_args, given_options, network_options,
-                          device_count, non_negative_int)
+from .cli_options import (UsageError, add_json_arg, add_size_args, given_options,
+                          network_options, device_count, non_negative_int)
 from .cli_output import console, emit_json, working
 
 
@@ -33,8 +33,8 @@ def cmd_check(args) -> int:
     (:func:`check_strategy_file_command`). Returns the exit status: 1 when the check fails.
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: network options with a plan file, a rank outside
-            the plan's devices, an unreadable plan.
+        UsageError: network options with a plan file, a rank outside the plan's devices.
+        smsg_ms.plan.PlanFileError: an unreadable plan.
     """
     from .integration.check import check_plan, print_report
     from .integration.plan_io import load_plan
@@ -45,18 +45,16 @@ def cmd_check(args) -> int:
         return check_strategy_file_command(args)
     _refuse_other_json(args.file)
     if args.devices is not None or given_options(args) or args.shape:
-        from .integration.plan_io import PlanError
         load_plan(args.file)   # a missing, unreadable or truncated file: that is the error
-        raise PlanError("--devices and network options are for a strategy file: a plan file "
-                        "carries its own")
+        raise UsageError("--devices and network options are for a strategy file: a plan file "
+                         "carries its own")
     plan = load_plan(args.file)
     ranks = list(range(plan.devices)) if args.all_ranks else [args.rank or 0]
     if args.rank is None and not args.all_ranks and plan.pipeline:
         from .integration.pipeline import ranks_per_stage
         ranks = ranks_per_stage(plan.devices, int(plan.pipeline["stages"]))
     if not all(0 <= r < plan.devices for r in ranks):
-        from .integration.plan_io import PlanError
-        raise PlanError(f"rank {args.rank} is outside 0..{plan.devices - 1}")
+        raise UsageError(f"--rank {args.rank} is outside the plan's ranks 0..{plan.devices - 1}")
     with working(f"compiling {count(len(ranks), 'rank')} with MindSpore's parallel compiler",
                  args.json):
         report = check_plan(plan, ranks, spec=args.network)
@@ -74,7 +72,7 @@ def _refuse_other_json(path: str) -> None:
     load_plan` says what it is).
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: a JSON object with neither ``decisions`` nor
+        smsg_ms.plan.PlanFileError: a JSON object with neither ``decisions`` nor
             ``parallel_strategy_item``.
     """
     import json
@@ -85,11 +83,11 @@ def _refuse_other_json(path: str) -> None:
     except (OSError, ValueError):
         return
     if isinstance(data, dict) and not {"decisions", "parallel_strategy_item"} & set(data):
-        from .integration.plan_io import PlanError
-        raise PlanError(f"{path}: neither a plan file (no 'decisions') nor a MindSpore strategy "
-                        "checkpoint (no 'parallel_strategy_item'): give a plan file from "
-                        "'smsg-ms plan' or a strategy checkpoint from 'smsg-ms export' or "
-                        "MindSpore's strategy_ckpt_config save_file")
+        from .plan import PlanFileError
+        raise PlanFileError(f"{path}: neither a plan file (no 'decisions') nor a MindSpore "
+                            "strategy checkpoint (no 'parallel_strategy_item'): give a plan file "
+                            "from 'smsg-ms plan' or a strategy checkpoint from 'smsg-ms export' "
+                            "or MindSpore's strategy_ckpt_config save_file")
 
 
 def check_strategy_file_command(args) -> int:
@@ -97,18 +95,17 @@ def check_strategy_file_command(args) -> int:
     strategy_check`.
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: ``--network`` or ``--devices`` missing.
+        UsageError: ``--network`` or ``--devices`` missing.
     """
-    from .integration.plan_io import PlanError
     from .integration.strategy_check import check_strategy_file, print_strategy_report
 
     missing = [(what, flag) for what, flag, absent in (
         ("network", "--network", not args.network),
         ("device count", "--devices", args.devices is None)) if absent]
     if missing:
-        raise PlanError(f"{args.file} is a strategy file, which names no "
-                        f"{' or '.join(w for w, _ in missing)}: give "
-                        f"{' and '.join(f for _, f in missing)}")
+        raise UsageError(f"{args.file} is a strategy file, which names no "
+                         f"{' or '.join(w for w, _ in missing)}: give "
+                         f"{' and '.join(f for _, f in missing)}")
     options = network_options(args)
     with working(f"compiling {args.network} with {args.file}", args.json):
         report = check_strategy_file(args.file, args.network, args.devices, options)

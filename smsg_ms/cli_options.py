@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from .errors import InputError
 from .words import count
 
 SIZE_FLAGS = ("batch", "seq", "layers")
@@ -55,9 +56,14 @@ class OneLineParser(argparse.ArgumentParser):
         return parsed
 
     def usage_error(self, parsed, message: str):
-        """Exit 2 with ``message`` in argparse's one line, pointing at the ``--help`` of the
-        subcommand ``parsed`` ran (:class:`UsageError` and the like, found after parsing)."""
-        self._parser_of(parsed).error(message)
+        """Exit 2 with ``message``'s first line in argparse's one line, pointing at the
+        ``--help`` of the subcommand ``parsed`` ran (:class:`UsageError` and the like, found
+        after parsing); the lines of ``message`` indented by two blanks (one per bad field of
+        a file) follow it, the others are left out."""
+        first, *rest = message.splitlines() or [""]
+        parser = self._parser_of(parsed)
+        details = "".join(f"{line}\n" for line in rest if line.startswith("  "))
+        parser.exit(2, f"smsg-ms: error: {first} (see '{parser.prog} --help')\n{details}")
 
     def _parser_of(self, parsed) -> argparse.ArgumentParser:
         """The sub-parser ``parsed.command`` names (self when none)."""
@@ -112,9 +118,10 @@ def machine_of(args, error=ValueError):
     groups across it as if the node were whole.
 
     Raises:
-        ``error``: an unknown preset or a bad description file, in one line naming every bad
-            field (the file reader gives one line per field; the CLI prints one line); a bad
-            ``--devices-per-node``, in a line starting ``--devices-per-node:``.
+        ``error``: an unknown preset or a bad description file: one line, or, with several bad
+            fields, a line counting them and one line per field indented by two blanks (the
+            CLI prints them after its one line); a bad ``--devices-per-node``, in a line
+            starting ``--devices-per-node:``.
     """
     from .cost.hardware import get_hardware
 
@@ -130,8 +137,10 @@ def machine_of(args, error=ValueError):
         machine = get_hardware(args.hardware)
     except ValueError as exc:
         head, *fields = str(exc).splitlines()
-        raise error(f"--hardware: {head} {'; '.join(f.strip() for f in fields)}".rstrip()
-                    ) from None
+        if not fields:
+            raise error(f"--hardware: {head}") from None
+        raise error(f"--hardware: {head.rstrip(':')}: {len(fields)} bad fields, one per line "
+                    "below\n" + "\n".join(f"  {f.strip()}" for f in fields)) from None
     if per_node is not None:
         try:
             machine = machine.with_devices_per_node(per_node)
@@ -196,7 +205,7 @@ def device_count(text: str) -> int:
     return value
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Bad command-line input found after argparse (flags that do not go together, a number
     another flag rules out): the CLI reports it as argparse does, one line, exit 2."""
 

@@ -108,19 +108,19 @@ def check_writable(path: str) -> None:
     """Refuse an output path before any work: a folder, a missing folder or one not writable.
 
     Raises:
-        smsg_ms.integration.plan_io.PlanError: the one-line reason.
+        smsg_ms.plan.PlanFileError: the one-line reason (bad input: exit 2).
     """
-    from .integration.plan_io import PlanError
+    from .plan import PlanFileError
 
     if os.path.isdir(path):
-        raise PlanError(f"cannot write {path}: it is a folder; name a file in it "
+        raise PlanFileError(f"cannot write {path}: it is a folder; name a file in it "
                         f"({os.path.join(path, 'NAME.json')})")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise PlanError(f"cannot write {path}: folder {folder} does not exist (create it, "
+        raise PlanFileError(f"cannot write {path}: folder {folder} does not exist (create it, "
                         "or name a file in an existing folder)")
     if not os.access(folder, os.W_OK):
-        raise PlanError(f"cannot write {path}: folder {folder} is not writable (name a file in "
+        raise PlanFileError(f"cannot write {path}: folder {folder} is not writable (name a file in "
                         "a folder you can write)")
 
 

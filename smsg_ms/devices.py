@@ -3,8 +3,10 @@
 No heavy imports here: the CLI checks ``--devices`` before MindSpore is loaded."""
 from __future__ import annotations
 
+from .errors import InputError
 
-class DeviceCountError(ValueError):
+
+class DeviceCountError(InputError):
     """A device count MindSpore 2.10 refuses (or not a positive integer); one-line message."""
 
 
@@ -39,5 +41,24 @@ def check_device_count(devices: int) -> None:
                            f"a multiple of 8): use {lower} or {upper}")
 
 
-__all__ = ["DeviceCountError", "check_device_count", "nearest_device_counts",
-           "valid_device_count"]
+def device_count_note(devices: int) -> str | None:
+    """What a plan on ``devices`` assumes when the count is accepted but not a power of two
+    (``None`` otherwise): the planner cuts tensors (and the pipeline into stages) by the
+    divisors of the count, so a cut by an odd prime factor needs an axis that factor divides
+    (24 devices: 3-way cuts, which MindSpore runs: ``mindspore-notes.md``); the nearest powers
+    of two are named."""
+    if not valid_device_count(devices) or devices & (devices - 1) == 0:
+        return None
+    odd, factors = devices >> ((devices & -devices).bit_length() - 1), []
+    for p in range(3, odd + 1, 2):
+        if odd % p == 0 and all(p % q for q in factors):
+            factors.append(p)
+    lower = 1 << (devices.bit_length() - 1)
+    ways = " or ".join(f"{p}-way" for p in factors)
+    return (f"{devices} devices is not a power of two (nearest: {lower}, {2 * lower}): planned "
+            f"as MindSpore runs it, with cuts by the divisors of {devices}, so {ways} cuts only "
+            f"on axes {' or '.join(map(str, factors))} divides")
+
+
+__all__ = ["DeviceCountError", "check_device_count", "device_count_note",
+           "nearest_device_counts", "valid_device_count"]

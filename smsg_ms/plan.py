@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from .errors import InputError
 from .version import __version__
 
 PLAN_FORMAT = 1
@@ -22,6 +23,11 @@ PLAN_FORMAT = 1
 class PlanError(ValueError):
     """A plan file cannot be read, was edited, or does not fit the network; or a plan setting
     (its write-back mode) is refused. One-line message."""
+
+
+class PlanFileError(PlanError, InputError):
+    """A file given on the command line that cannot be read or is not what it should be (a plan
+    file missing, truncated or edited; an output path in a missing folder): bad input, exit 2."""
 
 
 _LEAVES = (str, int, float, bool, type(None))

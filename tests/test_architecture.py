@@ -8,7 +8,8 @@ and inside functions alike (a function-level import is a dependency too; it only
 Layers, lowest first; a module may import modules of its own layer or a lower one:
 
 ====  =============================================  ============================================
-  0   ``version``, ``devices``, ``plan``              plain data and MindSpore's device-count rule
+  0   ``version``, ``devices``, ``plan``,             plain data, MindSpore's device-count rule,
+      ``words``, ``errors``                           the mark of bad input
   1   ``networks``                                    built-in networks (MindSpore cells)
   2   ``graph``                                       capture and the operator graph
   3   ``cost``                                        symbolic cost model
@@ -41,7 +42,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "smsg_ms"
 
 #: top-level part of a module name → layer (module docstring)
 LAYERS = {
-    "version": 0, "devices": 0, "plan": 0, "words": 0,
+    "version": 0, "devices": 0, "plan": 0, "words": 0, "errors": 0,
     "networks": 1,
     "graph": 2,
     "cost": 3,

@@ -118,11 +118,15 @@ def test_devices_per_node_must_fill_whole_nodes_or_fit_in_one(capsys):
     for per_node in (0, -2):
         with pytest.raises(ValueError, match="^--devices-per-node: devices per node must be"):
             of(8, per_node)
-    # score reads the same flags through the same helper: one line, exit 1, before any capture
-    assert main(["score", "mlp", "--devices", "8", "--devices-per-node", "3"]) == 1
+    # score reads the same flags through the same helper: one line, exit 2 as plan's (bad
+    # input), before any capture
+    with pytest.raises(SystemExit) as exited:
+        main(["score", "mlp", "--devices", "8", "--devices-per-node", "3"])
+    assert exited.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["smsg-ms: error: --devices-per-node: 3 devices per node do not divide "
-                   "--devices 8 (the devices must fill whole nodes, or fit in one)"]
+                   "--devices 8 (the devices must fill whole nodes, or fit in one) (see "
+                   "'smsg-ms score --help')"]
 
 
 def test_empty_out_and_unknown_hardware_are_refused_before_capture(work):

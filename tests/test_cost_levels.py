@@ -174,6 +174,13 @@ def test_hardware_file_and_devices_per_node(tmp_path):
     path.write_text(json.dumps(bad))
     with pytest.raises(ValueError) as err:
         get_hardware(str(path))
+    lines = str(err.value).splitlines()     # every bad field at once, not the unknown one alone
+    assert lines == [f"hardware file {path}:", "  unknown field 'speed'",
+                     "  cube_flops must be a positive number, got -1",
+                     "  levels[0] (node): count must be a positive integer, got 0"]
+    path.write_text(json.dumps(dict(desc, speed=3)))
+    with pytest.raises(ValueError) as err:
+        get_hardware(str(path))
     assert str(err.value) == f"hardware file {path}: unknown field 'speed'"   # one bad field
     path.write_text(json.dumps(dict(desc, cube_flops=-1, levels=bad["levels"])))
     with pytest.raises(ValueError) as err:

@@ -162,7 +162,7 @@ def test_shallow_capture_stretched_equals_full_depth():
 
 
 def test_csv_rows_scored_and_errors_kept():
-    text = ("devices,global_batch,micro_batch,tp,dp,pp,layers,tag\n"
+    text = ("devices,global_batch,micro_batch,tp,dp,pp,layers,name\n"
             "8,8,1,4,2,1,,a\n"
             "8,8,1,4,2,2,,b\n"
             "8,8,1,4,1,2,4,c\n"
@@ -172,9 +172,9 @@ def test_csv_rows_scored_and_errors_kept():
     rows, errors = score_csv("gpt", io.StringIO(text), out, **SMALL)
     got = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert (rows, errors) == (5, 3)
-    assert [r["tag"] for r in got] == list("abcde")
+    assert [r["name"] for r in got] == list("abcde")
     assert list(got[0]) == ["devices", "global_batch", "micro_batch", "tp", "dp", "pp", "layers",
-                            "tag", "step_seconds", "error"]
+                            "name", "step_seconds", "error"]
     assert float(got[0]["step_seconds"]) > 0 and got[0]["error"] == ""
     assert float(got[2]["step_seconds"]) > 0 and got[2]["error"] == ""
     assert got[1]["step_seconds"] == "" and "not the device count 8" in got[1]["error"]
@@ -201,8 +201,9 @@ def test_cli_score_config_one_line_error():
     proc = subprocess.run([sys.executable, "-m", "smsg_ms.cli", "score", "gpt", "--config",
                            "dp=2,tp=4,pp=1,micro_batch=1"], capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines()[-1].endswith("configuration lacks global_batch")
+    assert proc.returncode == 2     # bad input, as argparse's
+    assert proc.stderr.strip().splitlines()[-1] == ("smsg-ms: error: configuration lacks "
+                                                    "global_batch (see 'smsg-ms score --help')")
 
 
 def test_mindformers_llama_roles_found(captured):

@@ -30,12 +30,11 @@ def cmd_compare(args) -> int:
 
     from ..cli_output import check_writable, emit_json, progress_steps
 
-    from ..cli_options import apply_mindformers_config
-    from .configs import ConfigError
+    from ..cli_options import UsageError, apply_mindformers_config
 
     run = apply_mindformers_config(args)
     if args.network is None:
-        raise ConfigError("compare needs a network or --mindformers-config RUN.yaml")
+        raise UsageError("compare needs a network or --mindformers-config RUN.yaml")
     if run is not None and args.expert is None:
         # the run's own parallel_config, one pipeline stage: the expert row
         par = run.get("parallel_config") or {}
@@ -43,7 +42,7 @@ def cmd_compare(args) -> int:
         if args.devices is None:
             args.devices = args.expert[0] * args.expert[1]
     if args.devices is None:
-        raise ConfigError("compare needs --devices N")
+        raise UsageError("compare needs --devices N")
     planners = tuple(args.planners.split(",")) if args.planners else PLANNERS
     from ..cli_options import canonical_hardware
     args.hardware = canonical_hardware(args.hardware)   # the header shows the preset's name
@@ -72,21 +71,20 @@ def cmd_compare(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from ..cli_options import apply_mindformers_config, machine_of
+    from ..cli_options import UsageError, apply_mindformers_config, machine_of
     from ..cli_output import check_writable, emit_json, working
-    from .configs import ConfigError
 
     run = apply_mindformers_config(args)
     if args.out:        # refused before any capture
         check_writable(args.out)
     if args.network is None:
-        raise ConfigError("score needs a network or --mindformers-config RUN.yaml")
-    args.hardware = machine_of(args, ConfigError)
+        raise UsageError("score needs a network or --mindformers-config RUN.yaml")
+    args.hardware = machine_of(args, UsageError)
     if run is not None:
         return _score_run(args, run)
     shape = _options(args)
     if args.out and not args.configs:
-        raise ConfigError("--out goes with --configs FILE.csv")
+        raise UsageError("--out goes with --configs FILE.csv")
     if args.configs:
         import sys
 
@@ -94,9 +92,9 @@ def cmd_score(args) -> int:
 
         shape.pop("batch", None)      # a row's batch is micro_batch·dp
         try:
-            src = open(args.configs, newline="")
+            src = open(args.configs, newline="", encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot read {args.configs}: {exc.strerror}") from exc
+            raise UsageError(f"cannot read {args.configs}: {exc.strerror}") from exc
         with src:
             if args.out:
                 import os
@@ -106,8 +104,12 @@ def cmd_score(args) -> int:
                 folder = os.path.dirname(os.path.abspath(args.out))
                 with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, newline="",
                                                  suffix=".csv.tmp") as dst:
-                    rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
-                                             **shape)
+                    try:
+                        rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
+                                                 **shape)
+                    except BaseException:       # a refused file or an interrupt: no temporary
+                        os.unlink(dst.name)
+                        raise
                 os.replace(dst.name, args.out)
                 print(f"{count(rows, 'configuration')} scored ({errors} with an error) -> "
                       f"{args.out}")
@@ -137,7 +139,7 @@ def cmd_score(args) -> int:
     from .score import read_network_strategies, score
 
     if args.devices is None:
-        raise ConfigError("score needs --devices N (or --config / --configs FILE.csv)")
+        raise UsageError("score needs --devices N (or --config / --configs FILE.csv)")
     with working(f"capturing and scoring {args.network}", args.json):
         strategies = read_network_strategies(args.network, args.devices, **shape)
         if not strategies:
@@ -160,14 +162,14 @@ def _score_run(args, run: dict) -> int:
     """``score --mindformers-config RUN.yaml``: the YAML's own configuration priced
     (:func:`smsg_ms.compare.run_config.config_of_run`), at the depth and widths given; a MoE
     model's ``expert_parallel`` added (:func:`_expert_parallel_delta`)."""
+    from ..cli_options import UsageError
     from ..cli_output import emit_json, working
-    from .configs import ConfigError
     from .run_config import config_of_run, expert_parallel_of
     from .score_configs import ShapeScorer
 
     if args.config or args.configs:
-        raise ConfigError("--mindformers-config carries its own configuration: no --config or "
-                          "--configs")
+        raise UsageError("--mindformers-config carries its own configuration: no --config or "
+                         "--configs")
     config, notes = config_of_run(run)
     ep = expert_parallel_of(run)
     shape = _options(args)
@@ -277,9 +279,9 @@ def register(subparsers) -> None:
     how.add_argument("--config", help="dp=D,tp=T,pp=P,micro_batch=B,global_batch=G"
                      "[,recompute=true][,optimizer_shard=true]: price this configuration "
                      "(micro_batch: samples per micro-batch per data-parallel replica)")
-    how.add_argument("--configs", metavar="FILE.csv", help="price every row (columns "
-                     "devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
-                     "optimizer_shard, layers, hidden, heads, seq, vocab): the same rows with "
-                     "step_seconds and error added, CSV to stdout or --out")
+    how.add_argument("--configs", metavar="FILE.csv", help="price every row (UTF-8 CSV, "
+                     "columns devices,global_batch,micro_batch,tp,dp,pp; optional recompute, "
+                     "optimizer_shard, layers, hidden, heads, seq, vocab, ffn, name; no other): "
+                     "the same rows with step_seconds and error added, CSV to stdout or --out")
     s.add_argument("-o", "--out", help="with --configs: write the CSV here instead of stdout")
     s.set_defaults(func=cmd_score)

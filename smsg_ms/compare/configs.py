@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InputError
 from ..graph.model import OpGraph
 from ..words import count
 
@@ -60,6 +61,12 @@ _COLUMN, _ROW = ("qkv", "ffn_in", "head"), ("attn_out", "ffn_out")
 
 class ConfigError(ValueError):
     """A configuration that does not parse or cannot run (the message is one line)."""
+
+
+class ConfigTextError(ConfigError, InputError):
+    """A configuration wrong on its own, whatever the network: a bad key or value, a required
+    key missing, ``dp·tp·pp`` not the device count, a global batch or micro-batch count that
+    does not fit ``micro_batch·dp`` and ``pp`` (bad input: exit 2 for ``--config``)."""
 
 
 @dataclass(frozen=True)
@@ -109,14 +116,15 @@ class Config:
         """Refuse what Megatron / MindSpore cannot run.
 
         Raises:
-            ConfigError: ``dp·tp·pp ≠ devices``; ``tp`` not dividing ``heads`` or ``vocab``;
-                ``pp`` not dividing ``layers`` (equal layers per stage); the global batch not a
-                multiple of ``micro_batch·dp``; fewer micro-batches than stages (MindSpore's
-                pipeline needs ``micro_batch_num ≥ stages``).
+            ConfigTextError: ``dp·tp·pp ≠ devices``; the global batch not a multiple of
+                ``micro_batch·dp``; fewer micro-batches than stages (MindSpore's pipeline needs
+                ``micro_batch_num ≥ stages``).
+            ConfigError: ``tp`` not dividing ``heads`` or ``vocab``; ``pp`` not dividing
+                ``layers`` (equal layers per stage).
         """
         if devices is not None and self.devices != devices:
-            raise ConfigError(f"dp·tp·pp = {self.dp}·{self.tp}·{self.pp} = {self.devices} is not "
-                              f"the device count {devices}")
+            raise ConfigTextError(f"dp·tp·pp = {self.dp}·{self.tp}·{self.pp} = {self.devices} is "
+                                  f"not the device count {devices}")
         if heads is not None and heads % self.tp:
             raise ConfigError(f"tp={self.tp} does not divide the {heads} attention heads")
         if vocab is not None and vocab % self.tp:
@@ -125,23 +133,23 @@ class Config:
             raise ConfigError(f"pp={self.pp} does not divide the {count(layers, 'layer')} (equal layers "
                               "per stage)")
         if self.global_batch % (self.micro_batch * self.dp):
-            raise ConfigError(f"global_batch={self.global_batch} is not a multiple of "
-                              f"micro_batch·dp = {self.micro_batch}·{self.dp}")
+            raise ConfigTextError(f"global_batch={self.global_batch} is not a multiple of "
+                                  f"micro_batch·dp = {self.micro_batch}·{self.dp}")
         if self.micro_batches < self.pp:
-            raise ConfigError(f"{self.micro_batches} micro-batches for pp={self.pp} stages "
-                              "(MindSpore needs at least one per stage)")
+            raise ConfigTextError(f"{self.micro_batches} micro-batches for pp={self.pp} stages "
+                                  "(MindSpore needs at least one per stage)")
 
 
 def positive_int(key: str, value: str) -> int:
-    """``value`` as a positive integer. Raises: ConfigError naming ``key`` otherwise."""
+    """``value`` as a positive integer. Raises: ConfigTextError naming ``key`` otherwise."""
     if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"{key} wants a positive integer, got '{value}'")
+        raise ConfigTextError(f"{key} wants a positive integer, got '{value}'")
     return int(value)
 
 
 def _flag(key: str, value: str) -> bool:
     if value.lower() not in _FLAGS:
-        raise ConfigError(f"{key} wants true or false, got '{value}'")
+        raise ConfigTextError(f"{key} wants true or false, got '{value}'")
     return _FLAGS[value.lower()]
 
 
@@ -150,13 +158,13 @@ def config_from_values(values: dict) -> Config:
     other than :data:`KEYS` are ignored, empty optional values take the default.
 
     Raises:
-        ConfigError: a required key missing, a value not a positive integer / flag.
+        ConfigTextError: a required key missing, a value not a positive integer / flag.
     """
     given = {k: str(values.get(k, "") or "").strip() for k in _REQUIRED}
     out = {k: positive_int(k, text) for k, text in given.items() if text}
     missing = [k for k in _REQUIRED if k not in out]
     if missing:
-        raise ConfigError(f"configuration lacks {', '.join(missing)}")
+        raise ConfigTextError(f"configuration lacks {', '.join(missing)}")
     for k in ("recompute", "optimizer_shard"):
         text = str(values.get(k, "") or "").strip()
         if text:
@@ -168,18 +176,18 @@ def parse_config(text: str) -> Config:
     """Parse ``dp=D,tp=T,pp=P,micro_batch=B,global_batch=G[,recompute=..][,optimizer_shard=..]``.
 
     Raises:
-        ConfigError: an item not ``key=value``, an unknown or repeated key, a bad value.
+        ConfigTextError: an item not ``key=value``, an unknown or repeated key, a bad value.
     """
     values: dict[str, str] = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"configuration item '{item}' is not key=value")
+            raise ConfigTextError(f"configuration item '{item}' is not key=value")
         if key not in KEYS:
-            raise ConfigError(f"unknown configuration key '{key}' (keys: {', '.join(KEYS)})")
+            raise ConfigTextError(f"unknown configuration key '{key}' (keys: {', '.join(KEYS)})")
         if key in values:
-            raise ConfigError(f"configuration key '{key}' given twice")
+            raise ConfigTextError(f"configuration key '{key}' given twice")
         values[key] = value.strip()
     return config_from_values(values)
 
@@ -391,5 +399,5 @@ def expand(graph: OpGraph, dp: int, tp: int, sequence_parallel: bool = False
             for i, role in sorted(layout_roles(graph).items())}
 
 
-__all__ = ["Config", "ConfigError", "KEYS", "PREFERRED", "layout_roles", "config_from_values", "expand", "matmul_roles",
+__all__ = ["Config", "ConfigError", "ConfigTextError", "KEYS", "PREFERRED", "layout_roles", "config_from_values", "expand", "matmul_roles",
            "parse_config", "positive_int", "role_strategy", "sequence_parallel_out"]

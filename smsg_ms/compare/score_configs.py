@@ -33,10 +33,7 @@ from ..words import count
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
                       positive_int, role_strategy, sequence_parallel_out)
 
-#: CSV columns a configuration row needs; ``recompute``, ``optimizer_shard`` and the shape
-#: columns :data:`SHAPE_COLUMNS` are optional, any other column is passed through.
-CSV_COLUMNS = ("devices", "global_batch", "micro_batch", "tp", "dp", "pp")
-SHAPE_COLUMNS = ("layers", "hidden", "heads", "seq", "vocab", "ffn")
+from .configs_csv import CSV_COLUMNS, SHAPE_COLUMNS, read_config_rows
 
 
 def _network_default(spec: str, key: str, options: dict):
@@ -471,24 +468,20 @@ def score_csv(spec: str, src, dst, *, hardware="ascend910b", **network_options) 
     """Read configuration rows from the open text file ``src`` (CSV with a header), write them to
     ``dst`` with ``step_seconds`` and ``error`` columns added. Returns ``(rows, errors)``.
 
-    Column names are read without blanks around them or a leading byte-order mark.
+    The whole file is read first (:func:`~.configs_csv.read_config_rows`): a file it refuses
+    writes nothing.
 
     Raises:
-        ConfigError: the header lacks a column of :data:`CSV_COLUMNS`.
+        smsg_ms.compare.configs_csv.ConfigFileError: see
+            :func:`~.configs_csv.read_config_rows` (an unknown or missing column, a row of
+            another cell count, text that is not UTF-8).
     """
-    reader = csv.DictReader(src)
-    # a spreadsheet's export: a byte-order mark before the first name, blanks around names
-    header = [name.lstrip("\ufeff").strip() for name in reader.fieldnames or []]
-    reader.fieldnames = header
-    lacking = [c for c in CSV_COLUMNS if c not in header]
-    if lacking:
-        raise ConfigError(f"configuration CSV lacks the column(s) {', '.join(lacking)} (needs "
-                          f"{','.join(CSV_COLUMNS)})")
+    header, rows_in = read_config_rows(src)
     fields = header + [c for c in ("step_seconds", "error") if c not in header]
     writer = csv.DictWriter(dst, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     rows = errors = 0
-    for out in score_rows(spec, reader, hardware=hardware, **network_options):
+    for out in score_rows(spec, rows_in, hardware=hardware, **network_options):
         writer.writerow({k: out.get(k, "") for k in fields})
         rows += 1
         errors += bool(out["error"])

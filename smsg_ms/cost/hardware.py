@@ -393,12 +393,45 @@ def _refuse(where: str, errors: list[str]):
     raise ValueError(f"{where}:\n  " + "\n  ".join(errors))
 
 
+#: figures of a description file below which (or, for seconds, at or above which) the number was
+#: surely written in another unit than the file's: ``(unit, bound, example)``. No accelerator
+#: has less than 1 MiB of memory, 1 GFLOP/s or 1 MB/s links, nor a launch or link latency of
+#: a second; a figure past these is refused, naming the file's unit with an example.
+_UNIT_CHECKS = {
+    "memory": ("bytes", 2**20, "64 GiB = 68719476736"),
+    "cube_flops": ("FLOP/s", 1e9, "313 TFLOP/s = 3.13e+14"),
+    "vector_flops": ("FLOP/s", 1e9, "19.6 TFLOP/s = 1.96e+13"),
+    "hbm_bandwidth": ("bytes/s", 1e6, "1.6 TB/s = 1.6e+12"),
+    "bandwidth": ("bytes/s", 1e6, "196 GB/s = 1.96e+11"),
+    "launch_latency": ("seconds", 1.0, "10 us = 1.0e-5"),
+    "latency": ("seconds", 1.0, "10 us = 1.0e-5"),
+}
+
+
+def _unit_error(field: str, value, where: str = "") -> list[str]:
+    """``[]``, or the line refusing ``value`` of ``field`` as written in another unit
+    (:data:`_UNIT_CHECKS`); a value that is no positive number is :func:`machine_errors`'."""
+    if field not in _UNIT_CHECKS or not _positive(value):
+        return []
+    unit, bound, example = _UNIT_CHECKS[field]
+    wrong = value >= bound if unit == "seconds" else value < bound
+    if not wrong:
+        return []
+    size = "large" if unit == "seconds" else "small"
+    return [f"{where}{field} {value!r} is too {size} in {unit} (the file's unit): give e.g. "
+            f"{example}"]
+
+
 def machine_from_dict(data, default_name: str = "custom", where: str = "hardware") -> Machine:
-    """A :class:`Machine` from plain data (:meth:`Machine.to_dict`'s keys).
+    """A :class:`Machine` from plain data (:meth:`Machine.to_dict`'s keys; the units of
+    :class:`Machine` and :class:`Level`: FLOP/s, bytes, bytes/s, seconds).
+
+    Every bad field is reported at once: missing, unknown, of a bad value, or of a value no
+    device has in the field's unit (:data:`_UNIT_CHECKS`: ``memory: 64`` is 64 bytes).
 
     Raises:
-        ValueError: ``"<where>: "`` and the bad field, or one line per missing, unknown or
-            bad field when there are several.
+        ValueError: ``"<where>: "`` and the bad field, or one line per bad field when there
+            are several.
     """
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
@@ -416,11 +449,17 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
             continue
         errors += [f"levels[{i}]: unknown field {k!r}" for k in item if k not in _LEVEL_KEYS]
         errors += [f"levels[{i}]: missing field {k!r}" for k in _LEVEL_KEYS[2:] if k not in item]
-        built.append(Level(str(item.get("name", f"level{i}")), item.get("count"),
-                           _number(item.get("bandwidth", 1.0)), _number(item.get("latency", 1.0))))
-    if errors:
-        _refuse(where, errors)
-    fields = {k: _number(data[k]) for k in _DEVICE_KEYS}
+        level = Level(str(item.get("name", f"level{i}")), item.get("count"),
+                      _number(item.get("bandwidth", 1.0)), _number(item.get("latency", 1.0)))
+        built.append(level)
+        for key in ("bandwidth", "latency"):
+            if key in item:
+                errors += _unit_error(key, getattr(level, key), f"levels[{i}] ({level.name}): ")
+    # a missing figure is reported above; a stand-in lets the others be checked at once
+    fields = {k: _number(data[k]) if k in data else 1.0 for k in _DEVICE_KEYS}
+    for key in _DEVICE_KEYS:
+        if key in data:
+            errors += _unit_error(key, fields[key])
     tile = data.get("gemm_tile")
     fields.update(matrix_units=data.get("matrix_units"),
                   gemm_tile=tuple(tile) if isinstance(tile, list) else tile)
@@ -428,7 +467,8 @@ def machine_from_dict(data, default_name: str = "custom", where: str = "hardware
     for k, v in dict(fields, name=str(data.get("name", default_name)),
                      levels=tuple(built)).items():
         object.__setattr__(candidate, k, v)
-    errors = machine_errors(candidate)
+    errors += [e for e in machine_errors(candidate)
+               if not (e.startswith("levels: at least one") and "levels" not in data)]
     if errors:
         _refuse(where, errors)
     return Machine(str(data.get("name", default_name)), levels=tuple(built), **fields)

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..plan import PLAN_FORMAT, Plan, PlanError
+from ..plan import PLAN_FORMAT, Plan, PlanError, PlanFileError
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
@@ -71,8 +71,8 @@ def save_plan(plan: Plan, path: str | os.PathLike) -> Path:
 def plan_from_text(text: str, source: str = "plan") -> Plan:
     """Parse and verify plan JSON text (see :func:`load_plan`)."""
     def non_finite(name):
-        raise PlanError(f"{source}: holds {name}, which no plan holds (not an smsg-ms plan, or "
-                        "edited by hand)")
+        raise PlanFileError(f"{source}: holds {name}, which no plan holds (not an smsg-ms "
+                            "plan, or edited by hand)")
 
     try:
         data = json.loads(text, parse_constant=non_finite)
@@ -80,31 +80,31 @@ def plan_from_text(text: str, source: str = "plan") -> Plan:
         # text that does not start like a JSON document is some other file; a document whose
         # error is at its very end (or in a string never closed) was cut off
         if not text.strip():
-            raise PlanError(f"{source}: empty file, not an smsg-ms plan file") from exc
+            raise PlanFileError(f"{source}: empty file, not an smsg-ms plan file") from exc
         if text.lstrip()[:1] not in ("{", "["):
-            raise PlanError(f"{source}: not JSON, so not an smsg-ms plan file (it starts with "
-                            f"{text.lstrip()[:20]!r})") from exc
+            raise PlanFileError(f"{source}: not JSON, so not an smsg-ms plan file (it starts "
+                                f"with {text.lstrip()[:20]!r})") from exc
         ended_early = (exc.pos >= len(text.rstrip())
                        or exc.msg.startswith("Unterminated string"))
         what = "truncated" if ended_early else "not valid JSON"
         # Python's message ends where its position would follow ("... starting at")
-        raise PlanError(f"{source}: {what} (JSON error: {exc.msg}: line {exc.lineno}, column "
-                        f"{exc.colno})") from exc
+        raise PlanFileError(f"{source}: {what} (JSON error: {exc.msg}: line {exc.lineno}, column "
+                            f"{exc.colno})") from exc
     if not isinstance(data, dict) or "decisions" not in data or "content_hash" not in data:
-        raise PlanError(f"{source}: not an smsg-ms plan file (no 'decisions' / 'content_hash'): "
-                        "make one with 'smsg-ms plan'")
+        raise PlanFileError(f"{source}: not an smsg-ms plan file (no 'decisions' / "
+                            "'content_hash'): make one with 'smsg-ms plan'")
     if data.get("format") != PLAN_FORMAT:
-        raise PlanError(f"{source}: plan format {data.get('format')!r} is not supported "
-                        f"(this smsg-ms reads format {PLAN_FORMAT})")
+        raise PlanFileError(f"{source}: plan format {data.get('format')!r} is not supported "
+                            f"(this smsg-ms reads format {PLAN_FORMAT})")
     try:
         plan = Plan.from_dict(data)
     except TypeError as exc:
-        raise PlanError(f"{source}: malformed plan ({exc})") from exc
+        raise PlanFileError(f"{source}: malformed plan ({exc})") from exc
     expected = plan.compute_hash()
     if plan.content_hash != expected:
-        raise PlanError(f"{source}: content hash mismatch (file says {plan.content_hash[:12]}, "
-                        f"content gives {expected[:12]}): the file was edited or corrupted; "
-                        "re-run 'smsg-ms plan'")
+        raise PlanFileError(f"{source}: content hash mismatch (file says "
+                            f"{plan.content_hash[:12]}, content gives {expected[:12]}): the file "
+                            "was edited or corrupted; re-run 'smsg-ms plan'")
     return plan
 
 
@@ -112,18 +112,18 @@ def load_plan(path: str | os.PathLike) -> Plan:
     """Read a plan file and verify it.
 
     Raises:
-        PlanError: missing or unreadable file, not JSON (another kind of file), truncated or
+        PlanFileError: missing or unreadable file, not JSON (another kind of file), truncated or
             invalid JSON, not a plan, unknown format, or content hash mismatch (edited file).
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise PlanError(f"plan file {path} does not exist") from exc
+        raise PlanFileError(f"plan file {path} does not exist") from exc
     except UnicodeDecodeError as exc:
-        raise PlanError(f"{path}: not UTF-8 text, so not an smsg-ms plan file") from exc
+        raise PlanFileError(f"{path}: not UTF-8 text, so not an smsg-ms plan file") from exc
     except OSError as exc:
-        raise PlanError(f"cannot read plan file {path}: {exc}") from exc
+        raise PlanFileError(f"cannot read plan file {path}: {exc}") from exc
     return plan_from_text(text, str(path))
 
 

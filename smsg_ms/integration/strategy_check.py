@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..plan import PlanFileError
 from .plan_io import PlanError
 from ..words import count
 
@@ -29,7 +30,7 @@ def read_strategy_file(path: str) -> dict | None:
     then says which, :func:`smsg_ms.integration.plan_io.load_plan`).
 
     Raises:
-        PlanError: a strategy file with a malformed item.
+        PlanFileError: a strategy file with a malformed item.
     """
     try:
         data = json.loads(Path(path).read_text())
@@ -41,8 +42,8 @@ def read_strategy_file(path: str) -> dict | None:
     if not isinstance(items, dict) or not all(
             isinstance(v, dict) and isinstance(v.get("parallel_strategy"), list)
             for v in items.values()):
-        raise PlanError(f"{path}: parallel_strategy_item is not a map of "
-                        "{key: {parallel_strategy: [[cuts]...]}}")
+        raise PlanFileError(f"{path}: parallel_strategy_item is not a map of "
+                            "{key: {parallel_strategy: [[cuts]...]}}")
     _check_field_types(path, data, items)
     return items
 
@@ -57,20 +58,21 @@ def _check_field_types(path: str, data: dict, items: dict) -> None:
     ``type must be number, but is string``, naming no field).
 
     Raises:
-        PlanError: naming the field, its value and the type expected.
+        PlanFileError: naming the field, its value and the type expected.
     """
     for key, least in (("device_num", 1), ("current_stage", 0)):
         if key in data and not _count(data[key], least):
-            raise PlanError(f"{path}: {key} must be an integer of at least {least}, got "
-                            f"{data[key]!r}")
+            raise PlanFileError(f"{path}: {key} must be an integer of at least {least}, got "
+                                f"{data[key]!r}")
     for key, item in items.items():
         if "stage" in item and not _count(item["stage"], 0):
-            raise PlanError(f"{path}: parallel_strategy_item['{key}'].stage must be a "
-                            f"non-negative integer, got {item['stage']!r}")
+            raise PlanFileError(f"{path}: parallel_strategy_item['{key}'].stage must be a "
+                                f"non-negative integer, got {item['stage']!r}")
         cuts = item["parallel_strategy"]
         if not all(isinstance(dims, list) and all(_count(c, 1) for c in dims) for dims in cuts):
-            raise PlanError(f"{path}: parallel_strategy_item['{key}'].parallel_strategy must be "
-                            f"lists of positive integers (cuts per dimension), got {cuts!r}")
+            raise PlanFileError(f"{path}: parallel_strategy_item['{key}'].parallel_strategy must "
+                                f"be lists of positive integers (cuts per dimension), got "
+                                f"{cuts!r}")
 
 
 def recorded_devices(path: str) -> int | None:
@@ -124,9 +126,9 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
     """Compile ``spec`` on ``devices`` devices with the strategy file ``path`` loaded.
 
     Raises:
-        PlanError: not a strategy file, a file written for another device count
-            (:func:`recorded_devices`), keys the network lacks, or MindSpore's rejection (one
-            line with its reason and the likely cause).
+        PlanFileError: not a strategy file, a file written for another device count
+            (:func:`recorded_devices`), keys the network lacks (bad input).
+        PlanError: MindSpore's rejection (one line with its reason and the likely cause).
     """
     from ..graph.capture import capture_network
     from ..dryrun.runner import DryRunError, run_child
@@ -135,17 +137,17 @@ def check_strategy_file(path: str, spec: str, devices: int, options: dict) -> St
     check_device_count(devices)
     items = read_strategy_file(path)
     if items is None:
-        raise PlanError(f"{path} is not a strategy checkpoint (no parallel_strategy_item)")
+        raise PlanFileError(f"{path} is not a strategy checkpoint (no parallel_strategy_item)")
     written_for = recorded_devices(path)
     if written_for is not None and written_for != devices:
-        raise PlanError(f"{path} was written for {written_for} devices, not --devices {devices}:"
-                        f" check it with --devices {written_for}, or plan and export again for "
-                        f"{devices}")
+        raise PlanFileError(f"{path} was written for {written_for} devices, not --devices "
+                            f"{devices}: check it with --devices {written_for}, or plan and "
+                            f"export again for {devices}")
     unknown = sorted(set(items) - network_keys(capture_network(spec, **options)))
     if unknown:
         shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-        raise PlanError(f"{path} is for another network: {len(unknown)} of {len(items)} "
-                        f"strategies name operators that '{spec}' does not have ({shown})")
+        raise PlanFileError(f"{path} is for another network: {len(unknown)} of {len(items)} "
+                            f"strategies name operators that '{spec}' does not have ({shown})")
     job = {"job": "compile", "spec": spec, "options": options, "strategies": {},
            "context": {"full_batch": True,
                        "strategy_ckpt_config": {"load_file": str(Path(path).resolve())}}}

@@ -13,6 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import InputError
 from .construction import construct, fill_unset_options, undo_lazy_inline
 
 #: Built-in networks: name → (``module:function``, one-line description).
@@ -38,6 +39,12 @@ DEFAULT_NETWORK = "llama"
 
 class NetworkSpecError(ValueError):
     """A network spec does not resolve or its function fails; the message says which and why."""
+
+
+class SpecError(NetworkSpecError, InputError):
+    """A spec that names no network (:func:`resolve_spec`), or options its function does not
+    take: bad input (the CLI's exit 2). A function that raises while building is a plain
+    :class:`NetworkSpecError` (the network cannot be built: exit 1)."""
 
 
 @dataclass
@@ -96,28 +103,90 @@ def resolve_spec(spec: str) -> tuple[str, Callable]:
     """Spec → ``(name, function)``.
 
     Raises:
-        NetworkSpecError: unknown built-in name, malformed spec, module or function not found.
+        SpecError: not a built-in name nor ``package.module:function`` (an empty part, more
+            than one ``:``, a part that is not a Python name), a module that does not exist or
+            fails to import (a syntax error, an import inside it), a name the module lacks or
+            that is not a function (a class or other callable is taken). One line naming the
+            spec, the cause and what to give.
     """
     name = spec
     if spec in BUILTINS:
         spec = BUILTINS[spec][0]
     elif ":" not in spec:
         known = ", ".join(sorted(BUILTINS))
-        raise NetworkSpecError(f"unknown network '{spec}': give a built-in name ({known}) or "
-                               "'package.module:function'")
-    module_name, _, func_name = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise NetworkSpecError(f"network spec '{spec}': cannot import module '{module_name}' "
-                               f"({exc})") from exc
+        raise SpecError(f"unknown network '{spec}': give a built-in name ({known}) or "
+                        "'package.module:function'")
+    module_name, func_name = _spec_parts(spec)
+    module = _import_spec_module(spec, module_name)
     func = getattr(module, func_name, None)
+    if func is None:
+        raise SpecError(f"network spec '{spec}': module '{module_name}' has no '{func_name}' "
+                        f"({_functions_of(module)})")
     if not callable(func):
-        raise NetworkSpecError(f"network spec '{spec}': module '{module_name}' has no function "
-                               f"'{func_name}'")
+        raise SpecError(f"network spec '{spec}': '{func_name}' in module '{module_name}' is "
+                        f"{_a(type(func).__name__)}, not a function ({_functions_of(module)})")
     if name == spec:
         name = func_name if func_name not in ("build", "network", "main") else module_name
     return name, func
+
+
+_SPEC_FORM = "give package.module:function, e.g. mymodels:build"
+
+
+def _spec_parts(spec: str) -> tuple[str, str]:
+    """``(module, function)`` of ``package.module:function``. Raises: SpecError."""
+    module_name, _, func_name = spec.partition(":")
+    if ":" in func_name:
+        raise SpecError(f"network spec '{spec}': more than one ':' ({_SPEC_FORM})")
+    if not module_name.strip():
+        raise SpecError(f"network spec '{spec}': no module before ':' ({_SPEC_FORM})")
+    if not func_name.strip():
+        raise SpecError(f"network spec '{spec}': no function after ':' ({_SPEC_FORM})")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise SpecError(f"network spec '{spec}': '{module_name}' is not a module name "
+                        f"({_SPEC_FORM})")
+    if not func_name.isidentifier():
+        raise SpecError(f"network spec '{spec}': '{func_name}' is not a function name "
+                        f"({_SPEC_FORM})")
+    return module_name, func_name
+
+
+def _import_spec_module(spec: str, module_name: str):
+    """The module of ``spec``. Raises: SpecError naming why it does not import."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise SpecError(f"network spec '{spec}': no module '{exc.name}' in the working "
+                            "folder or on the Python path (run from the folder that holds it, "
+                            "or add that folder to PYTHONPATH)") from None
+        raise SpecError(f"network spec '{spec}': module '{module_name}' fails to import: "
+                        f"{_first_line(exc)}") from None
+    except SyntaxError as exc:
+        where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "its source"
+        raise SpecError(f"network spec '{spec}': module '{module_name}' has a syntax error "
+                        f"({exc.msg}: {where})") from None
+    except Exception as exc:  # noqa: BLE001 (a module runs any code when imported)
+        raise SpecError(f"network spec '{spec}': module '{module_name}' fails to import: "
+                        f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
+def _functions_of(module) -> str:
+    """``its functions: build, small`` (those the module defines, not imports; at most 5)."""
+    names = sorted(k for k, v in vars(module).items()
+                   if inspect.isfunction(v) and not k.startswith("_")
+                   and getattr(v, "__module__", None) == module.__name__)
+    if not names:
+        return "it defines no function"
+    return "its functions: " + ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
 
 
 def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
@@ -127,7 +196,7 @@ def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
         ``(name, function, options without None values)``.
 
     Raises:
-        NetworkSpecError: the spec does not resolve or an option is not accepted.
+        SpecError: the spec does not resolve or an option is not accepted.
     """
     name, func = resolve_spec(spec)
     params = inspect.signature(func).parameters
@@ -136,8 +205,8 @@ def check_options(spec: str, options: dict) -> tuple[str, Callable, dict]:
     if not takes_any:
         bad = sorted(set(given) - set(params))
         if bad:
-            raise NetworkSpecError(f"network '{spec}' takes no option {', '.join(bad)} (it takes: "
-                                   f"{', '.join(params) or 'none'})")
+            raise SpecError(f"network '{spec}' takes no option {', '.join(bad)} (it takes: "
+                            f"{', '.join(params) or 'none'})")
     return name, func, given
 
 

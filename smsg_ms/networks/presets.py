@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import InputError
 
-class ShapeError(ValueError):
+
+class ShapeError(InputError):
     """A preset or width flag that the chosen network cannot take; one-line message."""
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import inspect
 
+from ..errors import InputError
 
-class WidthError(ValueError):
+
+class WidthError(InputError):
     """A width flag combination the built-in network cannot build; one-line message."""
 
 

@@ -2,6 +2,8 @@
 :class:`smsg_ms.devices.DeviceCountError`)."""
 from __future__ import annotations
 
+from ..errors import InputError
+
 
 class PlanningError(ValueError):
     """The network cannot be planned as asked (memory, an operator with no option, a cost model
@@ -10,3 +12,8 @@ class PlanningError(ValueError):
 
 class PipelinePlanningError(ValueError):
     """The network cannot be pipelined as asked (no repeated blocks, bad stage count ...)."""
+
+
+class PipelineSettingsError(PipelinePlanningError, InputError):
+    """Pipeline settings that do not go together whatever the network (stages not dividing the
+    devices, micro-batches not dividing the global batch or fewer than the stages): bad input."""

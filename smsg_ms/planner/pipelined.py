@@ -18,7 +18,7 @@ from ..graph.blocks import block_prefix
 from ..plan import Plan
 from ..words import count
 from ..search.effort import DEFAULT_SECONDS
-from .errors import PipelinePlanningError
+from .errors import PipelinePlanningError, PipelineSettingsError
 from .options import VIRTUAL_STAGES, PlanningOptions
 from .single_stage import collector_paused
 from .stage_costs import StageCosts
@@ -156,7 +156,10 @@ def _stage_counts(devices: int, global_batch: int, settings: PlanningOptions) ->
     """The stage counts to search, after checking the stage and micro-batch settings.
 
     Raises:
-        PipelinePlanningError: as :func:`plan_network_pipelined`."""
+        PipelineSettingsError: stages not dividing the devices (each stage runs on
+            ``devices / stages`` of them), micro-batches not dividing the global batch or fewer
+            than the stages (MindSpore's ``micro_batch_num >= stages``); each names the values
+            that work."""
     from ..search.pipeline import divisors
 
     stages, micro_batches = settings.stages, settings.micro_batches
@@ -165,16 +168,33 @@ def _stage_counts(devices: int, global_batch: int, settings: PlanningOptions) ->
     elif isinstance(stages, int) and stages >= 1 and devices % stages == 0:
         p_list = [stages]
     else:
-        raise PipelinePlanningError(f"--pipeline must be 'auto' or a stage count dividing "
-                                    f"{devices} devices, got {stages!r}")
+        raise PipelineSettingsError(f"--pipeline must be 'auto' or a stage count dividing "
+                                    f"{devices} devices, got {stages!r}: give "
+                                    f"{_listed(divisors(devices), stages)} (each stage runs on "
+                                    "devices / stages of them)")
     if micro_batches is not None:
         if not isinstance(micro_batches, int) or micro_batches < 1 or global_batch % micro_batches:
-            raise PipelinePlanningError(f"micro-batches {micro_batches!r} must be a positive "
-                                        f"divisor of the global batch {global_batch}")
+            raise PipelineSettingsError(f"micro-batches {micro_batches!r} must be a positive "
+                                        f"divisor of the global batch {global_batch}: give "
+                                        f"{_listed(divisors(global_batch), micro_batches)}")
         if micro_batches < max(p_list) and stages != "auto":
-            raise PipelinePlanningError(f"micro-batches {micro_batches} < stages {stages}: "
-                                        "MindSpore requires micro >= stages")
+            raise PipelineSettingsError(f"micro-batches {micro_batches} < stages {stages}: "
+                                        "MindSpore requires micro >= stages (give "
+                                        f"--micro-batches {stages} or more)")
     return p_list
+
+
+def _listed(values: list[int], near) -> str:
+    """``1, 2, 4 or 8``; of more than six values, those just below and above ``near`` (a
+    number, else the first two)."""
+    if len(values) > 6:
+        if isinstance(near, int) and not isinstance(near, bool):
+            below, above = [v for v in values if v < near], [v for v in values if v > near]
+            values = below[-1:] + above[:1]
+        else:
+            values = values[:2]
+    text = [str(v) for v in values]
+    return text[0] if len(text) == 1 else f"{', '.join(text[:-1])} or {text[-1]}"
 
 
 def _worker_count(devices: int, settings: PlanningOptions) -> int:
