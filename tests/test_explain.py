@@ -490,6 +490,27 @@ def test_stays_best_deviation_of_the_same_in_strategy_says_what_differs():
                      "instead of ReduceScatter (no out_strategy))"]
 
 
+def test_stays_best_items_fold_under_their_text():
+    """A stays-best item longer than 80 columns folds at spaces: no line is wider than the
+    console, every continuation line is indented deeper than its item (4 spaces against the
+    item's 2), and the words read back in order."""
+    from smsg_ms.report.explain_view import print_stays_best, stays_best_lines
+
+    twin = {"variable": "layers.0.feed_forward.w2.matmul", "strategy": [[1, 8], [1, 8]],
+            "out_strategy": None, "chosen_strategy": [[1, 8], [1, 8]],
+            "chosen_out_strategy": [[8, 1]]}
+    ranges = [{"parameter": "bandwidth", "level": 1, "level_name": "inter-node", "low": 0.25,
+               "high": 4.0, "below": twin, "above": twin}]
+    out = io.StringIO()
+    print_stays_best(ranges, "atlas-800t-a2", Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    items = [i for i, line in enumerate(lines) if line.startswith("  bandwidth")]
+    assert len(items) == 1 and len(lines) > items[0] + 1, lines
+    assert all(line.startswith("    ") for line in lines[items[0] + 1:]), lines
+    assert " ".join(" ".join(lines[items[0]:]).split()) == stays_best_lines(ranges)[0]
+
+
 def _title(plan, width=200) -> str:
     text = _render(print_summary, plan, width=width)
     return " ".join(text[:text.index("┏")].split())

@@ -350,3 +350,14 @@ def stays_best_lines(ranges: list[dict]) -> list[str]:
         tail = "; ".join(ends) if ends else "no other strategy takes over at any factor"
         out.append(f"{name} x{_fmt_factor(r['low'])} to x{_fmt_factor(r['high'])} ({tail})")
     return out
+
+
+def print_stays_best(ranges: list[dict], hardware: str, console) -> None:
+    """``explain --stays-best``'s lines: a heading naming the ``hardware`` preset, then one item
+    per :func:`stays_best_lines` line, folded to ``console.width`` (:func:`~.units.wrap`), its
+    continuation lines indented under the item's text."""
+    say = _sayer(console)
+    say(f"stays the best of its single-operator deviations, as factors of the {hardware} "
+        "preset:", "", "  ")
+    for line in stays_best_lines(ranges):
+        say(line, "  ", "    ")
