@@ -611,3 +611,23 @@ def test_sequence_parallel_only_where_a_sequence_is_cut():
     assert mf.out_strategies and chosen_degrees(mf)["sp"] == 1
     big = load_plan(ROOT / "strategies" / "llama-64dev.plan.json")      # 64 slices of 8 samples
     assert chosen_degrees(big)["sp"] > 1
+
+
+def test_pipelined_explain_says_d_is_a_stage_s_devices():
+    """In a pipelined plan the symbolic costs are the stage plan's: every description's ``D`` is
+    the pipeline record's devices per stage (16 devices in 2 stages: 8), not the plan's 16,
+    and the legend and each ``D = `` say it is a stage's count. A single-stage plan's legend
+    says the device count."""
+    plan = load_plan(ROOT / "tests/data/plans_before_redesign/llama12-16dev-p2-mb2.plan.json")
+    per_stage = plan.devices // plan.pipeline["stages"]
+    assert per_stage == plan.pipeline["devices_per_stage"] == 8
+    d_values = {plan.symbolic_of(d)["D"] for d in plan.decisions if plan.symbolic_of(d)}
+    assert d_values == {per_stage}
+    text = " ".join(_render(print_explain, plan, width=200).split())
+    assert (f"D the device count of one pipeline stage ({per_stage} of the plan's "
+            f"{plan.devices})") in text, text
+    shown = re.findall(r"D = (\d+)( \(a stage's devices\))?\)", text)
+    assert shown and all(int(n) == per_stage and tag for n, tag in shown), shown
+    single = " ".join(_render(print_explain, load_plan(
+        ROOT / "strategies" / "llama-8dev.plan.json"), width=200).split())
+    assert "and D the device count;" in single and "a stage's devices" not in single

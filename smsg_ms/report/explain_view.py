@@ -22,10 +22,28 @@ from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
 #: Time kinds after the computation and the collectives named by the symbolic terms.
 TIME_ORDER = ("compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
               "redistribution", "redistribution_into_loss")
-#: How the symbolic formulas read (printed once, under the head line).
+#: How the symbolic formulas read (printed once, under the head line); ``{D}`` what D counts.
 FORMULA_LEGEND = ("symbolic costs: in a formula a letter is its axis' global size (elements), "
-                  "c_<letter> its cut count and D the device count; FLOPs and bytes are per "
+                  "c_<letter> its cut count and D {D}; FLOPs and bytes are per "
                   "device")
+
+
+def formula_legend(plan: Plan) -> str:
+    """:data:`FORMULA_LEGEND` for ``plan``: D is the device count the strategies are for, in a
+    pipelined plan one stage's (``devices_per_stage``: its stage plan is solved on them,
+    :mod:`smsg_ms.planner.stages`), not the plan's devices."""
+    if plan.pipeline:
+        from .tables import stage_devices
+        return FORMULA_LEGEND.format(
+            D=f"the device count of one pipeline stage ({stage_devices(plan)} of the plan's "
+              f"{plan.devices})")
+    return FORMULA_LEGEND.format(D="the device count")
+
+
+def d_text(plan: Plan, sym: dict) -> str:
+    """``D = 4`` of an operator's symbolic cost; ``D = 4 (a stage's devices)`` in a pipelined
+    plan."""
+    return f"D = {sym.get('D')}" + (" (a stage's devices)" if plan.pipeline else "")
 
 
 class Shown(NamedTuple):
@@ -216,7 +234,7 @@ def print_explain(plan: Plan, console, show_all: bool = False,
         f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
         style="bold")
     if any(plan.symbolic_of(d) for d in plan.decisions):
-        say(FORMULA_LEGEND, style="dim")
+        say(formula_legend(plan), style="dim")
     for shown in explained_decisions(plan, show_all):
         console.print()
         if shown.decision is None:
@@ -310,7 +328,7 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     sym = symbolic_shown(plan, d)
     if sym:
         operands, letters = legend_items(sym)
-        say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",
+        say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; {d_text(plan, sym)})",
             "  ", "    ")
         say("letters: " + " · ".join(glue(x) for x in letters), "    ", "      ", style="dim")
         for term, formula, value in term_lines(sym, console.width - 4, unit):
