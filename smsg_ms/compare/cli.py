@@ -5,6 +5,7 @@ import argparse
 import json
 import shutil
 
+from ..report.units import glue
 from ..words import count
 
 
@@ -124,15 +125,16 @@ def cmd_score(args) -> int:
         if args.json:
             emit_json({"network": args.network, "config": args.config, **result})
             return 0
-        print(f"{args.config}: predicted step {result['step_seconds']:.6g} s, memory "
-              f"{result['memory_bytes'] / 2**20:.1f} MiB per device (largest stage), "
-              f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
-              f"{count(result['devices_per_stage'], 'device')} per stage "
-              f"({count(result['pinned'], 'primitive')} pinned by the layout, "
-              f"{result['filled']} filled by the model)")
+        from ..report.score_view import print_score, score_rows
+        from .configs import parse_config
+
+        rows = score_rows(result, parse_config(args.config).pp) + [
+            ("strategies", f"{count(result['pinned'], 'primitive')} pinned by the layout, "
+                           f"{result['filled']} filled by the model")]
         if result["fallback"]:
-            print(f"layout strategy not offered, left to the model: "
-                  f"{', '.join(result['fallback'])}")
+            rows.append(("left to the model", "layout strategy not offered: "
+                         + ", ".join(result["fallback"])))
+        print_score(f"{args.config}: {HEAD}", rows)
         return 0
     from .score import read_network_strategies, score
 
@@ -147,13 +149,20 @@ def cmd_score(args) -> int:
         emit_json({"network": args.network, "devices": args.devices,
                    "strategies": strategies, **result})
         return 0
-    print(f"{count(len(strategies), 'primitive')} carry strategies; predicted step "
-          f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
-          f"device ({result['pinned']} pinned, {result['filled']} filled by the model)")
-    for kind in ("unknown", "unavailable"):
-        if result[kind]:
-            print(f"{kind}: {', '.join(result[kind])}")
+    from ..report.score_view import print_score, score_rows
+
+    rows = score_rows(result) + [
+        ("primitives with a strategy", f"{len(strategies)} ({result['pinned']} pinned, "
+                                       f"{result['filled']} filled by the model)")]
+    rows += [(kind, ", ".join(result[kind])) for kind in ("unknown", "unavailable")
+             if result[kind]]
+    print_score(f"{args.network} on {count(args.devices, 'device')}, its own strategies: "
+                f"{HEAD}", rows)
     return 0
+
+
+#: the head line's end of a scored configuration (the rows' units: :mod:`smsg_ms.report.units`)
+HEAD = "predicted " + glue("(per device, one training step)")
 
 
 def _score_run(args, run: dict) -> int:
@@ -191,13 +200,10 @@ def _score_run(args, run: dict) -> int:
         emit_json({"mindformers_config": args.mindformers_config, "config": config.text(),
                    "notes": notes, **result})
         return 0
-    print(f"{config.text()} (from {args.mindformers_config}): predicted step "
-          f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
-          f"device (largest stage), "
-          f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
-          f"{count(result['devices_per_stage'], 'device')} per stage")
-    for note in notes:
-        print(f"note: {note}")
+    from ..report.score_view import print_score, score_rows
+
+    print_score(f"{config.text()} (from {args.mindformers_config}): {HEAD}",
+                score_rows(result, config.pp) + [("note", note) for note in notes])
     return 0
 
 
