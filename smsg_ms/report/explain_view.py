@@ -24,8 +24,10 @@ TIME_ORDER = ("compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", 
               "redistribution", "redistribution_into_loss")
 #: How the symbolic formulas read (printed once, under the head line); ``{D}`` what D counts.
 FORMULA_LEGEND = ("symbolic costs: in a formula a letter is its axis' global size (elements), "
-                  "c_<letter> its cut count and D {D}; FLOPs and bytes are per "
-                  "device")
+                  "c_<letter> its cut count and D {D}; FLOPs and memory are per device; "
+                  "a collective's bytes are the tensor it reduces or gathers on each device "
+                  "(check's MiB: an AllReduce's input, an AllGather's output), 0 where its "
+                  "group is one device")
 
 
 def formula_legend(plan: Plan) -> str:
@@ -41,9 +43,9 @@ def formula_legend(plan: Plan) -> str:
 
 
 def d_text(plan: Plan, sym: dict) -> str:
-    """``D = 4`` of an operator's symbolic cost; ``D = 4 (a stage's devices)`` in a pipelined
+    """``D = 4`` of an operator's symbolic cost; ``D = 4, a stage's devices`` in a pipelined
     plan."""
-    return f"D = {sym.get('D')}" + (" (a stage's devices)" if plan.pipeline else "")
+    return f"D = {sym.get('D')}" + (", a stage's devices" if plan.pipeline else "")
 
 
 class Shown(NamedTuple):
@@ -120,11 +122,16 @@ def symbolic_shown(plan: Plan, decision: OpDecision) -> dict | None:
     out_strategy where the plan gives it one (:func:`smsg_ms.cost.explain.with_out_strategy`:
     a ReduceScatter forward and an AllGather backward where the description, made for the
     in_strategy, holds AllReduces), so its rows name the collectives of the time line and of
-    the predicted collectives."""
+    the predicted collectives; each collective's bytes in ``S``, the tensor it reduces or
+    gathers on each device, as ``smsg-ms check`` lists them
+    (:func:`smsg_ms.cost.explain.with_tensor_bytes`), not the ring volume the file stores."""
     sym = plan.symbolic_of(decision)
     if sym and plan.out_strategies.get(decision.name):
         from ..cost.explain import with_out_strategy
         sym = with_out_strategy(sym)
+    if sym:
+        from ..cost.explain import with_tensor_bytes
+        sym = with_tensor_bytes(sym)
     return sym
 
 
