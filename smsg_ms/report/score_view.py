@@ -52,3 +52,14 @@ def print_score(head: str, rows: list[tuple[str, str]], width: int = 80) -> None
         width = min(width, shutil.get_terminal_size((width, 24)).columns)
     for line in score_lines(head, rows, width):
         print(line)
+
+
+#: the head line's end (the rows' units and words: ``plan``'s totals)
+HEAD = "predicted " + glue("(per device, one training step)")
+
+
+def show_score(subject: str, result: dict, stages: int, extra: list[tuple[str, str]]) -> None:
+    """Print a scored configuration (``score``'s ``show_score``): ``subject: predicted (per
+    device, one training step)``, then :func:`score_rows` of ``result`` at ``stages``
+    pipeline stages and the ``extra`` rows."""
+    print_score(f"{subject}: {HEAD}", score_rows(result, stages) + list(extra))
