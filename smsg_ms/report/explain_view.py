@@ -322,9 +322,7 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     unit = _block_byte_unit(plan, d)
     times = [glue(f"{LABELS.get(k, k)} {fmt_seconds(d.breakdown[k])}")
              for k in time_order(plan, d)]
-    mems = [glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}")
-            for k, v in sorted(d.breakdown.items())
-            if isinstance(v, (int, float)) and v and is_memory_key(k)]
+    mems = _memory_items(plan, d, unit)
     if times:
         say("time: " + " · ".join(times), "  ", "    ")
     if mems:
@@ -344,6 +342,25 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
             console.print(line, overflow="fold")
     for note in d.notes:
         say(f"note: {note}", "  ", "    ")
+
+
+def _memory_items(plan: Plan, d: OpDecision, unit) -> list[str]:
+    """The memory line's items of decision ``d``: bytes per device by kind, after optimizer
+    sharding where the plan shards a parameter ``d`` holds (:func:`~.optimizer_shards.
+    sharded_memory`, as the stage memory counts it), so the items add up to the totals' sharded
+    rows; a divided item says by how much (``(sharded 4-way)``)."""
+    from .optimizer_shards import shard_counts, sharded_memory
+
+    memory = sharded_memory(plan, d)
+    ways = "/".join(str(r) for r in shard_counts(plan, d))
+    items = []
+    for k, v in sorted(memory.items()):
+        if not v or not is_memory_key(k):
+            continue
+        cut = ways and v < float(d.breakdown.get(k, 0)) * (1 - 1e-12)
+        items.append(glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}"
+                          + (f" (sharded {ways}-way)" if cut else "")))
+    return items
 
 
 def _fmt_factor(x: float) -> str:

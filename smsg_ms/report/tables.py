@@ -231,9 +231,33 @@ def stage_plan_rows(plan: Plan) -> list[tuple[str, str]]:
     ``[]`` for a single-stage plan."""
     if not plan.pipeline:
         return []
-    rows = _rows(plan, [k for k in plan.totals if k not in _CHOSEN_KEYS],
-                 {**LABELS, **STAGE_PLAN_LABELS})
-    return _with_hidden_grad_sync(plan, rows)
+    keys = [k for k in plan.totals if k not in _CHOSEN_KEYS]
+    labels = {**LABELS, **STAGE_PLAN_LABELS}
+    rows = _with_hidden_grad_sync(plan, _rows(plan, keys, labels))
+    return _with_sharded(plan, rows, keys, labels)
+
+
+def _with_sharded(plan: Plan, rows: list[tuple[str, str]], keys: list[str],
+                  labels: dict) -> list[tuple[str, str]]:
+    """Under optimizer sharding, after each memory kind it divides (parameters, optimizer state;
+    gradients from level2) a row of that kind after sharding: the per-operator values of
+    :func:`smsg_ms.report.optimizer_shards.sharded_memory` summed (what ``explain`` shows per
+    operator), in the table's byte unit."""
+    from .optimizer_shards import DIVIDED, sharded_total, sharding_level
+
+    level = sharding_level(plan)
+    if level is None:
+        return rows
+    unit = byte_unit([plan.totals[k] for k in keys if is_memory_key(k)
+                      and _is_number(plan.totals[k])])
+    out = []
+    for row in rows:
+        out.append(row)
+        for kind in DIVIDED[level]:
+            if kind in keys and row[0] == labels.get(kind, kind):
+                out.append((f"{row[0]}, optimizer-sharded ({level})",
+                            fmt_bytes(sharded_total(plan, kind), unit)))
+    return out
 
 
 def _rows(plan: Plan, keys: list[str], labels: dict) -> list[tuple[str, str]]:
