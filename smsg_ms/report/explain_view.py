@@ -399,7 +399,7 @@ def print_stays_best(ranges: list[dict], hardware: str, console) -> None:
     per :func:`stays_best_lines` line, folded to ``console.width`` (:func:`~.units.wrap`), its
     continuation lines indented under the item's text."""
     say = _sayer(console)
-    say(f"stays the best of its single-operator deviations, as factors of the {hardware} "
-        "preset:", "", "  ")
+    say("stays the best of its single-operator deviations, "
+        + glue(f"as factors of the {hardware} preset:"))
     for line in stays_best_lines(ranges):
         say(line, "  ", "    ")
