@@ -266,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_dryrun(sub)
 
     from .compare.cli import register as register_compare
-    register_compare(sub)
+    from .report.score_view import show_score
+    register_compare(sub, show_score=show_score)
     return parser
 
 

@@ -101,11 +101,8 @@ def cmd_explain(args) -> int:
                   record_runner_up=not (args.runner_up and plan.pipeline))
     out_console.print(describe(plan), markup=False)
     if ranges is not None:
-        from .report.explain_view import stays_best_lines
-        out_console.print("stays the best of its single-operator deviations, as factors of the "
-                          f"{plan.hardware} preset:", markup=False)
-        for line in stays_best_lines(ranges):
-            out_console.print(f"  {line}", markup=False)
+        from .report.explain_view import print_stays_best
+        print_stays_best(ranges, plan.hardware, out_console)
     if args.runner_up:
         from .report.explain_view import runner_up_configuration_line
         out_console.print(runner_up_configuration_line(runner, bool(plan.pipeline), **space_note),

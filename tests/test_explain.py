@@ -407,9 +407,10 @@ def test_symbolic_rows_name_the_out_strategy_collectives():
     By hand for the reference ``mlp`` plan's ``fc3.matmul`` (x (64, 2048) · W (512, 2048)ᵀ,
     in_strategy ((1, 8), (1, 8)), out_strategy ((8, 1),), fp32): each device holds partial
     sums (64, 512), S = 64·512·4 = 131072 bytes, reduce-scattered over the 8 devices of the
-    contracting cut: ring volume (8 − 1)/8 · S = 114688 bytes forward (ReduceScatter) and
-    backward (AllGather); an AllReduce would move twice that. Every other reference plan's
-    out_strategy decisions: the rows' collectives are among the decision's own."""
+    contracting cut forward (ReduceScatter) and gathered back backward (AllGather): explain
+    shows S for both, as check does (the ring volume sent, (8 − 1)/8 · S, is not shown). Every
+    other reference plan's out_strategy decisions: the rows' collectives are among the
+    decision's own."""
     plan = load_plan(ROOT / "strategies" / "mlp-8dev.plan.json")
     d = next(d for d in plan.decisions if d.name == "fc3.matmul")
     assert plan.out_strategies[d.name] == [[8, 1]] and d.strategy == [[1, 8], [1, 8]]
@@ -419,7 +420,7 @@ def test_symbolic_rows_name_the_out_strategy_collectives():
     s = 64 * 512 * 4
     for term in ("forward ReduceScatter of out", "backward AllGather of out"):
         assert term in rows, entry
-        assert rows[term].rstrip().endswith(fmt_bytes(7 / 8 * s, ("MiB", 2 ** 20))), rows[term]
+        assert rows[term].rstrip().endswith(fmt_bytes(s, ("MiB", 2 ** 20))), rows[term]
     assert "AllReduce of out" not in entry, entry
     time_line = " ".join(entry.split("memory:")[0].split())
     assert "ReduceScatter" in time_line and "AllGather" in time_line and \
@@ -488,6 +489,27 @@ def test_stays_best_deviation_of_the_same_in_strategy_says_what_differs():
     assert lines == ["bandwidth x0.5 to x2 (below x0.5: fc3.matmul takes (4,2)(8,2)→(8,8); "
                      "above x2: fc3.matmul takes (1,8)(1,8): same in_strategy, output AllReduce "
                      "instead of ReduceScatter (no out_strategy))"]
+
+
+def test_stays_best_items_fold_under_their_text():
+    """A stays-best item longer than 80 columns folds at spaces: no line is wider than the
+    console, every continuation line is indented deeper than its item (4 spaces against the
+    item's 2), and the words read back in order."""
+    from smsg_ms.report.explain_view import print_stays_best, stays_best_lines
+
+    twin = {"variable": "layers.0.feed_forward.w2.matmul", "strategy": [[1, 8], [1, 8]],
+            "out_strategy": None, "chosen_strategy": [[1, 8], [1, 8]],
+            "chosen_out_strategy": [[8, 1]]}
+    ranges = [{"parameter": "bandwidth", "level": 1, "level_name": "inter-node", "low": 0.25,
+               "high": 4.0, "below": twin, "above": twin}]
+    out = io.StringIO()
+    print_stays_best(ranges, "atlas-800t-a2", Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    items = [i for i, line in enumerate(lines) if line.startswith("  bandwidth")]
+    assert len(items) == 1 and len(lines) > items[0] + 1, lines
+    assert all(line.startswith("    ") for line in lines[items[0] + 1:]), lines
+    assert " ".join(" ".join(lines[items[0]:]).split()) == stays_best_lines(ranges)[0]
 
 
 def _title(plan, width=200) -> str:
@@ -590,3 +612,74 @@ def test_sequence_parallel_only_where_a_sequence_is_cut():
     assert mf.out_strategies and chosen_degrees(mf)["sp"] == 1
     big = load_plan(ROOT / "strategies" / "llama-64dev.plan.json")      # 64 slices of 8 samples
     assert chosen_degrees(big)["sp"] > 1
+
+
+def test_pipelined_explain_says_d_is_a_stage_s_devices():
+    """In a pipelined plan the symbolic costs are the stage plan's: every description's ``D`` is
+    the pipeline record's devices per stage (16 devices in 2 stages: 8), not the plan's 16,
+    and the legend and each ``D = `` say it is a stage's count. A single-stage plan's legend
+    says the device count."""
+    plan = load_plan(ROOT / "tests/data/plans_before_redesign/llama12-16dev-p2-mb2.plan.json")
+    per_stage = plan.devices // plan.pipeline["stages"]
+    assert per_stage == plan.pipeline["devices_per_stage"] == 8
+    d_values = {plan.symbolic_of(d)["D"] for d in plan.decisions if plan.symbolic_of(d)}
+    assert d_values == {per_stage}
+    text = " ".join(_render(print_explain, plan, width=200).split())
+    assert (f"D the device count of one pipeline stage ({per_stage} of the plan's "
+            f"{plan.devices})") in text, text
+    shown = re.findall(r"D = (\d+)(, a stage's devices)?\)", text)
+    assert shown and all(int(n) == per_stage and tag for n, tag in shown), shown
+    single = " ".join(_render(print_explain, load_plan(
+        ROOT / "strategies" / "llama-8dev.plan.json"), width=200).split())
+    assert "and D the device count;" in single and "a stage's devices" not in single
+
+
+def test_explain_collective_bytes_are_check_s():
+    """explain's bytes of a collective are the figure check predicts for it (the decision's
+    collective ``bytes``, ``S``: the tensor each device reduces or gathers, the convention of
+    the inserted bytes check reads off MindSpore's graph), not the ring volume sent.
+
+    By hand for the reference ``bert`` plan's ``layers.0.attention.output.matmul``: x (m, k) ·
+    W (k, n), m = 1024 rows, n = 768 columns, in_strategy ((2, 4), (4, 1)) cuts k 4-way, so
+    each device holds partial sums of (m/2) x (n/1) float32 (4 bytes, bert's default dtype)
+    that one forward AllReduce over 4 devices sums: 1024·768·4 / (2·1) = 1572864 bytes =
+    1.5 MiB (its ring volume, 2·(4 − 1)/4 of that, is what explain showed before). For every
+    decision of the reference plans, each collective row explain shows equals one of the
+    decision's predicted collectives of that phase and kind."""
+    from smsg_ms.integration.check import mib, predicted_collectives
+    from smsg_ms.report.explain_view import symbolic_shown
+
+    plan = load_plan(ROOT / "strategies" / "bert-8dev.plan.json")
+    name = "layers.0.attention.output.matmul"
+    d = next(d for d in plan.decisions if d.name == name)
+    assert d.strategy == [[2, 4], [4, 1]]
+    sizes = plan.symbolic_of(d)["sizes"]
+    hand = sizes["m"] * sizes["n"] * 4 / (d.strategy[0][0] * d.strategy[1][1])
+    assert hand == 1572864
+    (checked,) = [c for c in predicted_collectives(plan)
+                  if c["op"] == name and c["phase"] == "forward" and c["kind"] == "AllReduce"]
+    assert checked["bytes"] == hand
+    text = _render(print_explain, plan, width=100)
+    entry = next(e for e in text.split("\n\n")
+                 if e.startswith("layers.*.attention.output.matmul"))
+    row = next(line for line in entry.splitlines() if "forward AllReduce of out" in line)
+    number, unit = row.split()[-2:]
+    assert unit == "MiB" and float(number) * 2 ** 20 == pytest.approx(hand, rel=1e-3)
+    assert float(mib(checked["bytes"])) == float(number)     # check's pred. MiB column
+    compared = 0
+    for path in sorted((ROOT / "strategies").glob("*.plan.json")):
+        plan = load_plan(path)
+        for d in plan.decisions:
+            for t in (symbolic_shown(plan, d) or {}).get("terms", []):
+                words = t["term"].split()
+                if t["unit"] != "bytes" or words[0] == "memory:" or not t.get("value"):
+                    continue
+                phase, kind = ("grad_sync", words[2]) if words[0] == "grad" else words[:2]
+                own = [c["bytes"] for c in d.collectives
+                       if c["phase"] == phase and c["kind"] == kind]
+                if not own:     # described, not predicted (a loss's folded backward): no pair
+                    continue
+                compared += 1
+                assert any(b == pytest.approx(t["value"], rel=1e-9) for b in own), \
+                    (path.name, d.name, t, own)
+    assert compared > 100

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from smsg_ms.plan import OpDecision, Plan
 from smsg_ms.report.plan_notes import unwritten_lines
-from smsg_ms.report.tables import print_summary, totals_rows
+from smsg_ms.report.tables import print_summary, stage_plan_rows, totals_rows
 
 GIB = 2 ** 30
 
@@ -72,17 +72,18 @@ def test_not_written_back_counts_agree_with_the_names_listed():
 
 
 def test_pipelined_titles_fold_between_phrases_at_80_columns():
-    """The totals title names 8 / 2 = 4 devices per stage; the pipeline title 2 stages of 4
-    devices and 2 micro-batches of 8 / 2 = 4 samples. At 80 columns no line is longer and no
-    phrase of a title is split; at 40 the pipeline title folds after its comma."""
+    """The stage plan's title names 8 / 2 = 4 devices per stage and its micro-batch of 4; the
+    pipeline title 2 stages of 4 devices and 2 micro-batches of 8 / 2 = 4 samples. At 80
+    columns no line is longer and no phrase of a title is split; at 40 the pipeline title
+    folds after its comma."""
     text = _printed(_plan(_pipeline(2)), 80)
     assert max(len(line) for line in text.splitlines()) <= 80, text
     assert "…" not in text
-    assert "other rows: stage plan on 4 devices, one micro-batch" in text, text
+    assert "on 4 devices, one micro-batch of 4," in " ".join(text.split()), text
     assert "pipeline: 2 stages x 4 devices, 2 micro-batches of 4" in text, text
     narrow = [line.strip() for line in _printed(_plan(_pipeline(2)), 40).splitlines()]
     assert "pipeline: 2 stages x 4 devices," in narrow and "2 micro-batches of 4" in narrow
-    assert "per device; step = 1F1B super-step," in " ".join(narrow)
+    assert "predicted totals of the chosen configuration" in " ".join(narrow)
 
 
 def test_largest_stage_is_numbered_among_a_count():
@@ -97,10 +98,11 @@ def test_largest_stage_is_numbered_among_a_count():
 
 def test_gradient_sync_row_has_one_name_in_both_kinds_of_plan():
     single = [label for label, _ in totals_rows(_plan(None)) if "gradient sync" in label]
-    piped = [label for label, _ in totals_rows(_plan(_pipeline(2))) if "gradient sync" in label]
+    piped = [label for label, _ in stage_plan_rows(_plan(_pipeline(2)))
+             if "gradient sync" in label]
     assert single[0] == "gradient sync (exposed)"
-    # a pipelined plan's time rows are its stage plan's per micro-batch
-    assert piped == ["gradient sync (exposed) / micro-batch"]
+    # a pipelined plan's time rows are its stage plan's, in a table of their own
+    assert piped == ["gradient sync (exposed)"]
 
 
 def test_pipelined_input_shapes_say_they_are_one_micro_batch():

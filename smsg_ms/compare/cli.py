@@ -126,15 +126,14 @@ def cmd_score(args) -> int:
         if args.json:
             emit_json({"network": args.network, "config": args.config, **result})
             return 0
-        print(f"{args.config}: predicted step {result['step_seconds']:.6g} s, memory "
-              f"{result['memory_bytes'] / 2**20:.1f} MiB per device (largest stage), "
-              f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
-              f"{count(result['devices_per_stage'], 'device')} per stage "
-              f"({count(result['pinned'], 'primitive')} pinned by the layout, "
-              f"{result['filled']} filled by the model)")
+        from .configs import parse_config
+
+        rows = [("strategies", f"{count(result['pinned'], 'primitive')} pinned by the layout, "
+                               f"{result['filled']} filled by the model")]
         if result["fallback"]:
-            print(f"layout strategy not offered, left to the model: "
-                  f"{', '.join(result['fallback'])}")
+            rows.append(("left to the model", "layout strategy not offered: "
+                         + ", ".join(result["fallback"])))
+        args.show_score(args.config, result, parse_config(args.config).pp, rows)
         return 0
     from .score import read_network_strategies, score
 
@@ -149,12 +148,12 @@ def cmd_score(args) -> int:
         emit_json({"network": args.network, "devices": args.devices,
                    "strategies": strategies, **result})
         return 0
-    print(f"{count(len(strategies), 'primitive')} carry strategies; predicted step "
-          f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
-          f"device ({result['pinned']} pinned, {result['filled']} filled by the model)")
-    for kind in ("unknown", "unavailable"):
-        if result[kind]:
-            print(f"{kind}: {', '.join(result[kind])}")
+    rows = [("primitives with a strategy", f"{len(strategies)} ({result['pinned']} pinned, "
+                                           f"{result['filled']} filled by the model)")]
+    rows += [(kind, ", ".join(result[kind])) for kind in ("unknown", "unavailable")
+             if result[kind]]
+    args.show_score(f"{args.network} on {count(args.devices, 'device')}, its own strategies",
+                    result, 1, rows)
     return 0
 
 
@@ -193,13 +192,8 @@ def _score_run(args, run: dict) -> int:
         emit_json({"mindformers_config": args.mindformers_config, "config": config.text(),
                    "notes": notes, **result})
         return 0
-    print(f"{config.text()} (from {args.mindformers_config}): predicted step "
-          f"{result['step_seconds']:.6g} s, memory {result['memory_bytes'] / 2**20:.1f} MiB per "
-          f"device (largest stage), "
-          f"{count(result['micro_batches'], 'micro-batch', 'micro-batches')} on "
-          f"{count(result['devices_per_stage'], 'device')} per stage")
-    for note in notes:
-        print(f"note: {note}")
+    args.show_score(f"{config.text()} (from {args.mindformers_config})", result, config.pp,
+                    [("note", note) for note in notes])
     return 0
 
 
@@ -243,8 +237,17 @@ def _network_args(p, devices_required: bool = True) -> None:
     add_size_args(p)
 
 
-def register(subparsers) -> None:
-    """Add ``compare`` and ``score`` to an ``argparse`` sub-parser collection."""
+def _show_plain(subject: str, result: dict, stages: int, extra: list) -> None:
+    """``show_score``'s default: the subject and the result's step and memory, one line."""
+    print(f"{subject}: step {result['step_seconds']} s, memory {result['memory_bytes']} bytes "
+          "per device" + "".join(f"; {label}: {value}" for label, value in extra))
+
+
+def register(subparsers, show_score=None) -> None:
+    """Add ``compare`` and ``score`` to an ``argparse`` sub-parser collection. ``show_score``
+    prints a scored configuration (``show_score(subject, result, stages, extra rows)``, the
+    report layer's :func:`smsg_ms.report.score_view.show_score`, given by the command line,
+    which this layer does not import); default: ``subject: result`` on one line."""
     from ..cli_options import positive_int, positive_seconds
     p = subparsers.add_parser("compare", help="compile a network under every planner (smsg and "
                               "MindSpore's) and measure each from the compiled graph")
@@ -284,4 +287,4 @@ def register(subparsers) -> None:
                      "optimizer_shard, layers, hidden, heads, seq, vocab, ffn, name; no other): "
                      "the same rows with step_seconds and error added, CSV to stdout or --out")
     s.add_argument("-o", "--out", help="with --configs: write the CSV here instead of stdout")
-    s.set_defaults(func=cmd_score)
+    s.set_defaults(func=cmd_score, show_score=show_score or _show_plain)

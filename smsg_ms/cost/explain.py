@@ -136,3 +136,55 @@ def _role(tensor: str, graph: OpGraph, op: OpNode) -> str:
     if tensor in op.inputs:
         return f"in{op.inputs.index(tensor)}"
     return tensor
+
+
+#: the factor of a collective's ring volume over ``(g − 1)/g·S`` (:meth:`CostModel.symbolic`)
+_RING_FACTOR = {"AllReduce": 2}
+
+
+def with_tensor_bytes(description: dict) -> dict:
+    """``description`` (:func:`describe`) with each collective term in ``S``, the bytes of the
+    tensor the collective reduces or gathers on each device (:attr:`~smsg_ms.cost.api.
+    Collective.full_bytes`: an AllReduce's or a ReduceScatter's input, an AllGather's gathered
+    output), the quantity ``smsg-ms check`` lists for the collectives it predicts and for those
+    MindSpore inserts (:func:`smsg_ms.integration.check.inserted_bytes`), in place of the ring
+    volume each device sends, which plan files store (:meth:`CostModel.symbolic`: ``k·(g − 1)/g
+    ·S``, ``k`` 2 for an AllReduce, else 1).
+
+    The group ``g`` is read off the formula: its one factor ``x − y`` is ``g − 1`` times ``y``
+    with ``g = x / y`` (``c_k − 1``: ``g = c_k``; ``D − c_k*c_n``: ``g = D / (c_k·c_n)``), so
+    ``S = volume · x / (k·(x − y))``. A term without such a factor (a group that is a number)
+    stays a ring volume and is named so (``... (bytes sent)``); so does a term whose ring
+    volume is 0 (a group of one device at these cuts: nothing is inserted). A new dict;
+    ``description`` is not changed."""
+    from sympy.parsing.sympy_parser import parse_expr
+
+    values = {sympy.Symbol(ch, positive=True, integer=True): size
+              for ch, size in description.get("sizes", {}).items()
+              if isinstance(size, int) and size != 1}
+    values.update({sympy.Symbol(k, positive=True, integer=True): v
+                   for k, v in description.get("cuts", {}).items()})
+    values[sympy.Symbol("D", positive=True, integer=True)] = description.get("D")
+    terms = []
+    for term in description.get("terms", []):
+        words = term["term"].split()
+        kind = words[2] if words[:2] == ["grad", "sync"] else words[1] if len(words) > 1 else ""
+        if (term["unit"] != "bytes" or words[0] == "memory:" or " of " not in term["term"]
+                or term.get("value") == 0):
+            terms.append(term)
+            continue
+        names = {n: sympy.Symbol(n, positive=True, integer=True)
+                 for n in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", term["formula"])}
+        expr = parse_expr(term["formula"], local_dict=names)
+        numer, _ = sympy.fraction(sympy.factor(expr))
+        minus = [f for f in sympy.Mul.make_args(numer) if isinstance(f, sympy.Add)
+                 and len(f.args) == 2 and sum(a.could_extract_minus_sign() for a in f.args) == 1]
+        if len(minus) != 1:
+            terms.append(dict(term, term=term["term"] + " (bytes sent)"))
+            continue
+        x = next(a for a in minus[0].args if not a.could_extract_minus_sign())
+        whole = sympy.factor(expr * x / (_RING_FACTOR.get(kind, 1) * minus[0]))
+        value = whole.subs(values)
+        terms.append(dict(term, formula=str(whole),
+                          value=float(value) if value.is_number else None))
+    return {**description, "terms": terms}

@@ -22,10 +22,30 @@ from .units import byte_unit, fmt_bytes, fmt_seconds, fold_formula, glue, wrap
 #: Time kinds after the computation and the collectives named by the symbolic terms.
 TIME_ORDER = ("compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
               "redistribution", "redistribution_into_loss")
-#: How the symbolic formulas read (printed once, under the head line).
+#: How the symbolic formulas read (printed once, under the head line); ``{D}`` what D counts.
 FORMULA_LEGEND = ("symbolic costs: in a formula a letter is its axis' global size (elements), "
-                  "c_<letter> its cut count and D the device count; FLOPs and bytes are per "
-                  "device")
+                  "c_<letter> its cut count and D {D}; FLOPs and memory are per device; "
+                  "a collective's bytes are the tensor it reduces or gathers on each device "
+                  "(check's MiB: an AllReduce's input, an AllGather's output), 0 where its "
+                  "group is one device")
+
+
+def formula_legend(plan: Plan) -> str:
+    """:data:`FORMULA_LEGEND` for ``plan``: D is the device count the strategies are for, in a
+    pipelined plan one stage's (``devices_per_stage``: its stage plan is solved on them,
+    :mod:`smsg_ms.planner.stages`), not the plan's devices."""
+    if plan.pipeline:
+        from .tables import stage_devices
+        return FORMULA_LEGEND.format(
+            D=f"the device count of one pipeline stage ({stage_devices(plan)} of the plan's "
+              f"{plan.devices})")
+    return FORMULA_LEGEND.format(D="the device count")
+
+
+def d_text(plan: Plan, sym: dict) -> str:
+    """``D = 4`` of an operator's symbolic cost; ``D = 4, a stage's devices`` in a pipelined
+    plan."""
+    return f"D = {sym.get('D')}" + (", a stage's devices" if plan.pipeline else "")
 
 
 class Shown(NamedTuple):
@@ -102,11 +122,16 @@ def symbolic_shown(plan: Plan, decision: OpDecision) -> dict | None:
     out_strategy where the plan gives it one (:func:`smsg_ms.cost.explain.with_out_strategy`:
     a ReduceScatter forward and an AllGather backward where the description, made for the
     in_strategy, holds AllReduces), so its rows name the collectives of the time line and of
-    the predicted collectives."""
+    the predicted collectives; each collective's bytes in ``S``, the tensor it reduces or
+    gathers on each device, as ``smsg-ms check`` lists them
+    (:func:`smsg_ms.cost.explain.with_tensor_bytes`), not the ring volume the file stores."""
     sym = plan.symbolic_of(decision)
     if sym and plan.out_strategies.get(decision.name):
         from ..cost.explain import with_out_strategy
         sym = with_out_strategy(sym)
+    if sym:
+        from ..cost.explain import with_tensor_bytes
+        sym = with_tensor_bytes(sym)
     return sym
 
 
@@ -216,7 +241,7 @@ def print_explain(plan: Plan, console, show_all: bool = False,
         f"{plan.content_hash[:12]}; step {fmt_seconds(totals.get('step_seconds'))} ({ratio})",
         style="bold")
     if any(plan.symbolic_of(d) for d in plan.decisions):
-        say(FORMULA_LEGEND, style="dim")
+        say(formula_legend(plan), style="dim")
     for shown in explained_decisions(plan, show_all):
         console.print()
         if shown.decision is None:
@@ -297,9 +322,7 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     unit = _block_byte_unit(plan, d)
     times = [glue(f"{LABELS.get(k, k)} {fmt_seconds(d.breakdown[k])}")
              for k in time_order(plan, d)]
-    mems = [glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}")
-            for k, v in sorted(d.breakdown.items())
-            if isinstance(v, (int, float)) and v and is_memory_key(k)]
+    mems = _memory_items(plan, d, unit)
     if times:
         say("time: " + " · ".join(times), "  ", "    ")
     if mems:
@@ -310,7 +333,7 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
     sym = symbolic_shown(plan, d)
     if sym:
         operands, letters = legend_items(sym)
-        say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; D = {sym.get('D')})",
+        say(f"symbolic cost of {sym.get('einsum', '')} ({operands}; {d_text(plan, sym)})",
             "  ", "    ")
         say("letters: " + " · ".join(glue(x) for x in letters), "    ", "      ", style="dim")
         for term, formula, value in term_lines(sym, console.width - 4, unit):
@@ -319,6 +342,25 @@ def _print_entry(plan: Plan, shown: Shown, console, say) -> None:
             console.print(line, overflow="fold")
     for note in d.notes:
         say(f"note: {note}", "  ", "    ")
+
+
+def _memory_items(plan: Plan, d: OpDecision, unit) -> list[str]:
+    """The memory line's items of decision ``d``: bytes per device by kind, after optimizer
+    sharding where the plan shards a parameter ``d`` holds (:func:`~.optimizer_shards.
+    sharded_memory`, as the stage memory counts it), so the items add up to the totals' sharded
+    rows; a divided item says by how much (``(sharded 4-way)``)."""
+    from .optimizer_shards import shard_counts, sharded_memory
+
+    memory = sharded_memory(plan, d)
+    ways = "/".join(str(r) for r in shard_counts(plan, d))
+    items = []
+    for k, v in sorted(memory.items()):
+        if not v or not is_memory_key(k):
+            continue
+        cut = ways and v < float(d.breakdown.get(k, 0)) * (1 - 1e-12)
+        items.append(glue(f"{LABELS.get(k, k)} {fmt_bytes(v, unit)}"
+                          + (f" (sharded {ways}-way)" if cut else "")))
+    return items
 
 
 def _fmt_factor(x: float) -> str:
@@ -350,3 +392,14 @@ def stays_best_lines(ranges: list[dict]) -> list[str]:
         tail = "; ".join(ends) if ends else "no other strategy takes over at any factor"
         out.append(f"{name} x{_fmt_factor(r['low'])} to x{_fmt_factor(r['high'])} ({tail})")
     return out
+
+
+def print_stays_best(ranges: list[dict], hardware: str, console) -> None:
+    """``explain --stays-best``'s lines: a heading naming the ``hardware`` preset, then one item
+    per :func:`stays_best_lines` line, folded to ``console.width`` (:func:`~.units.wrap`), its
+    continuation lines indented under the item's text."""
+    say = _sayer(console)
+    say("stays the best of its single-operator deviations, "
+        + glue(f"as factors of the {hardware} preset:"))
+    for line in stays_best_lines(ranges):
+        say(line, "  ", "    ")

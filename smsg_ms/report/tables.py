@@ -15,7 +15,8 @@ from ..words import count
 from .units import byte_unit, fmt_bytes, fmt_seconds, glue, wrap
 
 __all__ = ["count", "fmt_strategy", "fmt_candidate", "fmt_seconds", "fmt_bytes", "relative_name",
-           "instance_label", "summary_rows", "totals_rows", "pipeline_rows", "print_summary",
+           "instance_label", "summary_rows", "totals_rows", "chosen_rows", "stage_plan_rows",
+           "pipeline_rows", "print_summary",
            "print_pipeline"]
 
 
@@ -123,12 +124,19 @@ LABELS = {
     "micro_batch_step_seconds": "step (stage plan)",
     "lower_bound_seconds": "step: proven lower bound",
     "optimality_gap": "optimality gap (time limit)",
+    "update": "optimizer update",
 }
 
 
-#: a pipelined plan's per-micro-batch step of the stage plan counts the gradient sync, unlike
-#: the pipeline table's per-stage time (``stage_seconds``; the sync is added once per step)
-WITH_SYNC = {"micro_batch_step_seconds": ", with gradient sync"}
+#: a pipelined plan's stage-plan rows (:func:`stage_plan_rows`) whose label differs from a
+#: single-stage plan's: its step counts the gradient sync and the optimizer update, unlike the
+#: pipeline table's per-stage time (``stage_seconds``; both are added once per step); the
+#: optimizer update (``CostModel.breakdown``'s ``update``, :func:`smsg_ms.cost.kernels.
+#: update_seconds`) is the time of one update of every weight the stage plan holds, once per
+#: training step, not per micro-batch
+STAGE_PLAN_LABELS = {"micro_batch_step_seconds": "step, with gradient sync and optimizer update",
+                     "memory_bytes": "memory per device",
+                     "update": "optimizer update (once per step)"}
 #: the pipeline table's column: a stage's forward and backward of one micro-batch
 STAGE_TIME_COLUMN = "time / micro-batch\n(no gradient sync)"
 
@@ -137,7 +145,7 @@ STAGE_TIME_COLUMN = "time / micro-batch\n(no gradient sync)"
 TOTALS_ORDER = ("step_seconds", "lower_bound_seconds", "optimality_gap", "pipeline_step_seconds", "micro_batch_step_seconds", "relative_to_data_parallel",
                 "data_parallel_step_seconds",
                 "compute", "AllReduce", "AllGather", "ReduceScatter", "AlltoAll", "grad_sync",
-                "redistribution_seconds", "memory_bytes", "parameter_bytes", "gradient_bytes",
+                "redistribution_seconds", "update", "memory_bytes", "parameter_bytes", "gradient_bytes",
                 "optimizer_bytes", "activation_bytes", "data_parallel_memory_bytes")
 
 
@@ -167,27 +175,104 @@ def data_parallel_missing(plan: Plan) -> str:
 
 
 def totals_rows(plan: Plan) -> list[tuple[str, str]]:
-    """``(quantity, value)`` rows of the plan's totals: seconds (the cost model's breakdown kinds:
-    computation, each collective kind, redistribution ...) each in its own unit; bytes per
-    device (keys naming memory or bytes) all in one unit; ratios (keys naming ``relative``).
-    The step cost relative to pure data parallel is ``step_seconds /
-    data_parallel_step_seconds``, added when the plan does not hold it. A missing (``None``)
-    data-parallel value says why (:func:`data_parallel_missing`)."""
+    """``(quantity, value)`` rows of the plan's predicted totals, per device and one training
+    step. A single-stage plan's: seconds (the cost model's breakdown kinds: computation, each
+    collective kind, redistribution ...) each in its own unit; bytes per device (keys naming
+    memory or bytes) all in one unit; ratios (keys naming ``relative``). The step cost
+    relative to pure data parallel is ``step_seconds / data_parallel_step_seconds``, added when
+    the plan does not hold it. A missing (``None``) data-parallel value says why
+    (:func:`data_parallel_missing`).
+
+    A pipelined plan's are its chosen configuration's alone: the step (the 1F1B super-step,
+    ``totals["step_seconds"]``) and the memory per device (its largest stage's,
+    ``pipeline["stage_memory_bytes"]``); the parts of its stage plan are
+    :func:`stage_plan_rows`."""
+    if plan.pipeline:
+        return chosen_rows(plan)
+    rows = _rows(plan, [k for k in plan.totals], LABELS)
+    rows = _with_hidden_grad_sync(plan, rows)
+    step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
+    if ("relative_to_data_parallel" not in plan.totals and _is_number(step)
+            and _is_number(dp) and dp > 0):
+        rows.append((LABELS["relative_to_data_parallel"], f"{step / dp:.3f}"))
+    return rows
+
+
+#: the chosen configuration's step row of a pipelined plan
+SUPER_STEP_LABEL = "step (1F1B super-step)"
+
+
+def chosen_rows(plan: Plan) -> list[tuple[str, str]]:
+    """A pipelined plan's chosen configuration: ``step (1F1B super-step)`` (the plan's
+    ``step_seconds``, which the search minimised, :func:`smsg_ms.cost.pipeline.
+    super_step_seconds`) and the memory per device of its largest stage
+    (:func:`largest_stage_label`; from the pipeline record's ``stage_memory_bytes``, after
+    recompute and optimizer sharding)."""
+    from .plan_notes import largest_stage
+
+    rows = [(SUPER_STEP_LABEL, fmt_seconds(plan.totals.get("step_seconds")))]
+    found = largest_stage(plan)
+    if found is not None:
+        stage, memory = found
+        rows.append((largest_stage_label(stage, plan.pipeline["stages"]), fmt_bytes(memory)))
+    return rows
+
+
+#: keys of a pipelined plan's totals that are not its stage plan's parts
+_CHOSEN_KEYS = ("step_seconds", "pipeline_step_seconds")
+
+
+def stage_plan_rows(plan: Plan) -> list[tuple[str, str]]:
+    """A pipelined plan's stage plan, the parts behind its configuration: the operator-level
+    plan of the whole network on one stage's devices for one micro-batch, before pipelining,
+    recompute and optimizer sharding (:mod:`smsg_ms.planner.stages`): its step with the
+    gradient sync and the optimizer update, that step by kind, its memory per device by kind
+    and the pure data-parallel baseline (:data:`STAGE_PLAN_LABELS`, else :data:`LABELS`);
+    ``[]`` for a single-stage plan."""
+    if not plan.pipeline:
+        return []
+    keys = [k for k in plan.totals if k not in _CHOSEN_KEYS]
+    labels = {**LABELS, **STAGE_PLAN_LABELS}
+    rows = _with_hidden_grad_sync(plan, _rows(plan, keys, labels))
+    return _with_sharded(plan, rows, keys, labels)
+
+
+def _with_sharded(plan: Plan, rows: list[tuple[str, str]], keys: list[str],
+                  labels: dict) -> list[tuple[str, str]]:
+    """Under optimizer sharding, after each memory kind it divides (parameters, optimizer state;
+    gradients from level2) a row of that kind after sharding: the per-operator values of
+    :func:`smsg_ms.report.optimizer_shards.sharded_memory` summed (what ``explain`` shows per
+    operator), in the table's byte unit."""
+    from .optimizer_shards import DIVIDED, sharded_total, sharding_level
+
+    level = sharding_level(plan)
+    if level is None:
+        return rows
+    unit = byte_unit([plan.totals[k] for k in keys if is_memory_key(k)
+                      and _is_number(plan.totals[k])])
+    out = []
+    for row in rows:
+        out.append(row)
+        for kind in DIVIDED[level]:
+            if kind in keys and row[0] == labels.get(kind, kind):
+                out.append((f"{row[0]}, optimizer-sharded ({level})",
+                            fmt_bytes(sharded_total(plan, kind), unit)))
+    return out
+
+
+def _rows(plan: Plan, keys: list[str], labels: dict) -> list[tuple[str, str]]:
+    """``(label, value)`` rows of the totals ``keys`` in :data:`TOTALS_ORDER`: seconds each in
+    its unit, bytes all in one unit, ratios and the optimality gap as numbers; a missing value
+    says why."""
     flat: list[tuple[str, str, object]] = []
-    for key in sorted(plan.totals, key=_total_order):
+    for key in sorted(keys, key=_total_order):
         value = plan.totals[key]
         if isinstance(value, dict):
-            flat += [(key, f"{LABELS.get(key, key)}.{sub}", value[sub]) for sub in sorted(value)
+            flat += [(key, f"{labels.get(key, key)}.{sub}", value[sub]) for sub in sorted(value)
                      if isinstance(value[sub], (int, float))]
         else:
-            flat.append((key, LABELS.get(key, key), value))
-    if plan.pipeline:      # all but the super-step are the stage plan's, for one micro-batch
-        flat = [(k, label if k == "step_seconds" else f"{label} (stage plan)"
-                 if is_memory_key(k) else f"{label} / micro-batch{WITH_SYNC.get(k, '')}", v)
-                for k, label, v in flat]
-    from .plan_notes import largest_stage
-    unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)]
-                     + [m for _, m in filter(None, [largest_stage(plan)])])
+            flat.append((key, labels.get(key, key), value))
+    unit = byte_unit([v for k, _, v in flat if is_memory_key(k) and _is_number(v)])
     rows = []
     for key, label, value in flat:
         if not _is_number(value):
@@ -200,13 +285,6 @@ def totals_rows(plan: Plan) -> list[tuple[str, str]]:
         else:
             rows.append((label, fmt_bytes(value, unit) if is_memory_key(key)
                          else fmt_seconds(value)))
-    rows = _with_hidden_grad_sync(plan, rows)
-    rows = _with_largest_stage(plan, rows, unit)
-    step, dp = plan.totals.get("step_seconds"), plan.totals.get("data_parallel_step_seconds")
-    if (not plan.pipeline and "relative_to_data_parallel" not in plan.totals
-            and _is_number(step)
-            and _is_number(dp) and dp > 0):
-        rows.append((LABELS["relative_to_data_parallel"], f"{step / dp:.3f}"))
     return rows
 
 
@@ -232,8 +310,7 @@ def grad_sync_collectives(plan: Plan) -> str:
 def _with_hidden_grad_sync(plan: Plan, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The gradient sync row is the part the backward pass does not hide (the cost model's
     overlap, :mod:`smsg_ms.cost.overlap`, in a single-stage plan and in a pipelined plan's stage
-    plan alike): it reads ``gradient sync (exposed)`` in both (``... / micro-batch`` in a
-    pipelined plan, as its other stage-plan time rows). A single-stage plan's is followed by a
+    plan alike): it reads ``gradient sync (exposed)`` in both. A single-stage plan's is followed by a
     row naming the collectives it overlaps, so a ``0 s`` is not read as no synchronisation; a
     pipelined plan synchronises after its last micro-batch, not overlapped (the super-step
     counts it whole, :mod:`smsg_ms.cost.pipeline`): no such row."""
@@ -241,7 +318,7 @@ def _with_hidden_grad_sync(plan: Plan, rows: list[tuple[str, str]]) -> list[tupl
     present = grad_sync_collectives(plan)
     out = []
     for row in rows:
-        if row[0] in (label, f"{label} / micro-batch"):
+        if row[0] == label:
             out.append((row[0].replace(label, f"{label} (exposed)", 1), row[1]))
             if present and not plan.pipeline:
                 out.append((OVERLAPPED_LABEL, present))
@@ -261,24 +338,6 @@ def largest_stage_label(stage: int, stages: int) -> str:
     if int(stages) <= 1:
         return LABELS["memory_bytes"]
     return LARGEST_STAGE_LABEL.format(stage=stage, stages=int(stages))
-
-
-def _with_largest_stage(plan: Plan, rows: list[tuple[str, str]], unit) -> list[tuple[str, str]]:
-    """A pipelined plan's memory row is the largest stage's (the pipeline record's
-    ``stage_memory_bytes``, :func:`smsg_ms.report.plan_notes.largest_stage`), put before the
-    stage plan's own rows (which are one micro-batch of the whole network on one stage's
-    devices, not any stage's need)."""
-    from .plan_notes import largest_stage
-
-    found = largest_stage(plan)
-    if found is None:
-        return rows
-    stage, memory = found
-    label = largest_stage_label(stage, plan.pipeline["stages"])
-    row = (label, fmt_bytes(memory, unit))
-    at = next((i for i, r in enumerate(rows) if r[0].startswith(LABELS["memory_bytes"])),
-              len(rows))
-    return rows[:at] + [row] + rows[at:]
 
 
 def _is_number(value) -> bool:
@@ -324,22 +383,43 @@ def print_summary(plan: Plan, console) -> None:
     console.print(table)
     title = "predicted totals (per device, one training step)"
     if plan.pipeline:
-        title = (f"predicted totals ({glue('per device;')} {glue('step = 1F1B super-step,')} "
-                 + glue(f"other rows: stage plan on {count(stage_devices(plan), 'device')},")
-                 + f" {glue('one micro-batch')})")
-    title, width = fitted_title(title, console.width)
-    totals = Table(title=title, min_width=width)
-    # the labels keep their width; a long value (a reason for n/a) wraps instead
-    totals.add_column("quantity", no_wrap=True)
-    totals.add_column("value", justify="right", overflow="fold")
-    for row in totals_rows(plan):
-        totals.add_row(*row)
-    console.print(totals)
+        title = ("predicted totals of the chosen configuration "
+                 f"({glue('per device,')} {glue('one training step)')}")
+    _print_rows(console, title, totals_rows(plan))
+    if plan.pipeline:
+        _print_rows(console, stage_plan_title(plan), stage_plan_rows(plan))
     from .plan_notes import dataset_lines, unwritten_lines
     for line in unwritten_lines(plan, width=console.width) + dataset_lines(plan):
         console.print(line, markup=False, highlight=False)
     print_pipeline(plan, console)
     console.print(f"plan hash: {plan.content_hash}")
+
+
+def stage_plan_title(plan: Plan) -> str:
+    """The title of a pipelined plan's stage-plan table (:func:`stage_plan_rows`): what the
+    stage plan is, so that its rows are not read as the chosen configuration's."""
+    rec = plan.pipeline
+    size = rec.get("micro_batch_size")
+    batch = f"one micro-batch of {size}" if size is not None else "one micro-batch"
+    devices = count(stage_devices(plan), "device")
+    return (f"stage plan, the parts behind these totals: {glue('the whole network')} "
+            f"{glue(f'on {devices},')} {glue(batch + ',')} "
+            f"{glue('before pipelining,')} {glue('recompute and')} {glue('optimizer sharding')}")
+
+
+def _print_rows(console, title: str, rows: list[tuple[str, str]]) -> None:
+    """A two-column ``quantity`` / ``value`` table of ``rows`` under ``title`` (folded to the
+    console's width)."""
+    from rich.table import Table
+
+    title, width = fitted_title(title, console.width)
+    table = Table(title=title, min_width=width)
+    # the labels keep their width; a long value (a reason for n/a) wraps instead
+    table.add_column("quantity", no_wrap=True)
+    table.add_column("value", justify="right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def fmt_candidate(strategy, out=None, chosen=None, chosen_out=None) -> str:
