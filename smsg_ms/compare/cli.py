@@ -8,6 +8,13 @@ import shutil
 from ..words import count
 
 
+def _note(line: str) -> None:
+    """One line to stderr (the scored CSV may be on stdout)."""
+    import sys
+
+    print(f"note: {line}", file=sys.stderr)
+
+
 def _expert(text: str) -> tuple[int, ...]:
     try:
         dims = tuple(int(x) for x in text.split(","))
@@ -106,7 +113,7 @@ def cmd_score(args) -> int:
                                                  suffix=".csv.tmp") as dst:
                     try:
                         rows, errors = score_csv(args.network, src, dst, hardware=args.hardware,
-                                                 **shape)
+                                                 note=_note, **shape)
                     except BaseException:       # a refused file or an interrupt: no temporary
                         os.unlink(dst.name)
                         raise
@@ -114,7 +121,8 @@ def cmd_score(args) -> int:
                 print(f"{count(rows, 'configuration')} scored ({errors} with an error) -> "
                       f"{args.out}")
             else:
-                score_csv(args.network, src, sys.stdout, hardware=args.hardware, **shape)
+                score_csv(args.network, src, sys.stdout, hardware=args.hardware, note=_note,
+                          **shape)
         return 0
     if args.config:
         from .score_configs import score_config

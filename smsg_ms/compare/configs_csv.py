@@ -30,8 +30,9 @@ def read_config_rows(src) -> tuple[list[str], list[dict]]:
     ``{column: text}`` dict. Blank lines are skipped (the csv module's rule).
 
     Raises:
-        ConfigFileError: the header names a column twice or one that is none of
-            :data:`CSV_COLUMNS`, :data:`OPTIONAL_COLUMNS`, :data:`ADDED_COLUMNS`, or lacks one
+        ConfigFileError: the header names a column twice or a misspelt known one (an
+            unknown column close to one of :data:`CSV_COLUMNS`, :data:`OPTIONAL_COLUMNS`,
+            :data:`ADDED_COLUMNS`; other unknown columns are copied through), or lacks one
             of :data:`CSV_COLUMNS`; a row with more or fewer cells than the header (its line
             number); a CSV error of the csv module (its line number); text that is not UTF-8.
     """
@@ -61,22 +62,28 @@ def read_config_rows(src) -> tuple[list[str], list[dict]]:
 
 def _check_header(name: str, header: list[str]) -> None:
     """Raises: ConfigFileError naming the first bad column of ``header`` (see
-    :func:`read_config_rows`)."""
+    :func:`read_config_rows`): a column given twice, or an unknown one that reads like a
+    misspelt known one (``recompte``: it would be copied through, not read). Other unknown
+    columns (``measured_seconds``, a note) are copied through: :func:`passed_through`."""
     known = CSV_COLUMNS + OPTIONAL_COLUMNS + ADDED_COLUMNS
     for i, column in enumerate(header):
         if column in header[:i]:
             raise ConfigFileError(f"{name}: column '{column}' is given twice (keep one)")
-        if column not in known:
-            close = difflib.get_close_matches(column.lower(), known, n=1)
+        close = difflib.get_close_matches(column.lower(), known, n=1, cutoff=0.8)
+        if column not in known and close:
             raise ConfigFileError(
-                f"{name}: unknown column '{column}'"
-                + (f" (did you mean '{close[0]}'?)" if close else "")
-                + f"; columns: {', '.join(CSV_COLUMNS)}, optional {', '.join(OPTIONAL_COLUMNS)}")
+                f"{name}: unknown column '{column}' (did you mean '{close[0]}'?); "
+                f"columns: {', '.join(CSV_COLUMNS)}, optional {', '.join(OPTIONAL_COLUMNS)}")
     lacking = [c for c in CSV_COLUMNS if c not in header]
     if lacking:
         raise ConfigFileError(f"{name}: configuration CSV lacks the column(s) "
                               f"{', '.join(lacking)} (needs {','.join(CSV_COLUMNS)})")
 
 
+def passed_through(header: list[str]) -> list[str]:
+    """The columns of ``header`` no configuration reads, copied to the output as they are."""
+    return [c for c in header if c not in CSV_COLUMNS + OPTIONAL_COLUMNS + ADDED_COLUMNS]
+
+
 __all__ = ["ADDED_COLUMNS", "CSV_COLUMNS", "ConfigFileError", "OPTIONAL_COLUMNS",
-           "SHAPE_COLUMNS", "read_config_rows"]
+           "SHAPE_COLUMNS", "passed_through", "read_config_rows"]

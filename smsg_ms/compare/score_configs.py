@@ -33,7 +33,7 @@ from ..words import count
 from .configs import (PREFERRED, Config, ConfigError, config_from_values, expand,
                       positive_int, role_strategy, sequence_parallel_out)
 
-from .configs_csv import CSV_COLUMNS, SHAPE_COLUMNS, read_config_rows
+from .configs_csv import CSV_COLUMNS, SHAPE_COLUMNS, passed_through, read_config_rows
 
 
 def _network_default(spec: str, key: str, options: dict):
@@ -464,7 +464,8 @@ def score_rows(spec: str, rows, *, hardware="ascend910b", progress=None,
         yield out
 
 
-def score_csv(spec: str, src, dst, *, hardware="ascend910b", **network_options) -> tuple[int, int]:
+def score_csv(spec: str, src, dst, *, hardware="ascend910b", note=None,
+              **network_options) -> tuple[int, int]:
     """Read configuration rows from the open text file ``src`` (CSV with a header), write them to
     ``dst`` with ``step_seconds`` and ``error`` columns added. Returns ``(rows, errors)``.
 
@@ -473,10 +474,16 @@ def score_csv(spec: str, src, dst, *, hardware="ascend910b", **network_options) 
 
     Raises:
         smsg_ms.compare.configs_csv.ConfigFileError: see
-            :func:`~.configs_csv.read_config_rows` (an unknown or missing column, a row of
+            :func:`~.configs_csv.read_config_rows` (a misspelt or missing column, a row of
             another cell count, text that is not UTF-8).
+
+    ``note``: called with one line naming the columns no configuration reads (copied through
+    as they are: a measured time, a label), where there are any.
     """
     header, rows_in = read_config_rows(src)
+    extra = passed_through(header)
+    if extra and note is not None:
+        note(f"columns copied through, not read: {', '.join(extra)}")
     fields = header + [c for c in ("step_seconds", "error") if c not in header]
     writer = csv.DictWriter(dst, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
