@@ -310,7 +310,8 @@ def _through_reshapes(graph: OpGraph, model, variables: list[PlanVariable], choi
         op = graph.ops[rid]
         outs = out_of.get(rid, [])
         readers = {e[2] for e in outs}
-        if op.type not in reshape.TYPES or len(ins) != 1 or len(readers) != len(outs) \
+        if op.type not in reshape.TYPES or len(ins) != 1 or not outs \
+                or len(readers) != len(outs) \
                 or set(graph.tensors[op.outputs[0]].consumers) != readers \
                 or MORPH_ATTR in op.attrs:
             continue
