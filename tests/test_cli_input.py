@@ -11,9 +11,9 @@ import pytest
 from smsg_ms.cli import main
 
 
-def refused(capsys, argv) -> tuple[int, str]:
+def refused(capsys, argv, quiet: bool = True) -> tuple[int, str]:
     """``main(argv)``'s exit status (argparse's ``SystemExit`` included) and its one stderr
-    line."""
+    line (nothing else on stderr; nothing on stdout unless ``quiet`` is false)."""
     try:
         rc = main(argv)
     except SystemExit as exc:
@@ -21,7 +21,7 @@ def refused(capsys, argv) -> tuple[int, str]:
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("smsg-ms: error: "), captured.err
-    assert captured.out == ""
+    assert captured.out == "" or not quiet
     return rc, lines[0]
 
 
