@@ -26,12 +26,12 @@ from __future__ import annotations
 from ..graph.model import OpGraph
 
 
-def _in_block(path: str, blocks: list[str]) -> bool:
+def in_block(path: str, blocks: list[str]) -> bool:
     """A primitive path inside one of the repeated blocks (``layers.3.attn.wq`` in ``layers.3``)."""
     return any(path == b or path.startswith(b + ".") for b in blocks)
 
 
-def _holds_block(cell: str, blocks: list[str]) -> bool:
+def holds_block(cell: str, blocks: list[str]) -> bool:
     """A cell that is a repeated block or holds one (the network's ``layers``)."""
     return any(b == cell or b.startswith(cell + ".") for b in blocks)
 
@@ -61,7 +61,7 @@ def parameter_only(graph: OpGraph, blocks: list[str] | None = None) -> list[str]
             from_data.update(op.outputs)
         elif any(n in from_weight for n in op.inputs):
             from_weight.update(op.outputs)
-        elif blocks is not None and (op.prim_path is None or _in_block(op.prim_path, blocks)):
+        elif blocks is not None and (op.prim_path is None or in_block(op.prim_path, blocks)):
             made.update(op.outputs)
     return sorted(n for n in (from_weight - weights) | made if n not in from_data)
 
@@ -80,7 +80,7 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
     started = False
     for op in graph.ops:                    # topological order
         path = op.prim_path or ""
-        started = started or _in_block(path, blocks)
+        started = started or in_block(path, blocks)
         read = {n for n in op.inputs if n in weights}
         if started:
             later |= read
@@ -88,7 +88,7 @@ def first_stage_cells(graph: OpGraph, blocks: list[str]) -> list[str]:
         if "." not in path or not read:
             continue
         cell = path.rsplit(".", 1)[0]
-        if not _holds_block(cell, blocks):
+        if not holds_block(cell, blocks):
             out.setdefault(cell, set()).update(read)
     return sorted(c for c, read in out.items() if not read & later)
 
@@ -110,14 +110,14 @@ def shared_parameter_cells(graph: OpGraph, blocks: list[str], shared: set[str],
     after: dict[str, bool] = {}
     for op in graph.ops:                    # topological order
         path = op.prim_path or ""
-        if _in_block(path, blocks):
+        if in_block(path, blocks):
             seen_block = True
             after.clear()                   # not after the last block after all
             continue
         if "." not in path or not shared & set(op.inputs):
             continue
         cell = path.rsplit(".", 1)[0]
-        if _holds_block(cell, blocks):
+        if holds_block(cell, blocks):
             continue
         if not seen_block:
             out[cell] = 0
@@ -127,4 +127,5 @@ def shared_parameter_cells(graph: OpGraph, blocks: list[str], shared: set[str],
     return dict(sorted(out.items()))
 
 
-__all__ = ["parameter_only", "first_stage_cells", "shared_parameter_cells"]
+__all__ = ["parameter_only", "first_stage_cells", "holds_block", "in_block",
+           "shared_parameter_cells"]

@@ -25,12 +25,7 @@ from __future__ import annotations
 
 from ..graph.mindir import cell_path_of_scope
 from ..graph.model import OpGraph
-
-
-def in_blocks(path: str, names: list[str]) -> bool:
-    """Does dotted ``path`` (a primitive path or a parameter name) lie in one of the blocks
-    ``names`` (``layers.3.attn.wq`` in ``layers.3``)?"""
-    return any(path == b or path.startswith(b + ".") for b in names)
+from .param_only import holds_block, in_block
 
 
 def loose_reads(graph: OpGraph, names: list[str]) -> set[tuple[int, str]]:
@@ -40,7 +35,7 @@ def loose_reads(graph: OpGraph, names: list[str]) -> set[tuple[int, str]]:
     ``names`` (the chain, :func:`smsg_ms.planner.stages.chain_blocks`: ``layers.0``, ...),
     with no primitive path of a cell (none, or a root primitive's ``lm_head``). A block's own
     weights are read in its cell: never loose."""
-    at = [k for k, op in enumerate(graph.ops) if op.prim_path and in_blocks(op.prim_path, names)]
+    at = [k for k, op in enumerate(graph.ops) if op.prim_path and in_block(op.prim_path, names)]
     if not at:
         return set()
     lo, hi = at[0], at[-1]
@@ -50,7 +45,7 @@ def loose_reads(graph: OpGraph, names: list[str]) -> set[tuple[int, str]]:
             continue
         for name in op.inputs:
             t = graph.tensors[name]
-            if (t.kind == "parameter" and t.requires_grad and not in_blocks(name, names)
+            if (t.kind == "parameter" and t.requires_grad and not in_block(name, names)
                     and not in_side_cell(op.scope or "", names)):
                 out.add((op.id, name))
     return out
@@ -68,9 +63,9 @@ def in_side_cell(scope: str, names: list[str]) -> bool:
     or, when a block made the same functional call first, that block's (the GQA decoder's
     ``Transpose`` of the table): both loose."""
     cells = cell_path_of_scope(scope) if scope else ""
-    if not cells or in_blocks(cells, names):
+    if not cells or in_block(cells, names):
         return False
-    return not any(b.startswith(cells + ".") for b in names)
+    return not holds_block(cells, names)
 
 
 
@@ -132,4 +127,4 @@ def dropped_gradients(graph: OpGraph, stage_of_op: dict[int, int], stages: int,
     return out
 
 
-__all__ = ["dropped_gradients", "in_blocks", "in_side_cell", "loose_reads", "parameter_stages", "weights_behind"]
+__all__ = ["dropped_gradients", "in_side_cell", "loose_reads", "parameter_stages", "weights_behind"]
